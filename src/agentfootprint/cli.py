@@ -1,0 +1,273 @@
+"""The ``agentfootprint`` command: run the demo, list and inspect runs, verify logs.
+
+Exit codes of ``verify`` (and ``demo``, which verifies what it recorded):
+
+* 0: every run verified and is closed (VALID_UNSIGNED);
+* 1: a run failed verification (the message names run, seq and reason);
+* 2: usage error, or the database could not be opened or read;
+* 3: every run is consistent but at least one never closed (UNSEALED: a crash).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from agentfootprint import __version__
+from agentfootprint.core.agent import RunResult
+from agentfootprint.errors import (
+    AgentFootprintError,
+    RunNotFoundError,
+    StoreError,
+    UsageError,
+    VerificationError,
+)
+from agentfootprint.replay.read import RunReader
+from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.verify.canonical import parse
+from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
+
+__all__ = ["EXIT_INVALID", "EXIT_OK", "EXIT_UNSEALED", "EXIT_USAGE", "main"]
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_UNSEALED = 0, 1, 2, 3
+
+_DB = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _when(ts: int) -> str:
+    return dt.datetime.fromtimestamp(ts / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _open(path: Path) -> SqliteStore:
+    try:
+        return SqliteStore(path)
+    except StoreError as exc:
+        raise click.ClickException(f"cannot open {path}: {exc}") from exc
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agentfootprint")
+def main() -> None:
+    """agentfootprint: agent runs recorded as verifiable evidence.
+
+    Every stage write is an append-only event in SQLite, every LLM call has a
+    receipt of SHA-256 digests, and `verify` rebuilds each request the model
+    was served from the log and checks it against its receipt.
+    """
+
+
+@main.command()
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("agentfootprint.db"),
+    show_default=True,
+    help="SQLite file to record into (created if missing; runs are appended).",
+)
+def demo(db: Path) -> None:
+    """Record a scripted two-tool, two-turn agent run, then verify it.
+
+    No model or network is used: the scripted provider plays the model, and
+    everything else (stages, store, receipts, verifier) is the real thing.
+    Exit codes as for `verify`.
+    """
+    from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+
+    store = _open(db)
+    agent = build_demo_agent(store)
+    results: list[RunResult] = []
+    for question in DEMO_QUESTIONS:
+        parent = results[-1] if results else None
+        click.echo(f"\nuser> {question}")
+        result = agent.run_sync(question, continue_from=parent)
+        click.echo(f"agent> {result.answer}")
+        results.append(result)
+    click.echo("")
+    verifier = Verifier(store)
+    worst = EXIT_OK
+    for result in results:
+        _account(store, result.run_id)
+        worst = max(worst, _verify_one(verifier, result.run_id), key=_severity)
+    click.echo(
+        f"\nRecorded to {db}. Inspect with:\n"
+        f"  agentfootprint runs {db}\n"
+        f"  agentfootprint show {db} {results[-1].run_id}\n"
+        f"  agentfootprint served {db} {results[-1].run_id} 0\n"
+        f"  agentfootprint verify {db}"
+    )
+    store.close()
+    sys.exit(worst)
+
+
+def _account(store: SqliteStore, run_id: str) -> None:
+    stages: Counter[str] = Counter()
+    writes = receipts = events = 0
+    for event in store.read(run_id):
+        events += 1
+        if event.type == "commit":
+            stages[parse(event.body)["stage"]] += 1
+        elif event.type == "write":
+            writes += 1
+        elif event.type == "receipt":
+            receipts += 1
+    summary = ", ".join(f"{name} x{count}" for name, count in stages.items())
+    click.echo(
+        f"run {run_id}: {events} events, {sum(stages.values())} commits "
+        f"({writes} writes), {receipts} LLM calls with receipts"
+    )
+    click.echo(f"  stages: {summary}")
+
+
+def _verify_one(verifier: Verifier, run_id: str) -> int:
+    try:
+        result: RunVerification = verifier.verify(run_id)
+    except VerificationError as exc:
+        click.echo(f"INVALID         {exc}")
+        return EXIT_INVALID
+    ancestry = f", continues {result.ancestors[-1]}" if result.ancestors else ""
+    click.echo(
+        f"{result.outcome.value:<15} run {run_id}: {result.events} events, "
+        f"{result.receipts} receipts checked against rebuilt requests{ancestry}"
+    )
+    return EXIT_OK if result.outcome is Outcome.VALID_UNSIGNED else EXIT_UNSEALED
+
+
+@main.command()
+@click.argument("db", type=_DB)
+def runs(db: Path) -> None:
+    """List the runs in DB, oldest first."""
+    store = _open(db)
+    infos = store.runs()
+    if not infos:
+        click.echo("no runs")
+    for info in infos:
+        status = "closed" if info.closed else "open"
+        if info.closed:
+            last = next(iter(store.read(info.run_id, start=info.events - 1)))
+            status = parse(last.body).get("outcome", status)
+        parent = f" parent={info.parent_run_id}" if info.parent_run_id else ""
+        click.echo(
+            f"{info.run_id}  {_when(info.opened_at)}  {info.events:>5} events  "
+            f"{status:<13} conversation={info.conversation_id}{parent}"
+        )
+    store.close()
+
+
+def _short(value: Any, limit: int = 72) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@main.command()
+@click.argument("db", type=_DB)
+@click.argument("run_id")
+def show(db: Path, run_id: str) -> None:
+    """Print RUN_ID's commit timeline: each stage's writes, receipts and decisions."""
+    store = _open(db)
+    try:
+        events = list(store.read(run_id))
+    except RunNotFoundError as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    pending: list[str] = []
+    for event in events:
+        body = parse(event.body)
+        if event.type == "run.open":
+            parent = body.get("parent")
+            click.echo(
+                f"run {run_id}  opened {_when(event.ts)}  model={body.get('model')}"
+                + (f"  continues {parent['run_id']}" if parent else "")
+            )
+        elif event.type == "write":
+            value = "" if body["verb"] == "delete" else " " + _short(body.get("value"))
+            pending.append(f"    {body['verb']:<6} {body['path']}{value}")
+        elif event.type == "receipt":
+            pending.append(
+                f"    receipt call {body['call']}: request {body['request'][:16]}… "
+                f"({body['messages']['keep'] + len(body['messages']['add'])} messages)"
+            )
+        elif event.type == "event":
+            pending.append(f"    event  {body['name']}")
+        elif event.type == "commit":
+            extra = f" -> {body['decision']}" if "decision" in body else ""
+            if "error" in body:
+                extra += f"  ERROR {body['error']['type']}: {body['error']['message']}"
+            click.echo(f"  [{body['commit']:>3}] {body['stage_run']}{extra}")
+            for line in pending:
+                click.echo(line)
+            pending = []
+        elif event.type == "run.close":
+            click.echo(f"run closed {_when(event.ts)}: {_short(body, 200)}")
+    store.close()
+
+
+@main.command()
+@click.argument("db", type=_DB)
+@click.argument("run_id")
+@click.argument("k", type=click.IntRange(min=0))
+def served(db: Path, run_id: str, k: int) -> None:
+    """Print the request served at call K (0-based) of RUN_ID, rebuilt from the log."""
+    store = _open(db)
+    try:
+        request = RunReader(store).served_at(run_id, k)
+    except (RunNotFoundError, UsageError) as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    except VerificationError as exc:
+        store.close()
+        _fail(str(exc), EXIT_INVALID)
+    click.echo(orjson.dumps(request, option=orjson.OPT_INDENT_2).decode())
+    store.close()
+
+
+@main.command()
+@click.argument("db", type=_DB)
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    metavar="ID",
+    help="Verify only this run (and its ancestors). Repeatable.",
+)
+def verify(db: Path, run_ids: tuple[str, ...]) -> None:
+    """Verify every run in DB (or only --run ID): hashes, chain, and every receipt.
+
+    \b
+    Exit codes:
+      0  every run verified and closed (VALID_UNSIGNED)
+      1  a run failed verification (run, seq and reason are printed)
+      2  usage error, or DB could not be opened or read
+      3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
+    """
+    store = _open(db)
+    try:
+        targets = list(run_ids) or [info.run_id for info in store.runs()]
+        verifier = Verifier(store)
+        worst = EXIT_OK
+        for run_id in targets:
+            worst = max(worst, _verify_one(verifier, run_id), key=_severity)
+    except RunNotFoundError as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    except AgentFootprintError as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    if not targets:
+        click.echo("no runs to verify")
+    store.close()
+    sys.exit(worst)
+
+
+def _severity(code: int) -> int:
+    return {EXIT_OK: 0, EXIT_UNSEALED: 1, EXIT_INVALID: 2}[code]

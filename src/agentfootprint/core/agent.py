@@ -1,0 +1,267 @@
+"""``Agent``: options checked at construction, the chart built once, runs recorded.
+
+Every ``run()`` is one turn recorded as one run in the store: ``run.open``, a
+commit per stage execution (with its writes, receipts and recorded events) and
+``run.close`` with the outcome (answered, stopped early, failed). A run that
+continues another starts from the parent's final state by reference (the
+parent's id, event count and chain head in ``run.open``), never by copying it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentfootprint import __version__
+from agentfootprint.core import hooks
+from agentfootprint.core.events import EventBus, Listener
+from agentfootprint.core.options import AgentConfig, resolve_options
+from agentfootprint.core.run import Lineage, RunState, error_record
+from agentfootprint.core.stages import build_chart
+from agentfootprint.errors import (
+    AgentFootprintError,
+    CanonicalFormError,
+    ContinuationError,
+    RunError,
+    RunNotFoundError,
+    UsageError,
+    VerificationError,
+)
+from agentfootprint.store.base import EventStore
+from agentfootprint.store.memory import MemoryStore
+from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.writer import RunWriter, new_run_id
+from agentfootprint.verify.canonical import check_ijson
+from agentfootprint.verify.request import PROJECTION, REQUEST_VERSION
+from agentfootprint.verify.verifier import LOG_FORMAT, Verifier
+
+__all__ = ["Agent", "RunResult", "StoppedEarly", "open_store"]
+
+_LINEAGE_CACHE = 8
+_CONTINUABLE = ("answered", "stopped_early")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoppedEarly:
+    """Why a turn ended before the model gave a final answer."""
+
+    reason: str
+    iteration: int
+    pending_tool_calls: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    """What ``run()`` returns. ``state`` is the live final state (never redacted)."""
+
+    answer: str
+    run_id: str
+    conversation_id: str
+    parent_run_id: str | None
+    iterations: int
+    calls: int
+    outcome: str
+    stopped_early: StoppedEarly | None
+    usage: dict[str, int]
+    state: dict[str, Any]
+
+
+def open_store(store: Any) -> EventStore:
+    """``None`` -> in memory; a path -> SQLite file; an :class:`EventStore` as is."""
+    if store is None:
+        return MemoryStore()
+    if isinstance(store, EventStore):
+        return store
+    if isinstance(store, str | os.PathLike):
+        return SqliteStore(store)
+    raise UsageError(
+        f"option 'store': expected None, a database path or an EventStore, got {store!r}",
+        option="store",
+    )
+
+
+class Agent:
+    """A ReAct agent whose every run is recorded, receipted and verifiable."""
+
+    def __init__(
+        self,
+        *,
+        provider: Any,
+        model: str,
+        system: str | list[str] | tuple[str, ...] = "",
+        tools: list[Any] | tuple[Any, ...] = (),
+        store: Any = None,
+        **options: Any,
+    ) -> None:
+        self.config: AgentConfig = resolve_options(
+            {"provider": provider, "model": model, "system": system, "tools": tools, **options}
+        )
+        self.store: EventStore = open_store(store)
+        self.chart = build_chart(self.config.react_mode)
+        self._bus = EventBus()
+        self._lineages: OrderedDict[str, Lineage] = OrderedDict()
+
+    # -- events -------------------------------------------------------------------------
+    def on(self, name: str, listener: Listener) -> Callable[[], None]:
+        """Subscribe to typed events by kind or wildcard; returns an unsubscribe function."""
+        return self._bus.on(name, listener)
+
+    # -- running ------------------------------------------------------------------------
+    def run_sync(self, message: str, *, continue_from: str | RunResult | None = None) -> RunResult:
+        """``run`` for code without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(message, continue_from=continue_from))
+        raise UsageError("run_sync() was called inside a running event loop; use await agent.run()")
+
+    async def run(self, message: str, *, continue_from: str | RunResult | None = None) -> RunResult:
+        """Run one turn. ``continue_from`` (a run id or result) carries its history over."""
+        if not isinstance(message, str):
+            raise UsageError(f"run() takes the user message as a str, got {type(message).__name__}")
+        try:
+            check_ijson(message, ("message",))
+        except CanonicalFormError as exc:
+            raise UsageError(f"run() message cannot be recorded: {exc}") from exc
+        lineage = self._lineage(continue_from) if continue_from is not None else None
+        run_id = new_run_id()
+        conversation_id = lineage.conversation_id if lineage else run_id
+        writer = RunWriter(self.store, run_id)
+        writer.append([("run.open", self._open_body(run_id, conversation_id, lineage))])
+        run = RunState(
+            config=self.config,
+            chart=self.chart,
+            writer=writer,
+            bus=self._bus,
+            conversation_id=conversation_id,
+            lineage=lineage,
+            message=message,
+        )
+        try:
+            await run.execute()
+        except BaseException as exc:
+            self._close_failed(run, exc)
+            if isinstance(exc, AgentFootprintError | asyncio.CancelledError | KeyboardInterrupt):
+                raise
+            raise RunError(
+                f"run {run_id} failed: {type(exc).__name__}: {exc}", run_id=run_id
+            ) from exc
+        stopped = run.state.get("stopped_early")
+        outcome = "stopped_early" if stopped else "answered"
+        iterations = int(run.state.get("iteration", 0))
+        run.close(outcome, {"iterations": iterations})
+        self._remember(
+            Lineage(
+                run_id=run_id,
+                conversation_id=conversation_id,
+                events=writer.seq,
+                head=writer.head,
+                state=run.state,
+                receipt_lists=run.receipt_lists,
+                outcome=outcome,
+                hasher=run.hasher,
+            )
+        )
+        hooks.run_closed(self.store, run_id)
+        return RunResult(
+            answer=run.state.get("final_answer", ""),
+            run_id=run_id,
+            conversation_id=conversation_id,
+            parent_run_id=lineage.run_id if lineage else None,
+            iterations=iterations,
+            calls=run.calls,
+            outcome=outcome,
+            stopped_early=StoppedEarly(**stopped) if stopped else None,
+            usage=dict(run.state.get("usage", {})),
+            state=run.state,
+        )
+
+    def _close_failed(self, run: RunState, exc: BaseException) -> None:
+        # if the store itself failed, nothing more can be written
+        with contextlib.suppress(AgentFootprintError):
+            run.close("failed", {"error": error_record(exc)})
+        hooks.run_closed(self.store, run.run_id)
+
+    def _open_body(
+        self, run_id: str, conversation_id: str, lineage: Lineage | None
+    ) -> dict[str, Any]:
+        config = self.config
+        parent = None
+        if lineage is not None:
+            parent = {
+                "run_id": lineage.run_id,
+                "events": lineage.events,
+                "head": lineage.head.hex(),
+            }
+        return {
+            "format": LOG_FORMAT,
+            "run_id": run_id,
+            "conversation_id": conversation_id,
+            "parent": parent,
+            "agent": {"id": config.id, "name": config.name},
+            "model": config.model,
+            "provider": str(getattr(config.provider, "name", type(config.provider).__name__)),
+            "options": {
+                "commit_values": config.commit_values,
+                "max_iterations": config.max_iterations,
+                "react_mode": config.react_mode,
+                "record_receipt": config.record_receipt,
+                "tool_arg_validation": config.tool_arg_validation,
+            },
+            "projection": {
+                "version": REQUEST_VERSION,
+                "keys": {field: key for field, (key, _) in PROJECTION.items()},
+            },
+            "policy": None,
+            "policy_digest": None,
+            "library": f"agentfootprint {__version__}",
+            "canon": "RFC8785",
+            "hash": "SHA-256",
+            "clock": {"ts": "unix-ms"},
+        }
+
+    # -- conversations ------------------------------------------------------------------
+    def _remember(self, lineage: Lineage) -> None:
+        self._lineages[lineage.run_id] = lineage
+        while len(self._lineages) > _LINEAGE_CACHE:
+            self._lineages.popitem(last=False)
+
+    def _lineage(self, parent: str | RunResult) -> Lineage:
+        parent_id = parent.run_id if isinstance(parent, RunResult) else parent
+        if not isinstance(parent_id, str):
+            raise UsageError(f"continue_from takes a run id or a RunResult, got {parent!r}")
+        cached = self._lineages.get(parent_id)
+        if cached is not None:
+            return cached
+        try:
+            verified = Verifier(self.store).verify(parent_id)
+        except RunNotFoundError as exc:
+            raise ContinuationError(
+                f"cannot continue run {parent_id}: it is not in this agent's store"
+            ) from exc
+        except VerificationError as exc:
+            raise ContinuationError(
+                f"cannot continue run {parent_id}: its log does not verify ({exc})"
+            ) from exc
+        outcome = verified.close.get("outcome") if verified.close else None
+        if outcome not in _CONTINUABLE:
+            raise ContinuationError(
+                f"cannot continue run {parent_id}: it "
+                + ("never closed" if outcome is None else f"closed as {outcome!r}")
+                + "; continue from a run that answered or stopped early"
+            )
+        info = self.store.run_info(parent_id)
+        return Lineage(
+            run_id=parent_id,
+            conversation_id=info.conversation_id,
+            events=verified.events,
+            head=verified.head,
+            state=dict(verified.final_state),
+            receipt_lists={k: list(v) for k, v in verified.receipt_lists.items()},
+            outcome=str(outcome),
+        )

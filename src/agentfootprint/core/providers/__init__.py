@@ -1,0 +1,1 @@
+"""agentfootprint.core.providers."""

@@ -1,0 +1,172 @@
+"""One run: the engine loop over the chart, and the recorder of its commits.
+
+The run keeps the *committed* state (replaced, never mutated, at each commit)
+and writes each stage's commit to the store as one atomic batch:
+``receipt*``, ``event*``, ``write*``, then the ``commit`` marker. Receipts come
+first because they describe the request built from the state *before* the
+stage's writes, which is what the verifier has folded when it reaches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentfootprint.core.events import RECORDED_KINDS, AgentEvent, EventBus
+from agentfootprint.core.scope import CommitValues, Scope
+from agentfootprint.errors import RunError
+from agentfootprint.store.writer import RunWriter
+from agentfootprint.verify.fold import compress_digests
+from agentfootprint.verify.request import PIECE_KINDS, RequestDigests, RequestHasher
+
+if TYPE_CHECKING:
+    from agentfootprint.core.chart import Chart
+    from agentfootprint.core.options import AgentConfig
+
+__all__ = ["Lineage", "RunState", "StageContext"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Lineage:
+    """What a run inherits from its parent: final state, head, and receipt lists."""
+
+    run_id: str
+    conversation_id: str
+    events: int
+    head: bytes
+    state: dict[str, Any]
+    receipt_lists: dict[str, list[str]]
+    outcome: str
+    hasher: RequestHasher | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class StageContext:
+    """What a stage function receives."""
+
+    run: RunState
+    scope: Scope
+    stage_run: str
+    receipts: list[dict[str, Any]] = field(default_factory=list)
+    recorded: list[dict[str, Any]] = field(default_factory=list)
+
+    async def emit(self, event: AgentEvent) -> None:
+        """Deliver to listeners; events that record a finding also go into this commit."""
+        if event.kind in RECORDED_KINDS:
+            self.recorded.append({"name": event.kind, "payload": event.payload()})
+        await self.run.bus.emit(event)
+
+    def mint_receipt(self, digests: RequestDigests) -> None:
+        """Buffer the receipt of the call this stage makes (written at its commit)."""
+        run = self.run
+        body: dict[str, Any] = {
+            "call": run.calls,
+            "commit": run.commit_index,
+            "model": digests.model,
+            "params": digests.params,
+            "request": digests.request,
+        }
+        for kind in PIECE_KINDS:
+            current = list(digests.pieces(kind))
+            body[kind] = compress_digests(run.receipt_lists[kind], current)
+            run.receipt_lists[kind] = current
+        self.receipts.append(body)
+
+
+class RunState:
+    """The live side of one run."""
+
+    def __init__(
+        self,
+        *,
+        config: AgentConfig,
+        chart: Chart,
+        writer: RunWriter,
+        bus: EventBus,
+        conversation_id: str,
+        lineage: Lineage | None,
+        message: str,
+    ) -> None:
+        self.config = config
+        self.input_message = message
+        self.chart = chart
+        self.writer = writer
+        self.bus = bus
+        self.run_id = writer.run_id
+        self.conversation_id = conversation_id
+        self.lineage = lineage
+        self.state: dict[str, Any] = dict(lineage.state) if lineage else {}
+        self.receipt_lists: dict[str, list[str]] = (
+            {k: list(v) for k, v in lineage.receipt_lists.items()}
+            if lineage
+            else {kind: [] for kind in PIECE_KINDS}
+        )
+        self.hasher = (lineage.hasher if lineage and lineage.hasher else None) or RequestHasher()
+        self.commit_index = 0
+        self.calls = 0
+        self.stage_counts: dict[str, int] = {}
+
+    @property
+    def mode(self) -> CommitValues:
+        return self.config.commit_values
+
+    async def execute(self) -> None:
+        """Walk the chart from its entry until a stage breaks; each stage commits."""
+        name: str | None = self.chart.entry
+        budget = 12 * self.config.max_iterations + 24
+        while name is not None:
+            budget -= 1
+            if budget < 0:
+                raise RunError(
+                    "the chart ran more stages than the iteration budget allows", run_id=self.run_id
+                )
+            stage = self.chart.stages[name]
+            count = self.stage_counts[name] = self.stage_counts.get(name, 0) + 1
+            ctx = StageContext(run=self, scope=Scope(self.state), stage_run=f"{name}#{count}")
+            error: BaseException | None = None
+            result: str | None = None
+            try:
+                result = await stage.fn(ctx)
+            except BaseException as exc:  # recorded, then re-raised below
+                error = exc
+            self._commit(stage.name, stage.kind, ctx, result if error is None else None, error)
+            if error is not None:
+                raise error
+            name = self.chart.follow(stage, result)
+
+    def _commit(
+        self,
+        stage: str,
+        kind: str,
+        ctx: StageContext,
+        decision: str | None,
+        error: BaseException | None,
+    ) -> None:
+        writes = ctx.scope.net_writes(self.mode)
+        marker: dict[str, Any] = {
+            "commit": self.commit_index,
+            "stage": stage,
+            "stage_run": ctx.stage_run,
+            "writes": len(writes),
+        }
+        if kind == "decider" and decision is not None:
+            marker["decision"] = decision
+        if error is not None:
+            marker["error"] = error_record(error)
+        batch: list[tuple[str, Any]] = [("receipt", r) for r in ctx.receipts]
+        batch += [("event", e) for e in ctx.recorded]
+        batch += [("write", w.body(self.commit_index)) for w in writes]
+        batch.append(("commit", marker))
+        self.writer.append(batch)
+        self.state = ctx.scope.apply_to(writes)
+        self.commit_index += 1
+
+    def close(self, outcome: str, extra: Mapping[str, Any]) -> None:
+        body = {"outcome": outcome, "commits": self.commit_index, "calls": self.calls, **extra}
+        self.writer.append([("run.close", body)])
+
+
+def error_record(error: BaseException) -> dict[str, str]:
+    """How a failure is recorded: the exception's type and message."""
+    return {"type": type(error).__name__, "message": str(error)}

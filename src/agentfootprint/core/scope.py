@@ -1,0 +1,157 @@
+"""A stage's view of state: reads see committed state, writes are buffered.
+
+At the stage's end the buffer becomes one commit: the *net* change per key
+(a write that leaves a key as it was drops out), encoded by ``commit_values``:
+
+* ``"delta"`` (default): an array that grew from its committed value by a tail
+  is written as ``append`` of the tail only; an object that kept all its members
+  and changed some as ``merge`` of the changed members; anything else ``set``.
+* ``"full"``: every changed key as ``set`` of its whole value.
+
+Both fold back (``verify.fold.apply_write``) to the same state. Values are
+checked to be I-JSON and copied on write, so committed state holds plain JSON
+types only and equals, type for type, what the verifier folds from the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from agentfootprint.errors import UsageError
+from agentfootprint.verify.canonical import check_ijson
+
+__all__ = ["CommitValues", "Scope", "Write", "json_equal", "to_json_value"]
+
+CommitValues = Literal["delta", "full"]
+_DELETED: Any = object()
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Write:
+    """One entry of a commit: ``value`` is absent (None) for ``delete``."""
+
+    path: str
+    verb: str
+    value: Any = None
+
+    def body(self, commit: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"commit": commit, "path": self.path, "verb": self.verb}
+        if self.verb != "delete":
+            body["value"] = self.value
+        return body
+
+
+def to_json_value(value: Any, path: tuple[str | int, ...] = ()) -> Any:
+    """Validate ``value`` as I-JSON and return a detached copy made of JSON types only."""
+    check_ijson(value, path)
+    return orjson.loads(orjson.dumps(value))
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality as JSON sees it: ``1`` and ``1.0`` and ``True`` are three different values."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _is_prefix(base: list[Any], new: list[Any]) -> bool:
+    if len(new) < len(base):
+        return False
+    return all(x is y or json_equal(x, y) for x, y in zip(base, new, strict=False))
+
+
+class Scope:
+    """Reads and buffered writes of one stage execution."""
+
+    def __init__(self, committed: Mapping[str, Any]) -> None:
+        self._committed = committed
+        self._pending: dict[str, Any] = {}
+
+    @property
+    def committed(self) -> Mapping[str, Any]:
+        """State as committed before this stage (what requests are built from)."""
+        return self._committed
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The key's value as this stage sees it (borrowed: never mutate it)."""
+        if key in self._pending:
+            value = self._pending[key]
+            return default if value is _DELETED else value
+        return self._committed.get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def set(self, key: str, value: Any) -> None:
+        self._pending[self._key(key)] = to_json_value(value, (key,))
+
+    def append(self, key: str, items: list[Any]) -> None:
+        current = self.get(key, [])
+        if not isinstance(current, list) or not isinstance(items, list):
+            raise UsageError(f"append to {key!r} needs a list value and a list of items")
+        self._pending[self._key(key)] = current + to_json_value(items, (key,))
+
+    def merge(self, key: str, members: Mapping[str, Any]) -> None:
+        current = self.get(key, {})
+        if not isinstance(current, dict) or not isinstance(members, Mapping):
+            raise UsageError(f"merge into {key!r} needs an object value and a mapping")
+        self._pending[self._key(key)] = {**current, **to_json_value(dict(members), (key,))}
+
+    def delete(self, key: str) -> None:
+        self._pending[self._key(key)] = _DELETED
+
+    @staticmethod
+    def _key(key: str) -> str:
+        if not isinstance(key, str) or not key:
+            raise UsageError(f"state keys are non-empty strings, not {key!r}")
+        return key
+
+    # -- commit -------------------------------------------------------------------------
+    def net_writes(self, mode: CommitValues) -> list[Write]:
+        """The commit: net change per key, in first-touch order, encoded by ``mode``."""
+        writes: list[Write] = []
+        for key, new in self._pending.items():
+            old = self._committed.get(key, _MISSING)
+            if new is _DELETED:
+                if old is not _MISSING:
+                    writes.append(Write(path=key, verb="delete"))
+                continue
+            if old is not _MISSING and json_equal(old, new):
+                continue
+            writes.append(self._encode(key, old, new, mode))
+        return writes
+
+    @staticmethod
+    def _encode(key: str, old: Any, new: Any, mode: CommitValues) -> Write:
+        if mode == "delta" and old is not _MISSING:
+            if type(old) is list and type(new) is list and _is_prefix(old, new):
+                return Write(path=key, verb="append", value=new[len(old) :])
+            if type(old) is dict and type(new) is dict and old.keys() <= new.keys():
+                changed = {
+                    k: v for k, v in new.items() if k not in old or not json_equal(old[k], v)
+                }
+                if len(changed) < len(new):
+                    return Write(path=key, verb="merge", value=changed)
+        return Write(path=key, verb="set", value=new)
+
+    def apply_to(self, writes: list[Write]) -> dict[str, Any]:
+        """New committed state: the old top level copied, the written keys replaced."""
+        state = dict(self._committed)
+        for write in writes:
+            new = self._pending[write.path]
+            if new is _DELETED:
+                del state[write.path]
+            else:
+                state[write.path] = new
+        return state

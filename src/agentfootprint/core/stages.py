@@ -1,0 +1,349 @@
+"""The agent loop's stages, each a named unit, and the chart they form.
+
+State keys the stages write (the request is built from the first five):
+
+``model``, ``params``, ``system_pieces``, ``history``, ``tool_schemas``
+    what ``build_request`` projects (see ``verify/request.py``);
+``agent``, ``user_message``, ``iteration``, ``last_response``, ``usage``,
+``final_answer``, ``stopped_early``
+    the loop's own bookkeeping.
+
+Dynamic mode (default): seed -> system-prompt -> messages -> tools -> call-llm
+-> route; ``tool-calls`` loops back to system-prompt, ``final`` goes to
+prepare-final -> break-final. Classic mode runs system-prompt and tools once
+and loops back to messages only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from agentfootprint.core.chart import Chart, Stage
+from agentfootprint.core.events import (
+    ArgsInvalid,
+    IterationEnd,
+    IterationStart,
+    LLMEnd,
+    LLMStart,
+    ToolEnd,
+    ToolStart,
+    TurnEnd,
+    TurnStart,
+)
+from agentfootprint.core.providers.base import LLMResponse
+from agentfootprint.core.run import StageContext
+from agentfootprint.core.scope import to_json_value
+from agentfootprint.core.tools import (
+    ToolContext,
+    ToolOutcome,
+    call_tool,
+    describe_type,
+    result_text,
+    teaching_message,
+    validate_arguments,
+)
+from agentfootprint.errors import CanonicalFormError, ProviderCallError, RunError
+from agentfootprint.verify.request import build_request
+
+__all__ = ["build_chart"]
+
+
+async def seed(ctx: StageContext) -> None:
+    """Start the turn: the user message joins the history; counters reset."""
+    run, s = ctx.run, ctx.scope
+    config = run.config
+    message = run.input_message
+    s.set("agent", {"id": config.id, "name": config.name})
+    s.set("model", config.model)
+    s.set("params", config.params)
+    s.append("history", [{"role": "user", "content": message}])
+    s.set("user_message", message)
+    s.set("iteration", 1)
+    s.set("usage", {"input": 0, "output": 0, "calls": 0})
+    for key in ("final_answer", "stopped_early", "last_response"):
+        if key in s:
+            s.delete(key)
+    await ctx.emit(
+        TurnStart(run_id=run.run_id, conversation_id=run.conversation_id, message=message)
+    )
+
+
+async def system_prompt(ctx: StageContext) -> None:
+    """The system-prompt slot: one piece per configured system string."""
+    ctx.scope.set(
+        "system_pieces", [{"source": "base", "text": text} for text in ctx.run.config.system]
+    )
+
+
+async def messages(ctx: StageContext) -> None:
+    """The messages slot: v1 serves the whole history, so it commits nothing."""
+
+
+async def tools(ctx: StageContext) -> None:
+    """The tools slot: the schemas served, in registration order."""
+    ctx.scope.set("tool_schemas", [tool.schema for tool in ctx.run.config.tools])
+
+
+async def call_llm(ctx: StageContext) -> None:
+    """Build the request from committed state, receipt it, send it, commit the reply."""
+    run, s = ctx.run, ctx.scope
+    iteration = s.get("iteration")
+    request = build_request(s.committed)
+    call = run.calls
+    await ctx.emit(IterationStart(run_id=run.run_id, iteration=iteration))
+    await ctx.emit(
+        LLMStart(
+            run_id=run.run_id,
+            iteration=iteration,
+            call=call,
+            model=request["model"],
+            messages=len(request["messages"]),
+            tools=len(request["tools"]),
+            temperature=request["params"].get("temperature"),
+        )
+    )
+    if run.config.record_receipt:
+        ctx.mint_receipt(run.hasher.digests(request))
+    run.calls += 1
+    started = time.perf_counter()
+    try:
+        response = await run.config.provider.complete(request)
+    except RunError as exc:
+        exc.run_id = run.run_id
+        raise
+    except Exception as exc:
+        raise ProviderCallError(
+            f"provider {getattr(run.config.provider, 'name', '?')!r} failed on call {call}: "
+            f"{type(exc).__name__}: {exc}",
+            run_id=run.run_id,
+        ) from exc
+    if not isinstance(response, LLMResponse):
+        raise ProviderCallError(
+            f"provider returned {type(response).__name__}, not LLMResponse", run_id=run.run_id
+        )
+    record = response.to_state()
+    try:
+        s.set("last_response", record)
+    except CanonicalFormError as exc:
+        raise ProviderCallError(f"provider reply is not JSON: {exc}", run_id=run.run_id) from exc
+    usage = s.get("usage")
+    s.set(
+        "usage",
+        {
+            "input": usage["input"] + response.usage.input,
+            "output": usage["output"] + response.usage.output,
+            "calls": usage["calls"] + 1,
+        },
+    )
+    await ctx.emit(
+        LLMEnd(
+            run_id=run.run_id,
+            iteration=iteration,
+            call=call,
+            content=response.content,
+            tool_calls=len(response.tool_calls),
+            usage=dict(record["usage"]),
+            stop_reason=response.stop_reason,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+    )
+
+
+async def route(ctx: StageContext) -> str:
+    """Decide: run the requested tools, or finish (also when the budget is spent)."""
+    s = ctx.scope
+    response = s.get("last_response")
+    iteration = s.get("iteration")
+    if not response["tool_calls"]:
+        return "final"
+    if iteration >= ctx.run.config.max_iterations:
+        s.set(
+            "stopped_early",
+            {
+                "reason": "max-iterations",
+                "iteration": iteration,
+                "pending_tool_calls": len(response["tool_calls"]),
+            },
+        )
+        return "final"
+    return "tool-calls"
+
+
+def _parse_arguments(raw: Any) -> tuple[Any, str | None]:
+    if isinstance(raw, str):
+        try:
+            return orjson.loads(raw), None
+        except orjson.JSONDecodeError as exc:
+            return None, f"the arguments are not valid JSON ({exc})"
+    return raw, None
+
+
+async def _one_call(ctx: StageContext, call: dict[str, Any], iteration: int) -> ToolOutcome:
+    run = ctx.run
+    name, call_id = call["name"], call["id"]
+    await ctx.emit(
+        ToolStart(
+            run_id=run.run_id,
+            iteration=iteration,
+            tool_call_id=call_id,
+            tool=name,
+            arguments=call["arguments"],
+        )
+    )
+    started = time.perf_counter()
+    outcome = await _dispatch(ctx, call, iteration)
+    await ctx.emit(
+        ToolEnd(
+            run_id=run.run_id,
+            iteration=iteration,
+            tool_call_id=call_id,
+            tool=name,
+            result=outcome.content,
+            is_error=outcome.is_error,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+    )
+    return outcome
+
+
+async def _dispatch(ctx: StageContext, call: dict[str, Any], iteration: int) -> ToolOutcome:
+    run = ctx.run
+    tool = run.config.tool(call["name"])
+    if tool is None:
+        known = ", ".join(t.name for t in run.config.tools) or "none"
+        return ToolOutcome(
+            content=f"Error: there is no tool named '{call['name']}'. Available tools: {known}.",
+            is_error=True,
+        )
+    arguments, problem = _parse_arguments(call["arguments"])
+    if problem is not None:
+        return ToolOutcome(
+            content=f"Error: tool '{tool.name}' was not run: {problem}.", is_error=True
+        )
+    mode = run.config.tool_arg_validation
+    if mode != "off":
+        issues = validate_arguments(tool, arguments)
+        if issues:
+            await ctx.emit(
+                ArgsInvalid(
+                    run_id=run.run_id,
+                    iteration=iteration,
+                    tool_call_id=call["id"],
+                    tool=tool.name,
+                    mode=mode,
+                    issues=issues,
+                )
+            )
+            if mode == "enforce":
+                return ToolOutcome(content=teaching_message(tool, issues), is_error=True)
+    tool_ctx = ToolContext(
+        run_id=run.run_id,
+        conversation_id=run.conversation_id,
+        tool_call_id=call["id"],
+        iteration=iteration,
+        tool=tool.name,
+    )
+    try:
+        value = await call_tool(tool, arguments, tool_ctx)
+    except Exception as exc:
+        return ToolOutcome(
+            content=f"Error: tool '{tool.name}' raised {type(exc).__name__}: {exc}", is_error=True
+        )
+    return result_text(tool.name, value)
+
+
+async def tool_calls(ctx: StageContext) -> None:
+    """Run each requested tool in order; the turn and its results join the history."""
+    run, s = ctx.run, ctx.scope
+    response = s.get("last_response")
+    iteration = s.get("iteration")
+    outcomes = [await _one_call(ctx, call, iteration) for call in response["tool_calls"]]
+    assistant = {
+        "role": "assistant",
+        "content": response["content"],
+        "tool_calls": [_served_call(c) for c in response["tool_calls"]],
+    }
+    results = []
+    for call, outcome in zip(response["tool_calls"], outcomes, strict=True):
+        message: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": outcome.content,
+        }
+        if outcome.is_error:
+            message["is_error"] = True
+        results.append(message)
+    s.append("history", [assistant, *results])
+    s.set("iteration", iteration + 1)
+    await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+
+
+def _served_call(call: dict[str, Any]) -> dict[str, Any]:
+    arguments, problem = _parse_arguments(call["arguments"])
+    if problem is not None:  # keep what the model sent, as text
+        arguments = call["arguments"]
+    try:
+        arguments = to_json_value(arguments)
+    except CanonicalFormError:
+        arguments = describe_type(arguments)
+    return {"id": call["id"], "name": call["name"], "arguments": arguments}
+
+
+async def prepare_final(ctx: StageContext) -> None:
+    """The answer joins the history and becomes the turn's result."""
+    run, s = ctx.run, ctx.scope
+    response = s.get("last_response")
+    iteration = s.get("iteration")
+    answer = response["content"]
+    s.append("history", [{"role": "assistant", "content": answer}])
+    s.set("final_answer", answer)
+    await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+    await ctx.emit(
+        TurnEnd(
+            run_id=run.run_id,
+            answer=answer,
+            iterations=iteration,
+            stopped_early=s.get("stopped_early"),
+        )
+    )
+
+
+async def break_final(ctx: StageContext) -> None:
+    """The end of the chart: commits nothing, stops the walk."""
+
+
+def build_chart(react_mode: str) -> Chart:
+    """The loop's chart for ``react_mode`` (built once per agent)."""
+    loop_target = "system-prompt" if react_mode == "dynamic" else "messages"
+    if react_mode == "dynamic":
+        head = [
+            Stage(name="seed", fn=seed, next="system-prompt", description="start the turn"),
+            Stage(name="system-prompt", fn=system_prompt, next="messages"),
+            Stage(name="messages", fn=messages, next="tools"),
+            Stage(name="tools", fn=tools, next="call-llm"),
+            Stage(name="call-llm", fn=call_llm, next="route"),
+        ]
+    else:
+        head = [
+            Stage(name="seed", fn=seed, next="system-prompt", description="start the turn"),
+            Stage(name="system-prompt", fn=system_prompt, next="tools"),
+            Stage(name="tools", fn=tools, next="messages"),
+            Stage(name="messages", fn=messages, next="call-llm"),
+            Stage(name="call-llm", fn=call_llm, next="route"),
+        ]
+    tail = [
+        Stage(
+            name="route",
+            fn=route,
+            kind="decider",
+            branches={"tool-calls": "tool-calls", "final": "prepare-final"},
+        ),
+        Stage(name="tool-calls", fn=tool_calls, next=loop_target),
+        Stage(name="prepare-final", fn=prepare_final, next="break-final"),
+        Stage(name="break-final", fn=break_final, next=None),
+    ]
+    return Chart([*head, *tail], entry="seed")

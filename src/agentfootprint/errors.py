@@ -1,0 +1,110 @@
+"""The error hierarchy: one root, misuse separate from run failures.
+
+``AgentFootprintError``
+    ``UsageError``            misuse, raised at construction or call time (bad option, bad id)
+    ``CanonicalFormError``    a value that cannot be hashed canonically (names the JSON path)
+    ``RunError``              the run itself failed; carries ``run_id``
+        ``ProviderCallError``   the provider raised; the log holds the failure and verifies
+        ``ScriptExhaustedError`` the scripted mock provider has no reply left
+        ``ContinuationError``   a run cannot be continued from the named parent
+    ``StoreError``            the store failed (driver errors are translated to these)
+        ``StoreConflictError``  another writer appended the same run position
+        ``StoreBusyError``      the database stayed locked past the timeout
+        ``AppendOnlyError``     something tried to change or delete a log row
+        ``RunNotFoundError``    no such run in the store
+    ``VerificationError``     the log does not prove what it claims (names run, seq, reason)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentFootprintError",
+    "AppendOnlyError",
+    "CanonicalFormError",
+    "ContinuationError",
+    "ProviderCallError",
+    "RunError",
+    "RunNotFoundError",
+    "ScriptExhaustedError",
+    "StoreBusyError",
+    "StoreConflictError",
+    "StoreError",
+    "UsageError",
+    "VerificationError",
+]
+
+
+class AgentFootprintError(Exception):
+    """Root of every error this library raises on purpose."""
+
+
+class UsageError(AgentFootprintError, ValueError):
+    """The library was used wrongly; the message names what and how to fix it."""
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class CanonicalFormError(AgentFootprintError, ValueError):
+    """A value is not I-JSON and cannot be canonicalised (RFC 8785)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class RunError(AgentFootprintError):
+    """A run failed while executing. ``run_id`` names its (closed, verifiable) log."""
+
+    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class ProviderCallError(RunError):
+    """The LLM provider raised during a call; the original error is ``__cause__``."""
+
+
+class ScriptExhaustedError(RunError):
+    """The scripted mock provider was asked for more replies than its script holds."""
+
+
+class ContinuationError(RunError):
+    """A run cannot continue the named parent run (missing, unfinished or failed)."""
+
+
+class StoreError(AgentFootprintError):
+    """The store could not do what was asked."""
+
+
+class StoreConflictError(StoreError):
+    """Another writer appended at the same (run, seq); nothing of this append was kept."""
+
+
+class StoreBusyError(StoreError):
+    """The database stayed locked by another writer past the busy timeout."""
+
+
+class AppendOnlyError(StoreError):
+    """The log is append-only: rows cannot be updated or deleted."""
+
+
+class RunNotFoundError(StoreError, KeyError):
+    """The store holds no run with that id."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class VerificationError(AgentFootprintError):
+    """The log failed verification. Names the run, the event seq and the reason."""
+
+    def __init__(self, run_id: str, seq: int | None, reason: str, *, code: str = "invalid") -> None:
+        where = f"run {run_id}" + (f" seq {seq}" if seq is not None else "")
+        super().__init__(f"{where}: {reason}")
+        self.run_id = run_id
+        self.seq = seq
+        self.reason = reason
+        self.code = code

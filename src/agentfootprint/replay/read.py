@@ -1,0 +1,176 @@
+"""The read side: state at any commit, the request served at any call, its receipt.
+
+Commit ``c`` of a run is its ``c``-th stage commit (0-based); ``state_at(c)``
+is the state right after it, ``state_at(-1)`` the state the run started from
+(its parent's final state, or ``{}``). Call ``k`` is the run's ``k``-th LLM
+call; ``served_at(k)`` rebuilds the request from the state folded up to that
+call's receipt (or, when receipts were off, up to its ``call-llm`` commit).
+A continued run's starting state comes from its ancestors, which are verified
+on the way (a read never trusts an ancestor it has not checked).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agentfootprint.errors import RunNotFoundError, UsageError, VerificationError
+from agentfootprint.verify.canonical import parse
+from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
+from agentfootprint.verify.request import PIECE_KINDS, build_request
+from agentfootprint.verify.verifier import RowSource, Verifier
+
+__all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Receipt:
+    """A receipt with its digest lists expanded to the full served order."""
+
+    call: int
+    commit: int
+    model: str
+    params: Any
+    request: str
+    system: tuple[str, ...]
+    messages: tuple[str, ...]
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Step:
+    seq: int
+    type: str
+    body: dict[str, Any]
+    commit: int  # the commit this event belongs to (or has just closed, for markers)
+
+
+class RunReader:
+    """Folds runs of one store; ancestors are verified once and cached."""
+
+    def __init__(self, source: RowSource) -> None:
+        self.source = source
+        self._verifier = Verifier(source)
+
+    def _start(self, run_id: str) -> tuple[list[_Step], dict[str, Any], dict[str, list[str]]]:
+        steps: list[_Step] = []
+        commit = 0
+        opened: dict[str, Any] | None = None
+        for row in self.source.read(run_id):
+            body = parse(row.body)
+            if row.type == "run.open":
+                opened = body
+            steps.append(_Step(seq=row.seq, type=row.type, body=body, commit=commit))
+            if row.type == "commit":
+                commit += 1
+        if opened is None:
+            raise RunNotFoundError(f"no run {run_id!r} (or it has no run.open)")
+        parent = opened.get("parent")
+        if not parent:
+            return steps, {}, {kind: [] for kind in PIECE_KINDS}
+        verified = self._verifier.verify(parent["run_id"])
+        lists = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
+        return steps, dict(verified.final_state), lists
+
+    def _fold(self, run_id: str) -> Iterator[tuple[_Step, dict[str, Any], dict[str, list[str]]]]:
+        """Yield each event with the state and receipt lists as they stand *before* it."""
+        steps, state, lists = self._start(run_id)
+        for step in steps:
+            yield step, state, lists
+            if step.type == "write":
+                try:
+                    apply_write(state, step.body["path"], step.body["verb"], step.body.get("value"))
+                except FoldError as exc:
+                    raise VerificationError(run_id, step.seq, str(exc), code="fold") from exc
+            elif step.type == "receipt":
+                lists = {k: expand_digests(lists[k], step.body[k]) for k in PIECE_KINDS}
+
+    # -- state ----------------------------------------------------------------------------
+    def state_at(self, run_id: str, commit: int) -> dict[str, Any]:
+        """State right after commit ``commit`` (``-1``: the starting state)."""
+        if isinstance(commit, bool) or not isinstance(commit, int) or commit < -1:
+            raise UsageError(f"commit must be an integer >= -1, got {commit!r}")
+        commits = 0
+        for step, state, _ in self._fold(run_id):
+            if commit == -1:
+                return copy.deepcopy(state)
+            if step.type == "commit":
+                if step.commit == commit:  # its writes precede the marker
+                    return copy.deepcopy(state)
+                commits += 1
+        raise UsageError(f"run {run_id} has {commits} commits; commit {commit} does not exist")
+
+    def commit_value_at(self, run_id: str, commit: int, path: str, default: Any = None) -> Any:
+        """The value of one state key right after ``commit`` (``default`` when absent)."""
+        return self.state_at(run_id, commit).get(path, default)
+
+    def final_state(self, run_id: str) -> dict[str, Any]:
+        final: dict[str, Any] = {}
+        for _, state, _ in self._fold(run_id):
+            final = state
+        return copy.deepcopy(final)
+
+    # -- calls ------------------------------------------------------------------------------
+    def _call(self, run_id: str, k: int) -> tuple[dict[str, Any], Receipt | None]:
+        if not isinstance(k, int) or k < 0:
+            raise UsageError(f"call index must be an integer >= 0, got {k!r}")
+        calls = 0
+        receipts_seen = False
+        for step, state, lists in self._fold(run_id):
+            if step.type == "receipt":
+                receipts_seen = True
+                if step.body["call"] == k:
+                    b = step.body
+                    full = {
+                        kind: tuple(expand_digests(lists[kind], b[kind])) for kind in PIECE_KINDS
+                    }
+                    receipt = Receipt(
+                        call=k,
+                        commit=b["commit"],
+                        model=b["model"],
+                        params=b["params"],
+                        request=b["request"],
+                        **full,
+                    )
+                    return copy.deepcopy(build_request(state)), receipt
+            elif (
+                step.type == "commit" and not receipts_seen and step.body.get("stage") == "call-llm"
+            ):
+                if calls == k:
+                    return copy.deepcopy(
+                        build_request(self.state_at(run_id, step.commit - 1))
+                    ), None
+                calls += 1
+        raise UsageError(f"run {run_id} has no call {k}")
+
+    def served_at(self, run_id: str, k: int) -> dict[str, Any]:
+        """The request the model was served at call ``k``, rebuilt from the log."""
+        return self._call(run_id, k)[0]
+
+    def receipt_at(self, run_id: str, k: int) -> Receipt | None:
+        """Call ``k``'s receipt with full digest lists (None when receipts were off)."""
+        return self._call(run_id, k)[1]
+
+
+def state_at(source: RowSource, run_id: str, commit: int) -> dict[str, Any]:
+    """State of ``run_id`` right after commit ``commit`` (``-1``: its starting state)."""
+    return RunReader(source).state_at(run_id, commit)
+
+
+def commit_value_at(
+    source: RowSource, run_id: str, commit: int, path: str, default: Any = None
+) -> Any:
+    """One state key's value right after ``commit``."""
+    return RunReader(source).commit_value_at(run_id, commit, path, default)
+
+
+def served_at(source: RowSource, run_id: str, k: int) -> dict[str, Any]:
+    """The request served at call ``k`` of ``run_id``, rebuilt from the log alone."""
+    return RunReader(source).served_at(run_id, k)
+
+
+def receipt_at(source: RowSource, run_id: str, k: int) -> Receipt | None:
+    """The receipt of call ``k`` (None when the run recorded no receipts)."""
+    return RunReader(source).receipt_at(run_id, k)

@@ -1,0 +1,130 @@
+"""The store contract: a small ladder every backend implements.
+
+* :class:`EventReader`: read one run's events in seq order, list runs.
+* :class:`EventStore`: an :class:`EventReader` that also appends a batch of
+  already-hashed events atomically (all or nothing) and refuses to overwrite.
+
+Backends never compute hashes and never interpret bodies beyond the run index
+taken from ``run.open``; :class:`~agentfootprint.store.writer.RunWriter` does
+the hashing, so every backend stores exactly the same bytes.
+``agentfootprint.testing.store_contract.StoreContract`` is the test case every
+backend passes.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from agentfootprint.errors import StoreError
+from agentfootprint.verify.canonical import parse
+
+__all__ = ["EventReader", "EventStore", "RunInfo", "StoredEvent", "run_index_from_open"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredEvent:
+    """One log row exactly as stored: ``body`` is the canonical bytes that were hashed."""
+
+    run_id: str
+    seq: int
+    type: str
+    ts: int
+    body: bytes
+    event_hash: bytes
+    chain_hash: bytes
+
+    def decoded(self) -> object:
+        """The body parsed as JSON (fresh objects each call)."""
+        return parse(self.body)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunInfo:
+    """What the store knows about a run without folding its log."""
+
+    run_id: str
+    conversation_id: str
+    parent_run_id: str | None
+    opened_at: int
+    events: int
+    last_type: str
+    head: bytes
+
+    @property
+    def closed(self) -> bool:
+        return self.last_type == "run.close"
+
+
+def run_index_from_open(event: StoredEvent) -> tuple[str, str | None]:
+    """``(conversation_id, parent_run_id)`` read from a ``run.open`` body."""
+    try:
+        body = orjson.loads(event.body)
+        conversation = body["conversation_id"]
+        parent = body.get("parent")
+        parent_id = parent["run_id"] if isinstance(parent, dict) else None
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise StoreError(f"run {event.run_id}: run.open body lacks its run index ({exc})") from exc
+    if not isinstance(conversation, str):
+        raise StoreError(f"run {event.run_id}: run.open conversation_id is not a string")
+    return conversation, parent_id
+
+
+class EventReader(abc.ABC):
+    """Read access to a log."""
+
+    @abc.abstractmethod
+    def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
+        """The run's events from seq ``start`` on, in seq order.
+
+        Raises :class:`~agentfootprint.errors.RunNotFoundError` for an unknown run.
+        """
+
+    @abc.abstractmethod
+    def runs(self) -> list[RunInfo]:
+        """Every run, oldest first (by open time, then id)."""
+
+    @abc.abstractmethod
+    def run_info(self, run_id: str) -> RunInfo:
+        """One run's index entry; :class:`RunNotFoundError` when absent."""
+
+    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+        """Release resources (connections, files)."""
+
+    def __enter__(self) -> EventReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EventStore(EventReader):
+    """A log that also appends."""
+
+    @abc.abstractmethod
+    def append(self, events: Sequence[StoredEvent]) -> None:
+        """Append events of one run atomically.
+
+        The batch must continue the run exactly (first seq = current length) and be
+        contiguous; a batch starting at seq 0 opens the run and must start with
+        ``run.open``. On any failure nothing of the batch is kept:
+        :class:`StoreConflictError` when the position is taken (another writer),
+        :class:`StoreError` for anything else.
+        """
+
+    @staticmethod
+    def check_batch(events: Sequence[StoredEvent]) -> None:
+        """Shared shape checks every backend applies before writing."""
+        if not events:
+            raise StoreError("append of an empty batch")
+        run_id = events[0].run_id
+        for offset, event in enumerate(events):
+            if event.run_id != run_id:
+                raise StoreError("a batch must belong to one run")
+            if event.seq != events[0].seq + offset:
+                raise StoreError(f"run {run_id}: batch seqs are not contiguous at {event.seq}")
+        if events[0].seq == 0 and events[0].type != "run.open":
+            raise StoreError(f"run {run_id}: seq 0 must be run.open")

@@ -1,0 +1,63 @@
+"""In-memory backend: the same contract as SQLite, for tests and store-less agents."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+
+from agentfootprint.errors import RunNotFoundError, StoreConflictError
+from agentfootprint.store.base import EventStore, RunInfo, StoredEvent, run_index_from_open
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(EventStore):
+    """Runs held in process memory; lost when the process ends (still verifiable while alive)."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, list[StoredEvent]] = {}
+        self._index: dict[str, tuple[str, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def append(self, events: Sequence[StoredEvent]) -> None:
+        self.check_batch(events)
+        run_id, first = events[0].run_id, events[0].seq
+        with self._lock:
+            log = self._events.get(run_id, [])
+            if first != len(log):
+                raise StoreConflictError(
+                    f"run {run_id}: append at seq {first} but the run has {len(log)} events"
+                )
+            if first == 0:
+                self._index[run_id] = run_index_from_open(events[0])
+                self._events[run_id] = log
+            log.extend(events)
+
+    def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
+        with self._lock:
+            if run_id not in self._events:
+                raise RunNotFoundError(f"no run {run_id!r} in this store")
+            snapshot = self._events[run_id][start:]
+        return iter(snapshot)
+
+    def run_info(self, run_id: str) -> RunInfo:
+        with self._lock:
+            if run_id not in self._events:
+                raise RunNotFoundError(f"no run {run_id!r} in this store")
+            log = self._events[run_id]
+            conversation, parent = self._index[run_id]
+            return RunInfo(
+                run_id=run_id,
+                conversation_id=conversation,
+                parent_run_id=parent,
+                opened_at=log[0].ts,
+                events=len(log),
+                last_type=log[-1].type,
+                head=log[-1].chain_hash,
+            )
+
+    def runs(self) -> list[RunInfo]:
+        with self._lock:
+            ids = list(self._events)
+        infos = [self.run_info(run_id) for run_id in ids]
+        return sorted(infos, key=lambda info: (info.opened_at, info.run_id))

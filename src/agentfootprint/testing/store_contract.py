@@ -1,0 +1,150 @@
+"""The contract test case every store backend passes.
+
+Subclass :class:`StoreContract` in a ``Test*`` class and implement
+``make_store(tmp_path)``; pytest then runs every contract test against it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfootprint.errors import RunNotFoundError, StoreConflictError, StoreError
+from agentfootprint.store.base import EventStore, StoredEvent
+from agentfootprint.store.writer import RunWriter
+from agentfootprint.verify.verifier import LOG_FORMAT, Outcome, Verifier
+
+__all__ = ["StoreContract", "open_body"]
+
+
+def open_body(
+    run_id: str, conversation_id: str | None = None, parent: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A minimal valid ``run.open`` body."""
+    return {
+        "format": LOG_FORMAT,
+        "run_id": run_id,
+        "conversation_id": conversation_id or run_id,
+        "parent": parent,
+    }
+
+
+def _ticking_clock() -> Any:
+    now = [1_700_000_000_000]
+
+    def clock() -> int:
+        now[0] += 1
+        return now[0]
+
+    return clock
+
+
+class StoreContract:
+    """Behaviour every :class:`EventStore` backend must show."""
+
+    def make_store(self, tmp_path: Path) -> EventStore:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Any:
+        store = self.make_store(tmp_path)
+        yield store
+        store.close()
+
+    def _write_run(self, store: EventStore, run_id: str, commits: int = 2) -> RunWriter:
+        writer = RunWriter(store, run_id, clock=_ticking_clock())
+        writer.append([("run.open", open_body(run_id))])
+        for index in range(commits):
+            writer.append(
+                [
+                    ("write", {"commit": index, "path": "n", "verb": "set", "value": index}),
+                    (
+                        "commit",
+                        {"commit": index, "stage": "s", "stage_run": f"s#{index}", "writes": 1},
+                    ),
+                ]
+            )
+        return writer
+
+    def test_append_then_read_back_exact_bytes(self, store: EventStore) -> None:
+        writer = self._write_run(store, "r1")
+        events = list(store.read("r1"))
+        assert [e.seq for e in events] == list(range(5))
+        assert [e.type for e in events] == ["run.open", "write", "commit", "write", "commit"]
+        assert events[-1].chain_hash == writer.head
+        assert list(store.read("r1", start=3)) == events[3:]
+
+    def test_written_run_verifies(self, store: EventStore) -> None:
+        self._write_run(store, "r1")
+        writer = RunWriter(store, "r1")
+        writer.seq, writer.head = 5, list(store.read("r1"))[-1].chain_hash
+        writer.append([("run.close", {"outcome": "answered"})])
+        result = Verifier(store).verify("r1")
+        assert result.outcome is Outcome.VALID_UNSIGNED
+        assert result.final_state == {"n": 1}
+
+    def test_taken_position_is_a_conflict_and_keeps_nothing(self, store: EventStore) -> None:
+        self._write_run(store, "r1", commits=1)
+        before = list(store.read("r1"))
+        stale = RunWriter(store, "r1")  # believes the run is empty
+        with pytest.raises(StoreConflictError):
+            stale.append([("run.open", open_body("r1"))])
+        assert list(store.read("r1")) == before
+        assert stale.seq == 0
+
+    def test_gap_is_refused(self, store: EventStore) -> None:
+        self._write_run(store, "r1", commits=1)
+        writer = RunWriter(store, "r1")
+        writer.seq = 7
+        with pytest.raises(StoreConflictError):
+            writer.append(
+                [("commit", {"commit": 1, "stage": "s", "stage_run": "s#1", "writes": 0})]
+            )
+        assert len(list(store.read("r1"))) == 3
+
+    def test_first_event_must_open_the_run(self, store: EventStore) -> None:
+        with pytest.raises(StoreError):
+            RunWriter(store, "r2").append([("commit", {"commit": 0})])
+        with pytest.raises(RunNotFoundError):
+            list(store.read("r2"))
+
+    def test_batch_must_be_one_contiguous_run(self, store: EventStore) -> None:
+        a = StoredEvent(
+            run_id="a",
+            seq=0,
+            type="run.open",
+            ts=1,
+            body=b"{}",
+            event_hash=b"0" * 32,
+            chain_hash=b"0" * 32,
+        )
+        with pytest.raises(StoreError):
+            store.append([a, StoredEvent(**{**_fields(a), "run_id": "b", "seq": 1})])
+        with pytest.raises(StoreError):
+            store.append([a, StoredEvent(**{**_fields(a), "seq": 2})])
+        with pytest.raises(StoreError):
+            store.append([])
+
+    def test_runs_index(self, store: EventStore) -> None:
+        self._write_run(store, "r1", commits=1)
+        writer = RunWriter(store, "r2", clock=lambda: 1_800_000_000_000)
+        writer.append([("run.open", open_body("r2", "r1", {"run_id": "r1"}))])
+        infos = store.runs()
+        assert [i.run_id for i in infos] == ["r1", "r2"]
+        r2 = store.run_info("r2")
+        assert (r2.conversation_id, r2.parent_run_id, r2.events) == ("r1", "r1", 1)
+        assert r2.opened_at == 1_800_000_000_000 and not r2.closed
+        assert r2.head == writer.head
+
+    def test_unknown_run(self, store: EventStore) -> None:
+        with pytest.raises(RunNotFoundError):
+            store.run_info("nope")
+        with pytest.raises(RunNotFoundError):
+            list(store.read("nope"))
+        assert store.runs() == []
+
+
+def _fields(event: StoredEvent) -> dict[str, Any]:
+    return {name: getattr(event, name) for name in StoredEvent.__slots__}

@@ -1,0 +1,162 @@
+"""Canonical JSON (RFC 8785, JCS) for everything that is hashed.
+
+Every hashed byte string in the log is ``canon(value)``. Values must be I-JSON
+(RFC 7493): string keys, finite numbers, integers within +-(2**53 - 1), no lone
+surrogates. Anything else is refused with :class:`CanonicalFormError` naming the
+JSON path of the offending value, before a single byte is produced.
+
+Serialisation goes through the ``rfc8785`` package, except for a fast path: a
+value with no floats and whose object keys all sort the same in code-point and
+UTF-16 order (every key character below U+D800) is written by ``orjson`` with
+sorted keys. ``tests/property/test_canonical_differential.py`` proves the two
+byte-identical on that domain; outside it (floats, astral keys) orjson differs
+from JCS, so the slow path is taken.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import rfc8785
+
+from agentfootprint.errors import CanonicalFormError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INT",
+    "canon",
+    "canon_object",
+    "check_ijson",
+    "json_path",
+    "parse",
+]
+
+MAX_SAFE_INT = 2**53 - 1
+#: Deepest nesting accepted: both JSON parsers in use (orjson) stop a little above this, and
+#: log bodies wrap a value in at most two more levels.
+MAX_DEPTH = 250
+_LONG_INT = re.compile(rb"\d{16}")
+_FAST_KEY_LIMIT = "\ud800"
+
+
+def json_path(parts: tuple[str | int, ...]) -> str:
+    """Render a path as ``$.key[3].other`` (keys that are not identifiers are quoted)."""
+    out = ["$"]
+    for part in parts:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif part.isidentifier():
+            out.append(f".{part}")
+        else:  # stdlib json escapes lone surrogates instead of refusing them
+            out.append("[" + json.dumps(part) + "]")
+    return "".join(out)
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_ijson(value: Any, path: tuple[str | int, ...] = ()) -> bool:
+    """Validate that ``value`` is I-JSON; return True when the orjson fast path applies.
+
+    Raises :class:`CanonicalFormError` naming the path of the first bad value.
+    """
+    fast = True
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        kind = type(item)
+        if len(where) - len(path) > MAX_DEPTH:
+            raise CanonicalFormError(json_path(where), f"nested deeper than {MAX_DEPTH} levels")
+        if kind is str:
+            if _has_lone_surrogate(item):
+                raise CanonicalFormError(json_path(where), "string contains a lone surrogate")
+        elif kind is dict:
+            for key, child in item.items():
+                if type(key) is not str:
+                    raise CanonicalFormError(
+                        json_path(where),
+                        f"object key {key!r} is a {type(key).__name__}; keys must be strings",
+                    )
+                if _has_lone_surrogate(key):
+                    raise CanonicalFormError(
+                        json_path((*where, key)), "object key contains a lone surrogate"
+                    )
+                if key and max(key) >= _FAST_KEY_LIMIT:
+                    fast = False
+                stack.append((child, (*where, key)))
+        elif kind is list or kind is tuple:
+            for index, child in enumerate(item):
+                stack.append((child, (*where, index)))
+        elif kind is bool or item is None:
+            pass
+        elif kind is int:
+            if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
+                raise CanonicalFormError(
+                    json_path(where),
+                    f"integer {item} is outside +-(2**53 - 1); send it as a string",
+                )
+        elif kind is float:
+            if math.isnan(item) or math.isinf(item):
+                raise CanonicalFormError(json_path(where), f"{item} is not a finite number")
+            fast = False
+        else:
+            raise CanonicalFormError(
+                json_path(where),
+                f"{kind.__module__}.{kind.__qualname__} is not a JSON value "
+                "(use str, int, float, bool, None, list or dict)",
+            )
+    return fast
+
+
+def canon(value: Any) -> bytes:
+    """Return the RFC 8785 canonical bytes of ``value`` (refusing non-I-JSON)."""
+    if check_ijson(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:  # e.g. orjson's own nesting limit: take the slow path
+            pass
+    return rfc8785.dumps(value)
+
+
+def canon_object(members: Mapping[str, bytes]) -> bytes:
+    """Canonical bytes of an object whose member values are already canonical.
+
+    Member names must be ASCII (so code-point order is JCS order). Used to avoid
+    re-canonicalising large nested values that were canonicalised once already.
+    """
+    parts = [canon(name) + b":" + members[name] for name in sorted(members)]
+    return b"{" + b",".join(parts) + b"}"
+
+
+def parse(data: bytes) -> Any:
+    """Parse JSON bytes (the inverse of :func:`canon` on canonical input).
+
+    JSON numbers are IEEE doubles: an integral float beyond 2**53 (``1e19``) is
+    written by JCS as plain digits, so such digits are read back as a float,
+    not as an integer outside I-JSON's range.
+    """
+    value = orjson.loads(data)
+    if _LONG_INT.search(data):
+        value = _unsafe_ints_to_floats(value)
+    return value
+
+
+def _unsafe_ints_to_floats(value: Any) -> Any:
+    kind = type(value)
+    if kind is int and not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+        return float(value)
+    if kind is list:
+        return [_unsafe_ints_to_floats(v) for v in value]
+    if kind is dict:
+        return {k: _unsafe_ints_to_floats(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,74 @@
+"""Folding the log back into state: the write verbs and the receipt delta rule.
+
+These are format-level rules, shared by the verifier (which rebuilds requests)
+and the read side (``state_at``, ``served_at``). They never import the runtime.
+
+Write verbs (path = a top-level state key in log format v1):
+
+* ``set``: the key takes ``value``;
+* ``append``: the key holds an array; ``value`` (an array) is its new tail;
+* ``merge``: the key holds an object; ``value``'s members replace or add members;
+* ``delete``: the key is removed (it must exist).
+
+Receipt digest lists are stored as ``{"keep": n, "add": [...]}``: the first
+``n`` digests of the previous receipt's list of that kind, then ``add``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+__all__ = ["VERBS", "FoldError", "apply_write", "compress_digests", "expand_digests"]
+
+VERBS = ("set", "append", "merge", "delete")
+
+
+class FoldError(ValueError):
+    """A write or receipt cannot be applied to the state it follows."""
+
+
+def apply_write(state: MutableMapping[str, Any], path: str, verb: str, value: Any) -> None:
+    """Apply one write to ``state`` (top level replaced, nested values never mutated)."""
+    if verb == "set":
+        state[path] = value
+    elif verb == "append":
+        current = state.get(path)
+        if not isinstance(current, list) or not isinstance(value, list):
+            raise FoldError(f"append to {path!r} needs an array on both sides")
+        state[path] = current + value
+    elif verb == "merge":
+        current = state.get(path)
+        if not isinstance(current, dict) or not isinstance(value, dict):
+            raise FoldError(f"merge into {path!r} needs an object on both sides")
+        state[path] = {**current, **value}
+    elif verb == "delete":
+        if path not in state:
+            raise FoldError(f"delete of {path!r}, which is not in state")
+        del state[path]
+    else:
+        raise FoldError(f"unknown write verb {verb!r}")
+
+
+def compress_digests(previous: Sequence[str], current: Sequence[str]) -> dict[str, Any]:
+    """Store ``current`` as the longest prefix shared with ``previous`` plus a tail."""
+    keep = 0
+    limit = min(len(previous), len(current))
+    while keep < limit and previous[keep] == current[keep]:
+        keep += 1
+    return {"keep": keep, "add": list(current[keep:])}
+
+
+def expand_digests(previous: Sequence[str], stored: Any) -> list[str]:
+    """Inverse of :func:`compress_digests`; refuses a malformed or overlong ``keep``."""
+    if (
+        not isinstance(stored, dict)
+        or set(stored) != {"keep", "add"}
+        or type(stored["keep"]) is not int
+        or not isinstance(stored["add"], list)
+    ):
+        raise FoldError("digest list must be {keep: int, add: [...]}")
+    keep = stored["keep"]
+    if not 0 <= keep <= len(previous):
+        raise FoldError(f"keep={keep} but the previous list has {len(previous)} digests")
+    return [*previous[:keep], *stored["add"]]

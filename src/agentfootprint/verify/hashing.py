@@ -1,0 +1,41 @@
+"""Domain-separated SHA-256: ``H(tag, b) = SHA-256(b"afp/v1/" + tag + b"\\x00" + b)``.
+
+A digest made for one purpose (a message piece, an event, a chain link) can
+never be replayed as a digest of another kind, because the tag is hashed first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+__all__ = ["TAGS", "ZERO", "digest", "hexdigest"]
+
+TAGS: Final = frozenset(
+    {
+        "piece/system",
+        "piece/message",
+        "piece/tool",
+        "request",
+        "event",
+        "chain",
+        "commit",
+        "policy",
+        "runleaf",
+    }
+)
+
+ZERO: Final = bytes(32)
+_PREFIXES: Final = {tag: b"afp/v1/" + tag.encode("ascii") + b"\x00" for tag in TAGS}
+
+
+def digest(tag: str, data: bytes) -> bytes:
+    """Return the 32-byte digest of ``data`` under the domain ``tag``."""
+    h = hashlib.sha256(_PREFIXES[tag])
+    h.update(data)
+    return h.digest()
+
+
+def hexdigest(tag: str, data: bytes) -> str:
+    """Lowercase hex of :func:`digest`, the form digests take inside JSON."""
+    return digest(tag, data).hex()

@@ -1,0 +1,357 @@
+"""The verifier: rebuild every served request from the log alone and check it.
+
+It fails closed with one error type, :class:`VerificationError`, naming the run,
+the seq and the reason of the first failure. It imports nothing of the runtime:
+an auditor holding only a log (or, later, an export) runs exactly this code,
+which implements ``docs/log-format.md``.
+
+Checks, per run, in seq order:
+
+1. rows: seq starts at 0 with no gaps, every row belongs to the run, the type is known;
+2. bytes: every body is canonical (``canon(parse(body)) == body``);
+3. hashes: every event hash and chain link recomputes;
+4. structure: ``run.open`` first, commits numbered from 0 with their write counts,
+   receipts before the writes of their commit, nothing after ``run.close``;
+5. receipts: the request rebuilt from the folded state hashes, piece by piece and
+   as a whole, to what the receipt says;
+6. ancestry: a continued run's parent verifies and its head is the one recorded.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from agentfootprint.errors import CanonicalFormError, VerificationError
+from agentfootprint.verify.canonical import canon, parse
+from agentfootprint.verify.chain import EVENT_TYPES, GENESIS, chain_hash, event_hash
+from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
+from agentfootprint.verify.request import PIECE_KINDS, RequestHasher, build_request
+
+__all__ = [
+    "LOG_FORMAT",
+    "Outcome",
+    "RowSource",
+    "RunVerification",
+    "Verifier",
+    "verify_run",
+]
+
+LOG_FORMAT = "agentfootprint/log/v1"
+_CONTINUABLE = ("answered", "stopped_early")
+
+
+class Outcome(enum.Enum):
+    """What a verified run proves."""
+
+    VALID_UNSIGNED = "VALID_UNSIGNED"  #: closed, every check passed, no signature (seals: later)
+    UNSEALED = "UNSEALED"  #: never closed (the process died); the prefix is consistent
+
+
+class Row(Protocol):
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def ts(self) -> int: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def event_hash(self) -> bytes: ...
+    @property
+    def chain_hash(self) -> bytes: ...
+
+
+class RowSource(Protocol):
+    """Anything that yields a run's rows in seq order (a store, an export)."""
+
+    def read(self, run_id: str, *, start: int = 0) -> Iterable[Row]: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunVerification:
+    """The result of verifying one run (a failure raises instead)."""
+
+    run_id: str
+    outcome: Outcome
+    events: int
+    commits: int
+    receipts: int
+    head: bytes
+    close: Mapping[str, Any] | None
+    final_state: Mapping[str, Any]
+    receipt_lists: Mapping[str, tuple[str, ...]]
+    ancestors: tuple[str, ...]
+
+
+class _RunCheck:
+    """Mutable state of one run's verification."""
+
+    def __init__(self, run_id: str, state: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.state = state
+        self.commit = 0
+        self.writes_in_commit = 0
+        self.receipts = 0
+        self.hasher = RequestHasher()
+        self.previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
+        self.close: dict[str, Any] | None = None
+
+    def fail(self, seq: int, reason: str, code: str = "invalid") -> VerificationError:
+        return VerificationError(self.run_id, seq, reason, code=code)
+
+
+def _field(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    value = body.get(name)
+    if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
+        raise ValueError(f"field {name!r} missing or not {getattr(kind, '__name__', kind)}")
+    return value
+
+
+class Verifier:
+    """Verifies runs from one source, remembering runs already verified.
+
+    Verifying a conversation's runs one after another checks each ancestor once:
+    a continued run needs its parent's final state, which is cached here.
+    """
+
+    def __init__(self, source: RowSource) -> None:
+        self.source = source
+        self._done: dict[str, RunVerification] = {}
+        self._active: set[str] = set()
+
+    def verify(self, run_id: str) -> RunVerification:
+        """Verify one run (and, as needed, its ancestors); raise on the first failure."""
+        if run_id in self._done:
+            return self._done[run_id]
+        if run_id in self._active:
+            raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
+        self._active.add(run_id)
+        try:
+            result = self._verify(run_id)
+        finally:
+            self._active.discard(run_id)
+        self._done[run_id] = result
+        return result
+
+    # -- one run ----------------------------------------------------------------------------
+    def _verify(self, run_id: str) -> RunVerification:
+        check: _RunCheck | None = None
+        head = GENESIS
+        expected_seq = 0
+        ancestors: tuple[str, ...] = ()
+        for row in self.source.read(run_id):
+            seq = row.seq
+            where = _RunCheck(run_id, {}) if check is None else check
+            if row.run_id != run_id:
+                raise where.fail(seq, f"row belongs to run {row.run_id}", "rows")
+            if seq != expected_seq:
+                reason = f"seq {seq} where {expected_seq} was expected " + (
+                    "(a row is missing)" if seq > expected_seq else "(a row is repeated)"
+                )
+                raise where.fail(expected_seq, reason, "rows")
+            if row.type not in EVENT_TYPES:
+                raise where.fail(seq, f"unknown event type {row.type!r}", "rows")
+            body = self._canonical_body(where, row)
+            recomputed = event_hash(run_id, seq, row.type, row.ts, row.body)
+            if recomputed != bytes(row.event_hash):
+                raise where.fail(seq, "event hash does not match the event", "hash")
+            head = chain_hash(head, recomputed)
+            if head != bytes(row.chain_hash):
+                raise where.fail(seq, "chain hash does not link to the previous event", "chain")
+            if seq == 0:
+                if row.type != "run.open":
+                    raise where.fail(0, f"first event is {row.type}, not run.open", "structure")
+                check, ancestors = self._open(run_id, body)
+            else:
+                assert check is not None
+                self._event(check, seq, row.type, body)
+            expected_seq += 1
+        if check is None:
+            raise VerificationError(run_id, None, "the run has no events", code="rows")
+        if check.close is None and check.writes_in_commit:
+            # the tail of an interrupted commit: keep the consistent prefix only
+            pass
+        return RunVerification(
+            run_id=run_id,
+            outcome=Outcome.VALID_UNSIGNED if check.close is not None else Outcome.UNSEALED,
+            events=expected_seq,
+            commits=check.commit,
+            receipts=check.receipts,
+            head=head,
+            close=check.close,
+            final_state=check.state,
+            receipt_lists={kind: tuple(check.previous[kind]) for kind in PIECE_KINDS},
+            ancestors=ancestors,
+        )
+
+    @staticmethod
+    def _canonical_body(check: _RunCheck, row: Row) -> dict[str, Any]:
+        data = bytes(row.body)
+        try:
+            body = parse(data)
+        except orjson.JSONDecodeError as exc:
+            raise check.fail(row.seq, f"body is not JSON ({exc})", "canonical") from exc
+        try:
+            canonical = canon(body)
+        except CanonicalFormError as exc:
+            raise check.fail(row.seq, f"body is not I-JSON ({exc})", "canonical") from exc
+        if canonical != data:
+            raise check.fail(row.seq, "body is not in canonical form (RFC 8785)", "canonical")
+        if not isinstance(body, dict):
+            raise check.fail(row.seq, "body is not a JSON object", "structure")
+        return body
+
+    def _open(self, run_id: str, body: dict[str, Any]) -> tuple[_RunCheck, tuple[str, ...]]:
+        where = _RunCheck(run_id, {})
+        if body.get("format") != LOG_FORMAT:
+            raise where.fail(0, f"unknown log format {body.get('format')!r}", "structure")
+        if body.get("run_id") != run_id:
+            raise where.fail(0, "run.open names another run id", "structure")
+        parent = body.get("parent")
+        if parent is None:
+            return _RunCheck(run_id, {}), ()
+        try:
+            parent_id = _field(parent, "run_id", str)
+            parent_events = _field(parent, "events", int)
+            parent_head = bytes.fromhex(_field(parent, "head", str))
+        except (ValueError, AttributeError) as exc:
+            raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
+        try:
+            verified = self.verify(parent_id)
+        except VerificationError as exc:
+            raise where.fail(
+                0, f"parent run {parent_id} fails verification: {exc}", "ancestry"
+            ) from exc
+        if verified.events != parent_events or verified.head != parent_head:
+            raise where.fail(
+                0,
+                f"parent run {parent_id} head differs from the one this run continued",
+                "ancestry",
+            )
+        if verified.close is None or verified.close.get("outcome") not in _CONTINUABLE:
+            raise where.fail(
+                0, f"parent run {parent_id} did not finish; it cannot be continued", "ancestry"
+            )
+        check = _RunCheck(run_id, dict(verified.final_state))
+        check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
+        return check, (*verified.ancestors, parent_id)
+
+    def _event(self, check: _RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
+        if check.close is not None:
+            raise check.fail(seq, f"{type_} after run.close", "structure")
+        try:
+            if type_ == "write":
+                self._write(check, seq, body)
+            elif type_ == "receipt":
+                self._receipt(check, seq, body)
+            elif type_ == "commit":
+                self._commit(check, seq, body)
+            elif type_ == "run.close":
+                if check.writes_in_commit:
+                    raise check.fail(seq, "run.close inside an unfinished commit", "structure")
+                _field(body, "outcome", str)
+                check.close = body
+            elif type_ == "run.open":
+                raise check.fail(seq, "a second run.open", "structure")
+            else:  # "event": a typed event recorded as a finding; chained, no fold
+                _field(body, "name", str)
+        except ValueError as exc:
+            raise check.fail(seq, f"{type_} body is malformed: {exc}", "structure") from exc
+
+    @staticmethod
+    def _write(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
+        commit = _field(body, "commit", int)
+        if commit != check.commit:
+            raise check.fail(
+                seq, f"write of commit {commit} while commit {check.commit} is open", "structure"
+            )
+        path, verb = _field(body, "path", str), _field(body, "verb", str)
+        if verb != "delete" and "value" not in body:
+            raise check.fail(seq, f"{verb} write has no value", "structure")
+        try:
+            apply_write(check.state, path, verb, body.get("value"))
+        except FoldError as exc:
+            raise check.fail(seq, str(exc), "fold") from exc
+        check.writes_in_commit += 1
+
+    @staticmethod
+    def _commit(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
+        commit, writes = _field(body, "commit", int), _field(body, "writes", int)
+        _field(body, "stage", str)
+        if commit != check.commit:
+            raise check.fail(seq, f"commit {commit} where {check.commit} was expected", "structure")
+        if writes != check.writes_in_commit:
+            raise check.fail(
+                seq,
+                f"commit {commit} declares {writes} writes but {check.writes_in_commit} precede it",
+                "structure",
+            )
+        check.commit += 1
+        check.writes_in_commit = 0
+
+    @staticmethod
+    def _receipt(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
+        call, commit = _field(body, "call", int), _field(body, "commit", int)
+        if call != check.receipts:
+            raise check.fail(
+                seq, f"receipt for call {call} where call {check.receipts} was expected", "receipt"
+            )
+        if commit != check.commit or check.writes_in_commit:
+            raise check.fail(
+                seq, f"receipt of call {call} is not at the start of its commit", "receipt"
+            )
+        try:
+            request = build_request(check.state)
+        except KeyError as exc:
+            raise check.fail(seq, f"no request can be built here: {exc}", "receipt") from exc
+        try:
+            served = check.hasher.digests(request)
+        except CanonicalFormError as exc:
+            raise check.fail(seq, f"served state is not I-JSON: {exc}", "receipt") from exc
+        for kind in PIECE_KINDS:
+            try:
+                claimed = expand_digests(check.previous[kind], body.get(kind))
+            except FoldError as exc:
+                raise check.fail(seq, f"receipt {kind} list: {exc}", "receipt") from exc
+            actual = served.pieces(kind)
+            for position, (want, got) in enumerate(zip(claimed, actual, strict=False)):
+                if want != got:
+                    raise check.fail(
+                        seq,
+                        f"call {call}: {kind} piece {position} was served as {got} "
+                        f"but the receipt says {want}",
+                        "receipt",
+                    )
+            if len(claimed) != len(actual):
+                raise check.fail(
+                    seq,
+                    f"call {call}: {len(actual)} {kind} pieces were served but the receipt "
+                    f"lists {len(claimed)}",
+                    "receipt",
+                )
+            check.previous[kind] = claimed
+        if body.get("model") != served.model or body.get("params") != served.params:
+            raise check.fail(
+                seq, f"call {call}: model or parameters differ from those served", "receipt"
+            )
+        if body.get("request") != served.request:
+            raise check.fail(
+                seq,
+                f"call {call}: request digest {body.get('request')} does not "
+                f"match the rebuilt request {served.request}",
+                "receipt",
+            )
+        check.receipts += 1
+
+
+def verify_run(source: RowSource, run_id: str) -> RunVerification:
+    """Verify one run from ``source`` (a store or anything with ``read``)."""
+    return Verifier(source).verify(run_id)

@@ -1,0 +1,396 @@
+"""The agent loop end to end: each scenario runs for real, is verified (plugin), and checked."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentfootprint as af
+from agentfootprint.testing.pytest_plugin import VerifiedRuns
+
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+    "required": ["a", "b"],
+    "additionalProperties": False,
+}
+
+
+def add_tool(**overrides: Any) -> af.Tool:
+    spec: dict[str, Any] = {
+        "name": "add",
+        "description": "Add two numbers.",
+        "input_schema": ADD_SCHEMA,
+        "execute": lambda args: args["a"] + args["b"],
+    }
+    spec.update(overrides)
+    return af.define_tool(**spec)
+
+
+def call(name: str, args: Any) -> af.LLMResponse:
+    return af.reply(tool_calls=[af.tool_call(name, args)])
+
+
+def history_of(result: af.RunResult) -> list[dict[str, Any]]:
+    return list(result.state["history"])
+
+
+def assert_served_equals_received(
+    agent: af.Agent, result: af.RunResult, provider: af.MockProvider, first: int = 0
+) -> None:
+    for k in range(result.calls):
+        assert af.served_at(agent.store, result.run_id, k) == provider.requests[first + k]
+
+
+def test_tool_loop_answers_and_records(tmp_path: Path, verified_runs: VerifiedRuns) -> None:
+    provider = af.MockProvider([call("add", {"a": 2, "b": 3}), "It is 5."])
+    agent = af.Agent(
+        provider=provider, model="m", system="Add.", tools=[add_tool()], store=tmp_path / "runs.db"
+    )
+    result = agent.run_sync("2+3?")
+    assert (result.answer, result.iterations, result.calls) == ("It is 5.", 2, 2)
+    assert result.outcome == "answered" and result.stopped_early is None
+    assert history_of(result)[2] == {
+        "role": "tool",
+        "tool_call_id": "call_0_0",
+        "name": "add",
+        "content": "5",
+    }
+    assert_served_equals_received(agent, result, provider)
+    info = agent.store.run_info(result.run_id)
+    assert info.closed and info.conversation_id == result.run_id
+    final = af.Verifier(agent.store).verify(result.run_id)
+    assert af.state_at(agent.store, result.run_id, final.commits - 1) == result.state
+    assert verified_runs.run_ids == [result.run_id]
+
+
+def test_receipt_lists_are_full_and_match_served(tmp_path: Path) -> None:
+    provider = af.MockProvider(
+        [call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 2}), "done"]
+    )
+    agent = af.Agent(
+        provider=provider,
+        model="m",
+        system=["one", "two"],
+        tools=[add_tool()],
+        store=tmp_path / "r.db",
+    )
+    result = agent.run_sync("go")
+    receipts = [af.receipt_at(agent.store, result.run_id, k) for k in range(3)]
+    assert [len(r.messages) for r in receipts if r] == [1, 3, 5]
+    assert all(r is not None and len(r.system) == 2 and len(r.tools) == 1 for r in receipts)
+    first, second = receipts[0], receipts[1]
+    assert first is not None and second is not None
+    assert second.messages[:1] == first.messages  # the shared prefix is the same digest
+    # stored as tails: the third receipt body carries only the new digests
+    bodies = [e.decoded() for e in agent.store.read(result.run_id) if e.type == "receipt"]
+    assert bodies[2]["messages"] == {"keep": 3, "add": list(receipts[2].messages[3:])}
+
+
+def test_classic_mode_runs_slots_once(tmp_path: Path) -> None:
+    provider = af.MockProvider([call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4}), "7"])
+    agent = af.Agent(
+        provider=provider,
+        model="m",
+        system="s",
+        tools=[add_tool()],
+        react_mode="classic",
+        store=tmp_path / "c.db",
+    )
+    result = agent.run_sync("go")
+    stages = [e.decoded()["stage"] for e in agent.store.read(result.run_id) if e.type == "commit"]
+    assert stages.count("system-prompt") == 1 and stages.count("tools") == 1
+    assert stages.count("messages") == 3 and stages.count("call-llm") == 3
+    assert_served_equals_received(agent, result, provider)
+
+
+def test_max_iterations_stops_early() -> None:
+    provider = af.MockProvider([call("add", {"a": 1, "b": 1})] * 3)
+    agent = af.Agent(provider=provider, model="m", tools=[add_tool()], max_iterations=2)
+    result = agent.run_sync("loop")
+    assert result.outcome == "stopped_early"
+    assert result.stopped_early == af.StoppedEarly(
+        reason="max-iterations", iteration=2, pending_tool_calls=1
+    )
+    assert result.calls == 2 and result.answer == ""
+    assert history_of(result)[-1] == {"role": "assistant", "content": ""}
+
+
+def test_tool_that_raises_is_recorded_as_its_error_result() -> None:
+    def broken(args: dict[str, Any]) -> str:
+        raise RuntimeError("disk on fire")
+
+    tool = af.define_tool(name="broken", description="fails", execute=broken)
+    provider = af.MockProvider([call("broken", {}), "sorry"])
+    agent = af.Agent(provider=provider, model="m", tools=[tool])
+    ends: list[af.ToolEnd] = []
+    agent.on("agentfootprint.stream.tool_end", ends.append)
+    result = agent.run_sync("go")
+    message = history_of(result)[2]
+    assert message["is_error"] is True
+    assert "RuntimeError: disk on fire" in message["content"]
+    assert result.answer == "sorry" and ends[0].is_error
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (dt.datetime(2026, 1, 1), "datetime"),
+        (b"bytes", "bytes"),
+        ({1, 2}, "set"),
+        ({"when": dt.date(2026, 1, 1)}, "$.when"),
+        (object(), "object"),
+        (float("nan"), "finite"),
+        (2**60, "2**53"),
+    ],
+)
+def test_non_json_tool_result_is_refused_as_error(value: Any, where: str) -> None:
+    tool = af.define_tool(name="odd", description="returns odd things", execute=lambda a: value)
+    agent = af.Agent(provider=af.MockProvider([call("odd", {}), "ok"]), model="m", tools=[tool])
+    result = agent.run_sync("go")
+    message = history_of(result)[2]
+    assert message["is_error"] is True and where in message["content"]
+    assert "not JSON" in message["content"]
+
+
+def test_json_tool_results_become_canonical_text() -> None:
+    tool = af.define_tool(
+        name="data", description="d", execute=lambda a: {"b": 1.0, "a": [True, None, "é"]}
+    )
+    agent = af.Agent(provider=af.MockProvider([call("data", {}), "ok"]), model="m", tools=[tool])
+    result = agent.run_sync("go")
+    assert history_of(result)[2]["content"] == '{"a":[true,null,"é"],"b":1}'
+
+
+def test_async_tool_and_context() -> None:
+    seen: list[af.ToolContext] = []
+
+    async def lookup(args: dict[str, Any], ctx: af.ToolContext) -> str:
+        seen.append(ctx)
+        await asyncio.sleep(0)
+        return f"found {args['q']}"
+
+    tool = af.define_tool(
+        name="lookup",
+        description="d",
+        execute=lookup,
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+    )
+    agent = af.Agent(
+        provider=af.MockProvider([call("lookup", {"q": "x"}), "ok"]), model="m", tools=[tool]
+    )
+    result = asyncio.run(agent.run("go"))
+    assert history_of(result)[2]["content"] == "found x"
+    assert seen[0].run_id == result.run_id and seen[0].tool_call_id == "call_0_0"
+    assert seen[0].iteration == 1 and seen[0].tool == "lookup"
+
+
+def test_enforce_validation_teaches_and_skips_the_tool() -> None:
+    ran: list[Any] = []
+    tool = add_tool(execute=lambda a: ran.append(a) or 0)
+    agent = af.Agent(
+        provider=af.MockProvider([call("add", {"a": "2"}), "ok"]), model="m", tools=[tool]
+    )
+    invalid: list[af.ArgsInvalid] = []
+    agent.on("agentfootprint.validation.args_invalid", invalid.append)
+    result = agent.run_sync("go")
+    assert ran == []
+    content = history_of(result)[2]["content"]
+    assert "did not match its input schema" in content
+    assert "$.a: expected type 'number' (received string)" in content
+    assert "missing required argument(s): b" in content
+    assert "2" not in content.split("schema")[1].replace("(received", "")  # no values quoted
+    assert invalid[0].mode == "enforce" and {i["path"] for i in invalid[0].issues} == {"$", "$.a"}
+    recorded = [e.decoded() for e in agent.store.read(result.run_id) if e.type == "event"]
+    assert recorded[0]["name"] == "agentfootprint.validation.args_invalid"
+
+
+def test_warn_validation_runs_the_tool_and_off_skips_the_check() -> None:
+    for mode, expected_events in (("warn", 1), ("off", 0)):
+        ran: list[Any] = []
+        tool = add_tool(execute=lambda a, ran=ran: ran.append(a) or "ran")
+        agent = af.Agent(
+            provider=af.MockProvider([call("add", {"a": 1}), "ok"]),
+            model="m",
+            tools=[tool],
+            tool_arg_validation=mode,
+        )
+        events: list[af.AgentEvent] = []
+        agent.on("agentfootprint.validation.*", events.append)
+        result = agent.run_sync("go")
+        assert ran == [{"a": 1}] and history_of(result)[2]["content"] == "ran"
+        assert len(events) == expected_events
+
+
+def test_arguments_as_json_string_and_malformed_json() -> None:
+    provider = af.MockProvider([call("add", '{"a": 1, "b": 2}'), call("add", "{not json"), "ok"])
+    agent = af.Agent(provider=provider, model="m", tools=[add_tool()])
+    result = agent.run_sync("go")
+    history = history_of(result)
+    assert history[1]["tool_calls"][0]["arguments"] == {"a": 1, "b": 2}
+    assert history[2]["content"] == "3"
+    assert history[3]["tool_calls"][0]["arguments"] == "{not json"
+    assert "not valid JSON" in history[4]["content"] and history[4]["is_error"]
+
+
+def test_unknown_tool_is_told_to_the_model() -> None:
+    agent = af.Agent(
+        provider=af.MockProvider([call("nope", {}), "ok"]), model="m", tools=[add_tool()]
+    )
+    content = history_of(agent.run_sync("go"))[2]["content"]
+    assert "no tool named 'nope'" in content and "add" in content
+
+
+def test_provider_failure_closes_the_run_as_failed(
+    tmp_path: Path, verified_runs: VerifiedRuns
+) -> None:
+    def explode(request: Any) -> af.LLMResponse:
+        raise ConnectionError("upstream 503")
+
+    agent = af.Agent(provider=af.MockProvider(respond=explode), model="m", store=tmp_path / "f.db")
+    with pytest.raises(af.ProviderCallError) as caught:
+        agent.run_sync("go")
+    run_id = caught.value.run_id
+    assert run_id is not None and isinstance(caught.value.__cause__, ConnectionError)
+    events = [(e.type, e.decoded()) for e in agent.store.read(run_id)]
+    commit = next(b for t, b in events if t == "commit" and b["stage"] == "call-llm")
+    assert commit["error"] == {
+        "type": "ProviderCallError",
+        "message": "provider 'mock' failed on call 0: ConnectionError: upstream 503",
+    }
+    assert events[-1][0] == "run.close"
+    assert events[-1][1]["outcome"] == "failed"
+    assert "upstream 503" in events[-1][1]["error"]["message"]
+    receipts = [b for t, b in events if t == "receipt"]
+    assert len(receipts) == 1  # the request was served even though the call failed
+    assert verified_runs.results[0].outcome is af.Outcome.VALID_UNSIGNED
+
+
+def test_exhausted_script_says_so() -> None:
+    agent = af.Agent(
+        provider=af.MockProvider([call("add", {"a": 1, "b": 1})]), model="m", tools=[add_tool()]
+    )
+    with pytest.raises(af.ScriptExhaustedError, match=r"script exhausted: call 2") as caught:
+        agent.run_sync("go")
+    assert caught.value.run_id is not None
+
+
+def test_bad_run_input() -> None:
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m")
+    with pytest.raises(af.UsageError):
+        agent.run_sync(42)  # type: ignore[arg-type]
+    with pytest.raises(af.UsageError, match="surrogate"):
+        agent.run_sync("bad \ud800")
+    assert agent.store.runs() == []  # nothing half-written
+
+
+def test_run_sync_inside_a_loop_is_refused() -> None:
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m")
+
+    async def inner() -> None:
+        with pytest.raises(af.UsageError, match=r"await agent\.run"):
+            agent.run_sync("go")
+
+    asyncio.run(inner())
+
+
+def test_events_in_order_and_wildcards() -> None:
+    agent = af.Agent(
+        provider=af.MockProvider([call("add", {"a": 1, "b": 2}), "3"]),
+        model="m",
+        tools=[add_tool()],
+        temperature=0.5,
+    )
+    kinds: list[str] = []
+    streams: list[str] = []
+    agent.on("*", lambda e: kinds.append(e.kind))
+    unsubscribe = agent.on("agentfootprint.stream.*", lambda e: streams.append(e.kind))
+    agent.run_sync("go")
+    prefix = "agentfootprint."
+    assert [k.removeprefix(prefix) for k in kinds] == [
+        "agent.turn_start",
+        "agent.iteration_start",
+        "stream.llm_start",
+        "stream.llm_end",
+        "stream.tool_start",
+        "stream.tool_end",
+        "agent.iteration_end",
+        "agent.iteration_start",
+        "stream.llm_start",
+        "stream.llm_end",
+        "agent.iteration_end",
+        "agent.turn_end",
+    ]
+    assert streams == [k for k in kinds if k.startswith("agentfootprint.stream.")]
+    unsubscribe()
+    agent2_kinds = len(streams)
+    agent.config.provider.position = 0  # type: ignore[attr-defined]
+    agent.run_sync("again")
+    assert len(streams) == agent2_kinds
+
+
+def test_listener_errors_do_not_break_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    agent = af.Agent(provider=af.MockProvider(["fine"]), model="m")
+
+    def bad(event: af.AgentEvent) -> None:
+        raise ValueError("listener bug")
+
+    agent.on("agentfootprint.agent.turn_end", bad)
+    assert agent.run_sync("go").answer == "fine"
+    assert "listener bug" in caplog.text
+
+
+def test_unknown_event_name_is_refused() -> None:
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m")
+    with pytest.raises(af.UsageError, match="no event matches"):
+        agent.on("agentfootprint.stream.llm_started", print)
+    with pytest.raises(af.UsageError):
+        agent.on("agentfootprint.stream.*", "not callable")  # type: ignore[arg-type]
+
+
+def test_llm_start_and_end_payloads() -> None:
+    agent = af.Agent(
+        provider=af.MockProvider(["hello there"]), model="m-1", temperature=0.7, tools=[add_tool()]
+    )
+    seen: list[af.AgentEvent] = []
+    agent.on("agentfootprint.stream.*", seen.append)
+    agent.run_sync("hi")
+    start, end = seen
+    assert isinstance(start, af.LLMStart) and isinstance(end, af.LLMEnd)
+    assert (start.model, start.call, start.messages, start.tools, start.temperature) == (
+        "m-1",
+        0,
+        1,
+        1,
+        0.7,
+    )
+    assert end.content == "hello there" and end.usage == {"input": 1, "output": 3}
+
+
+def test_respond_callable_and_record_receipt_off(tmp_path: Path) -> None:
+    def respond(request: Any) -> str:
+        return f"you said {request['messages'][-1]['content']}"
+
+    provider = af.MockProvider(respond=respond)
+    agent = af.Agent(provider=provider, model="m", record_receipt=False, store=tmp_path / "n.db")
+    result = agent.run_sync("ping")
+    assert result.answer == "you said ping"
+    assert [e for e in agent.store.read(result.run_id) if e.type == "receipt"] == []
+    assert af.receipt_at(agent.store, result.run_id, 0) is None
+    assert af.served_at(agent.store, result.run_id, 0) == provider.requests[0]
+
+
+def test_commit_value_at_and_state_at_start(tmp_path: Path) -> None:
+    agent = af.Agent(provider=af.MockProvider(["a"]), model="m", store=tmp_path / "s.db")
+    result = agent.run_sync("go")
+    assert af.state_at(agent.store, result.run_id, -1) == {}
+    assert af.commit_value_at(agent.store, result.run_id, 0, "user_message") == "go"
+    assert af.commit_value_at(agent.store, result.run_id, 0, "final_answer") is None
+    with pytest.raises(af.UsageError):
+        af.state_at(agent.store, result.run_id, 999)
+    with pytest.raises(af.UsageError):
+        af.served_at(agent.store, result.run_id, 5)
