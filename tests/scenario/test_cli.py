@@ -1,0 +1,141 @@
+"""The `agentfootprint` command: help text, demo, inspection and verify exit codes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import agentfootprint as af
+from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_UNSEALED, EXIT_USAGE, main
+from agentfootprint.store.writer import RunWriter
+from agentfootprint.testing.store_contract import open_body
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def demo_db(tmp_path: Path, runner: CliRunner) -> Path:
+    db = tmp_path / "demo.db"
+    result = runner.invoke(main, ["demo", "--db", str(db)])
+    assert result.exit_code == EXIT_OK, result.output
+    return db
+
+
+def run_ids(db: Path) -> list[str]:
+    store = af.SqliteStore(db)
+    try:
+        return [info.run_id for info in store.runs()]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ([], ["demo", "runs", "show", "served", "verify", "receipt"]),
+        (["demo"], ["--db", "agentfootprint.db", "scripted", "verify"]),
+        (["runs"], ["DB", "oldest first"]),
+        (["show"], ["RUN_ID", "timeline"]),
+        (["served"], ["call K", "rebuilt from the log"]),
+        (
+            ["verify"],
+            ["--run", "0  every run verified", "1  a run failed", "2  usage", "3  all consistent"],
+        ),
+    ],
+)
+def test_help_is_accurate(runner: CliRunner, command: list[str], words: list[str]) -> None:
+    result = runner.invoke(main, [*command, "--help"])
+    assert result.exit_code == 0
+    for word in words:
+        assert word in result.output
+
+
+def test_version(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["--version"])
+    assert result.exit_code == 0 and af.__version__ in result.output
+
+
+def test_demo_records_a_verified_two_turn_conversation(demo_db: Path, runner: CliRunner) -> None:
+    ids = run_ids(demo_db)
+    assert len(ids) == 2
+    store = af.SqliteStore(demo_db)
+    child = store.run_info(ids[1])
+    assert child.parent_run_id == ids[0] and child.conversation_id == ids[0]
+    store.close()
+    again = runner.invoke(main, ["demo", "--db", str(demo_db)])
+    assert again.exit_code == EXIT_OK
+    assert "368.00 EUR" in again.output and "292.50 EUR" in again.output
+    assert again.output.count("VALID_UNSIGNED") == 2
+    assert "stages: seed x1" in again.output and "call-llm x4" in again.output
+    assert len(run_ids(demo_db)) == 4
+
+
+def test_runs_show_served(demo_db: Path, runner: CliRunner) -> None:
+    first, second = run_ids(demo_db)
+    listing = runner.invoke(main, ["runs", str(demo_db)])
+    assert listing.exit_code == 0
+    assert first in listing.output and f"parent={first}" in listing.output
+    assert "answered" in listing.output
+    shown = runner.invoke(main, ["show", str(demo_db), first])
+    assert shown.exit_code == 0
+    assert "seed#1" in shown.output and "route#1 -> tool-calls" in shown.output
+    assert "receipt call 0" in shown.output and "event  agentfootprint.validation" in shown.output
+    assert '"outcome":"answered"' in shown.output
+    served = runner.invoke(main, ["served", str(demo_db), second, "0"])
+    assert served.exit_code == 0
+    assert '"model": "scripted-travel-model"' in served.output
+    assert "And if I bring 250 GBP instead?" in served.output
+
+
+def test_show_and_served_refuse_unknown_things(demo_db: Path, runner: CliRunner) -> None:
+    missing = runner.invoke(main, ["show", str(demo_db), "nope"])
+    assert missing.exit_code == EXIT_USAGE and "no run 'nope'" in missing.output
+    first = run_ids(demo_db)[0]
+    no_call = runner.invoke(main, ["served", str(demo_db), first, "99"])
+    assert no_call.exit_code == EXIT_USAGE and "no call 99" in no_call.output
+    no_file = runner.invoke(main, ["verify", str(demo_db.parent / "absent.db")])
+    assert no_file.exit_code == EXIT_USAGE
+
+
+def test_verify_exit_codes(demo_db: Path, runner: CliRunner) -> None:
+    ok = runner.invoke(main, ["verify", str(demo_db)])
+    assert ok.exit_code == EXIT_OK and ok.output.count("VALID_UNSIGNED") == 2
+    first = run_ids(demo_db)[0]
+    one = runner.invoke(main, ["verify", str(demo_db), "--run", first])
+    assert one.exit_code == EXIT_OK and one.output.count("VALID_UNSIGNED") == 1
+    unknown = runner.invoke(main, ["verify", str(demo_db), "--run", "nope"])
+    assert unknown.exit_code == EXIT_USAGE
+
+    store = af.SqliteStore(demo_db)
+    RunWriter(store, "crashed").append([("run.open", open_body("crashed"))])
+    store.close()
+    unsealed = runner.invoke(main, ["verify", str(demo_db)])
+    assert unsealed.exit_code == EXIT_UNSEALED and "UNSEALED" in unsealed.output
+
+    conn = sqlite3.connect(demo_db)
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute(
+        "UPDATE events SET body = CAST(REPLACE(CAST(body AS TEXT), 'Lisbon', 'Lisbom') "
+        "AS BLOB) WHERE run_id = ? AND type = 'write'",
+        (first,),
+    )
+    conn.commit()
+    conn.close()
+    broken = runner.invoke(main, ["verify", str(demo_db)])
+    assert broken.exit_code == EXIT_INVALID
+    assert f"INVALID         run {first} seq" in broken.output
+    assert "event hash does not match" in broken.output
+
+
+def test_empty_database(tmp_path: Path, runner: CliRunner) -> None:
+    db = tmp_path / "empty.db"
+    af.SqliteStore(db).close()
+    assert "no runs" in runner.invoke(main, ["runs", str(db)]).output
+    result = runner.invoke(main, ["verify", str(db)])
+    assert result.exit_code == EXIT_OK and "no runs to verify" in result.output
