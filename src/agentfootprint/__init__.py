@@ -5,40 +5,95 @@ SHA-256 digests; :func:`verify_run` rebuilds each served request from the log
 and proves it matches its receipt.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from agentfootprint.core.agent import Agent, RunResult, StoppedEarly, open_store
-from agentfootprint.core.events import (
-    AgentEvent,
-    ArgsInvalid,
-    IterationEnd,
-    IterationStart,
-    LLMEnd,
-    LLMStart,
-    ToolEnd,
-    ToolStart,
-    TurnEnd,
-    TurnStart,
-)
-from agentfootprint.core.providers.base import LLMResponse, Provider, ToolCall, Usage
-from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
-from agentfootprint.core.tools import Tool, ToolContext, define_tool
-from agentfootprint.errors import (
-    AgentFootprintError,
-    CanonicalFormError,
-    ContinuationError,
-    ProviderCallError,
-    RunError,
-    ScriptExhaustedError,
-    StoreError,
-    UsageError,
-    VerificationError,
-)
-from agentfootprint.replay.read import commit_value_at, receipt_at, served_at, state_at
-from agentfootprint.store.memory import MemoryStore
-from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.verify.request import build_request
-from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier, verify_run
+# Public names resolve on first use (PEP 562), so importing one layer never drags in the
+# others: an auditor's process can import agentfootprint.verify without the runtime.
+_LAZY: dict[str, str] = {
+    "Agent": "agentfootprint.core.agent",
+    "AgentEvent": "agentfootprint.core.events",
+    "AgentFootprintError": "agentfootprint.errors",
+    "ArgsInvalid": "agentfootprint.core.events",
+    "CanonicalFormError": "agentfootprint.errors",
+    "ContinuationError": "agentfootprint.errors",
+    "IterationEnd": "agentfootprint.core.events",
+    "IterationStart": "agentfootprint.core.events",
+    "LLMEnd": "agentfootprint.core.events",
+    "LLMResponse": "agentfootprint.core.providers.base",
+    "LLMStart": "agentfootprint.core.events",
+    "MemoryStore": "agentfootprint.store.memory",
+    "MockProvider": "agentfootprint.core.providers.mock",
+    "Outcome": "agentfootprint.verify.verifier",
+    "Provider": "agentfootprint.core.providers.base",
+    "ProviderCallError": "agentfootprint.errors",
+    "RunError": "agentfootprint.errors",
+    "RunResult": "agentfootprint.core.agent",
+    "RunVerification": "agentfootprint.verify.verifier",
+    "ScriptExhaustedError": "agentfootprint.errors",
+    "SqliteStore": "agentfootprint.store.sqlite",
+    "StoppedEarly": "agentfootprint.core.agent",
+    "StoreError": "agentfootprint.errors",
+    "Tool": "agentfootprint.core.tools",
+    "ToolCall": "agentfootprint.core.providers.base",
+    "ToolContext": "agentfootprint.core.tools",
+    "ToolEnd": "agentfootprint.core.events",
+    "ToolStart": "agentfootprint.core.events",
+    "TurnEnd": "agentfootprint.core.events",
+    "TurnStart": "agentfootprint.core.events",
+    "Usage": "agentfootprint.core.providers.base",
+    "UsageError": "agentfootprint.errors",
+    "VerificationError": "agentfootprint.errors",
+    "Verifier": "agentfootprint.verify.verifier",
+    "build_request": "agentfootprint.verify.request",
+    "commit_value_at": "agentfootprint.replay.read",
+    "define_tool": "agentfootprint.core.tools",
+    "open_store": "agentfootprint.core.agent",
+    "receipt_at": "agentfootprint.replay.read",
+    "reply": "agentfootprint.core.providers.mock",
+    "served_at": "agentfootprint.replay.read",
+    "state_at": "agentfootprint.replay.read",
+    "tool_call": "agentfootprint.core.providers.mock",
+    "verify_run": "agentfootprint.verify.verifier",
+}
+
+if TYPE_CHECKING:
+    from agentfootprint.core.agent import Agent, RunResult, StoppedEarly, open_store
+    from agentfootprint.core.events import (
+        AgentEvent,
+        ArgsInvalid,
+        IterationEnd,
+        IterationStart,
+        LLMEnd,
+        LLMStart,
+        ToolEnd,
+        ToolStart,
+        TurnEnd,
+        TurnStart,
+    )
+    from agentfootprint.core.providers.base import LLMResponse, Provider, ToolCall, Usage
+    from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
+    from agentfootprint.core.tools import Tool, ToolContext, define_tool
+    from agentfootprint.errors import (
+        AgentFootprintError,
+        CanonicalFormError,
+        ContinuationError,
+        ProviderCallError,
+        RunError,
+        ScriptExhaustedError,
+        StoreError,
+        UsageError,
+        VerificationError,
+    )
+    from agentfootprint.replay.read import commit_value_at, receipt_at, served_at, state_at
+    from agentfootprint.store.memory import MemoryStore
+    from agentfootprint.store.sqlite import SqliteStore
+    from agentfootprint.verify.request import build_request
+    from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier, verify_run
 
 __all__ = [
     "Agent",
@@ -87,3 +142,16 @@ __all__ = [
     "tool_call",
     "verify_run",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentfootprint' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

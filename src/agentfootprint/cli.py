@@ -14,13 +14,12 @@ import datetime as dt
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
 
 from agentfootprint import __version__
-from agentfootprint.core.agent import RunResult
 from agentfootprint.errors import (
     AgentFootprintError,
     RunNotFoundError,
@@ -32,6 +31,9 @@ from agentfootprint.replay.read import RunReader
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
+
+if TYPE_CHECKING:
+    from agentfootprint.core.agent import RunResult
 
 __all__ = ["EXIT_INVALID", "EXIT_OK", "EXIT_UNSEALED", "EXIT_USAGE", "main"]
 

@@ -1,0 +1,77 @@
+"""Dependency direction: the verifier (and the CLI's verify) never import the runtime."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import agentfootprint as af
+
+BLOCK_CORE = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class NoCore(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "agentfootprint.core" or name.startswith("agentfootprint.core."):
+                raise ImportError(f"{name} is blocked: the verifier must not need the runtime")
+            return None
+
+    sys.meta_path.insert(0, NoCore())
+    """
+)
+
+
+def _recorded_db(tmp_path: Path) -> tuple[Path, str]:
+    db = tmp_path / "runs.db"
+    tool = af.define_tool(name="echo", description="echo", execute=lambda a: a)
+    provider = af.MockProvider([af.reply(tool_calls=[af.tool_call("echo", {"x": 1})]), "done"])
+    agent = af.Agent(provider=provider, model="m", tools=[tool], store=db)
+    first = agent.run_sync("hi")
+    agent.config.provider.position = 0  # type: ignore[attr-defined]
+    second = agent.run_sync("again", continue_from=first)
+    agent.store.close()
+    return db, second.run_id
+
+
+def run_blocked(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_CORE + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_verifier_runs_where_core_cannot_be_imported(tmp_path: Path) -> None:
+    db, run_id = _recorded_db(tmp_path)
+    done = run_blocked(f"""
+        from agentfootprint.store.sqlite import SqliteStore
+        from agentfootprint.verify.verifier import Verifier
+        try:
+            import agentfootprint.core
+        except ImportError:
+            pass
+        else:
+            raise SystemExit("core was importable: the test proves nothing")
+        result = Verifier(SqliteStore({str(db)!r})).verify({run_id!r})
+        print(result.outcome.value, result.receipts, len(result.ancestors))
+        assert "agentfootprint.core" not in sys.modules
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["VALID_UNSIGNED", "2", "1"]
+
+
+def test_cli_verify_runs_where_core_cannot_be_imported(tmp_path: Path) -> None:
+    db, _ = _recorded_db(tmp_path)
+    done = run_blocked(f"""
+        import sys
+        from agentfootprint.cli import main
+        sys.argv = ["agentfootprint", "verify", {str(db)!r}]
+        main()
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("VALID_UNSIGNED") == 2
