@@ -14,7 +14,14 @@ import pytest
 import rfc8785
 
 from agentfootprint.errors import CanonicalFormError
-from agentfootprint.verify.canonical import MAX_DEPTH, MAX_SAFE_INT, canon, check_ijson, parse
+from agentfootprint.verify.canonical import (
+    ENVELOPE_DEPTH,
+    MAX_DEPTH,
+    MAX_SAFE_INT,
+    canon,
+    check_ijson,
+    parse,
+)
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "rfc8785"
 VECTOR_NAMES = ["arrays", "french", "structures", "unicode", "values", "weird"]
@@ -304,7 +311,20 @@ def test_nesting_up_to_max_depth_is_canonicalised(leaf: Any) -> None:
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 255, 1000, 5000])
 @pytest.mark.parametrize("leaf", [0, 1.5])
-def test_nesting_beyond_max_depth_is_refused(depth: int, leaf: Any) -> None:
-    error = refusal(nested(depth, leaf))
-    assert error.path == "$" + "[0]" * (MAX_DEPTH + 1)
-    assert str(MAX_DEPTH) in error.reason
+def test_values_nested_beyond_max_depth_are_refused(depth: int, leaf: Any) -> None:
+    with pytest.raises(CanonicalFormError) as caught:
+        check_ijson(nested(depth, leaf))
+    assert caught.value.path == "$" + "[0]" * (MAX_DEPTH + 1)
+    assert str(MAX_DEPTH) in caught.value.reason
+
+
+@pytest.mark.parametrize("leaf", [0, 1.5])
+def test_log_bodies_may_wrap_a_deepest_value(leaf: Any) -> None:
+    """canon() leaves room for the envelope a log body puts around a value."""
+    body = nested(ENVELOPE_DEPTH, nested(MAX_DEPTH, leaf))
+    assert canon(body) == rfc8785.dumps(body)
+    limit = MAX_DEPTH + ENVELOPE_DEPTH
+    with pytest.raises(CanonicalFormError) as caught:
+        canon(nested(limit + 1, leaf))
+    assert caught.value.path == "$" + "[0]" * (limit + 1)
+    assert str(limit) in caught.value.reason

@@ -61,7 +61,7 @@ class StageContext:
         """Buffer the receipt of the call this stage makes (written at its commit)."""
         run = self.run
         body: dict[str, Any] = {
-            "call": run.calls,
+            "call": run.receipts + len(self.receipts),
             "commit": run.commit_index,
             "model": digests.model,
             "params": digests.params,
@@ -105,6 +105,7 @@ class RunState:
         self.hasher = (lineage.hasher if lineage and lineage.hasher else None) or RequestHasher()
         self.commit_index = 0
         self.calls = 0
+        self.receipts = 0  # receipts written (a commit that failed to write has none)
         self.stage_counts: dict[str, int] = {}
 
     @property
@@ -161,12 +162,20 @@ class RunState:
         self.writer.append(batch)
         self.state = ctx.scope.apply_to(writes)
         self.commit_index += 1
+        self.receipts += len(ctx.receipts)
 
     def close(self, outcome: str, extra: Mapping[str, Any]) -> None:
-        body = {"outcome": outcome, "commits": self.commit_index, "calls": self.calls, **extra}
+        body = {
+            "outcome": outcome,
+            "commits": self.commit_index,
+            "receipts": self.receipts,
+            "calls": self.calls,
+            **extra,
+        }
         self.writer.append([("run.close", body)])
 
 
 def error_record(error: BaseException) -> dict[str, str]:
-    """How a failure is recorded: the exception's type and message."""
-    return {"type": type(error).__name__, "message": str(error)}
+    """How a failure is recorded: the exception's type and message (always recordable text)."""
+    message = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
+    return {"type": type(error).__name__, "message": message}

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import orjson
 
 from agentfootprint.errors import UsageError
-from agentfootprint.verify.canonical import check_ijson
+from agentfootprint.verify.canonical import MAX_SAFE_INT, check_ijson
 
 __all__ = ["CommitValues", "Scope", "Write", "json_equal", "to_json_value"]
 
@@ -47,9 +47,28 @@ class Write:
 
 
 def to_json_value(value: Any, path: tuple[str | int, ...] = ()) -> Any:
-    """Validate ``value`` as I-JSON and return a detached copy made of JSON types only."""
-    check_ijson(value, path)
-    return orjson.loads(orjson.dumps(value))
+    """Validate ``value`` as I-JSON and return a detached copy made of JSON types only.
+
+    The copy is what the log will give back: tuples become lists, and a float with an
+    integral value becomes the number JCS writes and a parser reads back (``1.0`` -> ``1``,
+    ``-0.0`` -> ``0``, ``1e19`` stays a float), so live state equals folded state exactly.
+    """
+    plain = check_ijson(value, path)
+    copied = orjson.loads(orjson.dumps(value))
+    return copied if plain else _as_parsed(copied)
+
+
+def _as_parsed(value: Any) -> Any:
+    kind = type(value)
+    if kind is float:
+        if value.is_integer() and -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            return int(value)
+        return value
+    if kind is list:
+        return [_as_parsed(v) for v in value]
+    if kind is dict:
+        return {k: _as_parsed(v) for k, v in value.items()}
+    return value
 
 
 def json_equal(a: Any, b: Any) -> bool:

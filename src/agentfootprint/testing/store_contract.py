@@ -80,7 +80,7 @@ class StoreContract:
         self._write_run(store, "r1")
         writer = RunWriter(store, "r1")
         writer.seq, writer.head = 5, list(store.read("r1"))[-1].chain_hash
-        writer.append([("run.close", {"outcome": "answered"})])
+        writer.append([("run.close", {"outcome": "answered", "commits": 2, "receipts": 0})])
         result = Verifier(store).verify("r1")
         assert result.outcome is Outcome.VALID_UNSIGNED
         assert result.final_state == {"n": 1}

@@ -40,6 +40,8 @@ MAX_SAFE_INT = 2**53 - 1
 #: Deepest nesting accepted: both JSON parsers in use (orjson) stop a little above this, and
 #: log bodies wrap a value in at most two more levels.
 MAX_DEPTH = 250
+#: Extra levels a log body may add around a value (``{"value": ...}`` and the like).
+ENVELOPE_DEPTH = 5
 _LONG_INT = re.compile(rb"\d{16}")
 _FAST_KEY_LIMIT = "\ud800"
 
@@ -65,7 +67,9 @@ def _has_lone_surrogate(text: str) -> bool:
     return False
 
 
-def check_ijson(value: Any, path: tuple[str | int, ...] = ()) -> bool:
+def check_ijson(
+    value: Any, path: tuple[str | int, ...] = (), *, max_depth: int = MAX_DEPTH
+) -> bool:
     """Validate that ``value`` is I-JSON; return True when the orjson fast path applies.
 
     Raises :class:`CanonicalFormError` naming the path of the first bad value.
@@ -75,8 +79,8 @@ def check_ijson(value: Any, path: tuple[str | int, ...] = ()) -> bool:
     while stack:
         item, where = stack.pop()
         kind = type(item)
-        if len(where) - len(path) > MAX_DEPTH:
-            raise CanonicalFormError(json_path(where), f"nested deeper than {MAX_DEPTH} levels")
+        if len(where) - len(path) > max_depth:
+            raise CanonicalFormError(json_path(where), f"nested deeper than {max_depth} levels")
         if kind is str:
             if _has_lone_surrogate(item):
                 raise CanonicalFormError(json_path(where), "string contains a lone surrogate")
@@ -120,7 +124,7 @@ def check_ijson(value: Any, path: tuple[str | int, ...] = ()) -> bool:
 
 def canon(value: Any) -> bytes:
     """Return the RFC 8785 canonical bytes of ``value`` (refusing non-I-JSON)."""
-    if check_ijson(value):
+    if check_ijson(value, max_depth=MAX_DEPTH + ENVELOPE_DEPTH):
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:  # e.g. orjson's own nesting limit: take the slow path

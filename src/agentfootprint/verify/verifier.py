@@ -20,9 +20,10 @@ Checks, per run, in seq order:
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import orjson
 
@@ -42,7 +43,9 @@ __all__ = [
 ]
 
 LOG_FORMAT = "agentfootprint/log/v1"
+OUTCOMES = ("answered", "stopped_early", "failed")
 _CONTINUABLE = ("answered", "stopped_early")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class Outcome(enum.Enum):
@@ -80,6 +83,7 @@ class RunVerification:
     """The result of verifying one run (a failure raises instead)."""
 
     run_id: str
+    conversation_id: str
     outcome: Outcome
     events: int
     commits: int
@@ -94,11 +98,14 @@ class RunVerification:
 class _RunCheck:
     """Mutable state of one run's verification."""
 
-    def __init__(self, run_id: str, state: dict[str, Any]) -> None:
+    def __init__(self, run_id: str, state: dict[str, Any], conversation_id: str = "") -> None:
         self.run_id = run_id
+        self.conversation_id = conversation_id
         self.state = state
         self.commit = 0
-        self.writes_in_commit = 0
+        self.pending: list[tuple[int, str, str, Any]] = []  # writes of the open commit
+        self.in_batch = False  # a commit batch has started and its marker is not seen yet
+        self.phase = 0  # 1 receipts, 2 events, 3 writes: the order inside a batch
         self.receipts = 0
         self.hasher = RequestHasher()
         self.previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
@@ -176,11 +183,16 @@ class Verifier:
             expected_seq += 1
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
-        if check.close is None and check.writes_in_commit:
-            # the tail of an interrupted commit: keep the consistent prefix only
-            pass
+        if check.in_batch:
+            raise check.fail(
+                expected_seq,
+                f"the log ends inside commit {check.commit} (its commit marker is missing); "
+                "commits are written atomically, so rows were removed from the end",
+                "truncated",
+            )
         return RunVerification(
             run_id=run_id,
+            conversation_id=check.conversation_id,
             outcome=Outcome.VALID_UNSIGNED if check.close is not None else Outcome.UNSEALED,
             events=expected_seq,
             commits=check.commit,
@@ -215,13 +227,19 @@ class Verifier:
             raise where.fail(0, f"unknown log format {body.get('format')!r}", "structure")
         if body.get("run_id") != run_id:
             raise where.fail(0, "run.open names another run id", "structure")
+        conversation = body.get("conversation_id")
+        if not isinstance(conversation, str) or not conversation:
+            raise where.fail(0, "run.open has no conversation_id", "structure")
         parent = body.get("parent")
         if parent is None:
-            return _RunCheck(run_id, {}), ()
+            return _RunCheck(run_id, {}, conversation), ()
         try:
             parent_id = _field(parent, "run_id", str)
             parent_events = _field(parent, "events", int)
-            parent_head = bytes.fromhex(_field(parent, "head", str))
+            head_hex = _field(parent, "head", str)
+            if not _HEX64.match(head_hex):
+                raise ValueError("head is not 64 lowercase hex digits")
+            parent_head = bytes.fromhex(head_hex)
         except (ValueError, AttributeError) as exc:
             raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
         try:
@@ -230,6 +248,16 @@ class Verifier:
             raise where.fail(
                 0, f"parent run {parent_id} fails verification: {exc}", "ancestry"
             ) from exc
+        except KeyError as exc:  # RunNotFoundError: the source does not hold the parent
+            raise where.fail(
+                0, f"parent run {parent_id} is not in this log: {exc}", "ancestry"
+            ) from exc
+        if verified.conversation_id != conversation:
+            raise where.fail(
+                0,
+                f"conversation_id {conversation} differs from parent's {verified.conversation_id}",
+                "ancestry",
+            )
         if verified.events != parent_events or verified.head != parent_head:
             raise where.fail(
                 0,
@@ -240,13 +268,28 @@ class Verifier:
             raise where.fail(
                 0, f"parent run {parent_id} did not finish; it cannot be continued", "ancestry"
             )
-        check = _RunCheck(run_id, dict(verified.final_state))
+        check = _RunCheck(run_id, dict(verified.final_state), conversation)
         check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
         return check, (*verified.ancestors, parent_id)
+
+    _PHASE: ClassVar[dict[str, int]] = {"receipt": 1, "event": 2, "write": 3}
 
     def _event(self, check: _RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
         if check.close is not None:
             raise check.fail(seq, f"{type_} after run.close", "structure")
+        if type_ == "run.open":
+            raise check.fail(seq, "a second run.open", "structure")
+        phase = self._PHASE.get(type_)
+        if phase is not None:  # inside a commit batch: receipts, then events, then writes
+            if phase < check.phase:
+                raise check.fail(
+                    seq,
+                    f"{type_} after a later part of commit {check.commit}'s "
+                    "batch (the order is receipts, events, writes, marker)",
+                    "structure",
+                )
+            check.phase = phase
+            check.in_batch = True
         try:
             if type_ == "write":
                 self._write(check, seq, body)
@@ -255,14 +298,10 @@ class Verifier:
             elif type_ == "commit":
                 self._commit(check, seq, body)
             elif type_ == "run.close":
-                if check.writes_in_commit:
-                    raise check.fail(seq, "run.close inside an unfinished commit", "structure")
-                _field(body, "outcome", str)
-                check.close = body
-            elif type_ == "run.open":
-                raise check.fail(seq, "a second run.open", "structure")
+                self._close(check, seq, body)
             else:  # "event": a typed event recorded as a finding; chained, no fold
                 _field(body, "name", str)
+                _field(body, "payload", dict)
         except ValueError as exc:
             raise check.fail(seq, f"{type_} body is malformed: {exc}", "structure") from exc
 
@@ -274,28 +313,54 @@ class Verifier:
                 seq, f"write of commit {commit} while commit {check.commit} is open", "structure"
             )
         path, verb = _field(body, "path", str), _field(body, "verb", str)
-        if verb != "delete" and "value" not in body:
-            raise check.fail(seq, f"{verb} write has no value", "structure")
-        try:
-            apply_write(check.state, path, verb, body.get("value"))
-        except FoldError as exc:
-            raise check.fail(seq, str(exc), "fold") from exc
-        check.writes_in_commit += 1
+        if (verb == "delete") == ("value" in body) or set(body) - {
+            "commit",
+            "path",
+            "verb",
+            "value",
+        }:
+            raise check.fail(seq, f"{verb} write has the wrong fields {sorted(body)}", "structure")
+        check.pending.append((seq, path, verb, body.get("value")))
 
     @staticmethod
     def _commit(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
         commit, writes = _field(body, "commit", int), _field(body, "writes", int)
         _field(body, "stage", str)
+        _field(body, "stage_run", str)
         if commit != check.commit:
             raise check.fail(seq, f"commit {commit} where {check.commit} was expected", "structure")
-        if writes != check.writes_in_commit:
+        if writes != len(check.pending):
             raise check.fail(
                 seq,
-                f"commit {commit} declares {writes} writes but {check.writes_in_commit} precede it",
+                f"commit {commit} declares {writes} writes but {len(check.pending)} precede it",
                 "structure",
             )
+        for write_seq, path, verb, value in check.pending:
+            try:
+                apply_write(check.state, path, verb, value)
+            except FoldError as exc:
+                raise check.fail(write_seq, str(exc), "fold") from exc
+        check.pending = []
         check.commit += 1
-        check.writes_in_commit = 0
+        check.in_batch = False
+        check.phase = 0
+
+    @staticmethod
+    def _close(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
+        if check.in_batch:
+            raise check.fail(seq, f"run.close inside commit {check.commit}'s batch", "structure")
+        outcome = _field(body, "outcome", str)
+        if outcome not in OUTCOMES:
+            raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
+        commits, receipts = _field(body, "commits", int), _field(body, "receipts", int)
+        if (commits, receipts) != (check.commit, check.receipts):
+            raise check.fail(
+                seq,
+                f"run.close counts {commits} commits and {receipts} receipts, the log "
+                f"holds {check.commit} and {check.receipts}",
+                "structure",
+            )
+        check.close = body
 
     @staticmethod
     def _receipt(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
@@ -304,9 +369,11 @@ class Verifier:
             raise check.fail(
                 seq, f"receipt for call {call} where call {check.receipts} was expected", "receipt"
             )
-        if commit != check.commit or check.writes_in_commit:
+        if commit != check.commit:
             raise check.fail(
-                seq, f"receipt of call {call} is not at the start of its commit", "receipt"
+                seq,
+                f"receipt of call {call} names commit {commit} inside commit {check.commit}",
+                "receipt",
             )
         try:
             request = build_request(check.state)
@@ -338,7 +405,9 @@ class Verifier:
                     "receipt",
                 )
             check.previous[kind] = claimed
-        if body.get("model") != served.model or body.get("params") != served.params:
+        if canon(body.get("model")) != canon(served.model) or canon(body.get("params")) != canon(
+            served.params
+        ):
             raise check.fail(
                 seq, f"call {call}: model or parameters differ from those served", "receipt"
             )
