@@ -264,3 +264,22 @@ def test_deeply_nested_tool_arguments_fail_the_run_cleanly() -> None:
     result = af.Verifier(agent.store).verify(run.run_id)
     assert result.close is not None and result.close["outcome"] == "failed"
     assert result.receipts == 1
+
+
+def test_receipted_run_must_receipt_every_call() -> None:
+    store = MemoryStore()
+    opened = {**open_body("r"), "options": {"record_receipt": True}}
+    record(
+        store,
+        "r",
+        [("run.close", {"outcome": "answered", "commits": 0, "receipts": 0, "calls": 1})],
+        opened=opened,
+    )
+    error = failure(store, "r")
+    assert error.code == "receipt" and "1 calls" in error.reason
+
+
+def test_write_needs_a_path() -> None:
+    store = MemoryStore()
+    record(store, "r", [write(0, "", "set", 1), commit(0, 1)])
+    assert "empty path" in failure(store, "r").reason

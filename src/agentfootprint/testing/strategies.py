@@ -12,9 +12,9 @@ the results with the provider (whose ``requests`` hold what each call received).
 Building twice gives independent tools (their outcome cycles restart), so one spec
 can be replayed, e.g. once per ``commit_values`` encoding.
 
-Values that reach state (tool arguments, ``temperature``) exclude integral floats by
-default: ``1.0`` is written by RFC 8785 as ``1`` and folds back as an int (see
-``tests/property/test_runs.py``). Pass ``integral_floats=True`` to draw them anyway.
+Values that reach state (tool arguments, ``temperature``) include integral floats
+(``1.0``, ``-0.0``), which RFC 8785 writes as ``1`` and ``0``: state must hold them as the
+log gives them back. ``integral_floats=False`` leaves them out.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _floats(integral: bool) -> st.SearchStrategy[float]:
 
 
 def json_values(
-    *, integral_floats: bool = False, max_leaves: int = 12, text_size: int = 20
+    *, integral_floats: bool = True, max_leaves: int = 12, text_size: int = 20
 ) -> st.SearchStrategy[Any]:
     """I-JSON values: safe integers, finite floats, unicode strings and keys, nesting."""
     leaves = st.one_of(
@@ -114,6 +114,8 @@ def json_values(
         _floats(integral_floats),
         texts(max_size=text_size),
     )
+    if integral_floats:  # the numbers whose JSON spelling differs from Python's
+        leaves |= st.sampled_from([1.0, -0.0, 0.0, 2.0, 1e16, 2.0**53, 1e19, 1e21, -1e300])
     return st.recursive(
         leaves,
         lambda children: st.one_of(
@@ -124,7 +126,7 @@ def json_values(
     )
 
 
-def json_objects(*, integral_floats: bool = False) -> st.SearchStrategy[dict[str, Any]]:
+def json_objects(*, integral_floats: bool = True) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(
         texts(max_size=8), json_values(integral_floats=integral_floats), max_size=4
     )
@@ -250,7 +252,7 @@ def tool_specs(draw: st.DrawFn, *, count: int | None = None, big: bool = True) -
     return specs
 
 
-def tool_arguments(*, integral_floats: bool = False) -> st.SearchStrategy[Any]:
+def tool_arguments(*, integral_floats: bool = True) -> st.SearchStrategy[Any]:
     """Arguments as a model sends them: objects valid or not, JSON text, broken JSON."""
     valid = st.fixed_dictionaries(
         {"q": texts()},
@@ -350,7 +352,7 @@ def turn_replies(
     names: Sequence[str],
     max_iterations: int,
     *,
-    integral_floats: bool = False,
+    integral_floats: bool = True,
     text_size: int = 60,
 ) -> tuple[ReplySpec, ...]:
     """Tool-call replies (up to one past ``max_iterations``) and a final text reply."""
@@ -365,7 +367,7 @@ def agent_options(
     draw: st.DrawFn,
     *,
     max_iterations: tuple[int, int] = (1, 5),
-    integral_floats: bool = False,
+    integral_floats: bool = True,
 ) -> dict[str, Any]:
     options: dict[str, Any] = {
         "commit_values": draw(st.sampled_from(["delta", "full"])),
@@ -396,7 +398,7 @@ def run_specs(
     min_turns: int = 1,
     max_turns: int = 1,
     max_iterations: tuple[int, int] = (1, 5),
-    integral_floats: bool = False,
+    integral_floats: bool = True,
     big: bool = True,
     options: Mapping[str, Any] | None = None,
 ) -> RunSpec:

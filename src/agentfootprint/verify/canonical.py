@@ -37,8 +37,8 @@ __all__ = [
 ]
 
 MAX_SAFE_INT = 2**53 - 1
-#: Deepest nesting accepted: both JSON parsers in use (orjson) stop a little above this, and
-#: log bodies wrap a value in at most two more levels.
+#: Deepest nesting of a value (what a stage writes, a request piece). orjson stops a little
+#: above this; ``canon`` allows ``ENVELOPE_DEPTH`` more so a log body can wrap such a value.
 MAX_DEPTH = 250
 #: Extra levels a log body may add around a value (``{"value": ...}`` and the like).
 ENVELOPE_DEPTH = 5

@@ -107,6 +107,7 @@ class _RunCheck:
         self.in_batch = False  # a commit batch has started and its marker is not seen yet
         self.phase = 0  # 1 receipts, 2 events, 3 writes: the order inside a batch
         self.receipts = 0
+        self.receipted = False  # run.open says every call was receipted
         self.hasher = RequestHasher()
         self.previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
         self.close: dict[str, Any] | None = None
@@ -177,6 +178,10 @@ class Verifier:
                 if row.type != "run.open":
                     raise where.fail(0, f"first event is {row.type}, not run.open", "structure")
                 check, ancestors = self._open(run_id, body)
+                options = body.get("options")
+                check.receipted = (
+                    isinstance(options, dict) and options.get("record_receipt") is True
+                )
             else:
                 assert check is not None
                 self._event(check, seq, row.type, body)
@@ -313,6 +318,8 @@ class Verifier:
                 seq, f"write of commit {commit} while commit {check.commit} is open", "structure"
             )
         path, verb = _field(body, "path", str), _field(body, "verb", str)
+        if not path:
+            raise check.fail(seq, "write with an empty path", "structure")
         if (verb == "delete") == ("value" in body) or set(body) - {
             "commit",
             "path",
@@ -359,6 +366,13 @@ class Verifier:
                 f"run.close counts {commits} commits and {receipts} receipts, the log "
                 f"holds {check.commit} and {check.receipts}",
                 "structure",
+            )
+        if check.receipted and _field(body, "calls", int) != receipts:
+            raise check.fail(
+                seq,
+                f"run.close counts {body['calls']} calls but receipts were on and "
+                f"{receipts} receipts were written",
+                "receipt",
             )
         check.close = body
 
