@@ -14,7 +14,7 @@ import contextlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint import __version__
@@ -68,7 +68,7 @@ class RunResult:
     outcome: str
     stopped_early: StoppedEarly | None
     usage: dict[str, int]
-    state: dict[str, Any]
+    state: dict[str, Any] = field(repr=False)
 
 
 def open_store(store: Any) -> EventStore:
@@ -105,6 +105,7 @@ class Agent:
         self.chart = build_chart(self.config.react_mode)
         self._bus = EventBus()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
+        self._verifier: Verifier | None = None
 
     # -- events -------------------------------------------------------------------------
     def on(self, name: str, listener: Listener) -> Callable[[], None]:
@@ -238,8 +239,10 @@ class Agent:
         cached = self._lineages.get(parent_id)
         if cached is not None:
             return cached
+        if self._verifier is None:
+            self._verifier = Verifier(self.store)
         try:
-            verified = Verifier(self.store).verify(parent_id)
+            verified = self._verifier.verify(parent_id)
         except RunNotFoundError as exc:
             raise ContinuationError(
                 f"cannot continue run {parent_id}: it is not in this agent's store"
@@ -264,4 +267,5 @@ class Agent:
             state=dict(verified.final_state),
             receipt_lists={k: list(v) for k, v in verified.receipt_lists.items()},
             outcome=str(outcome),
+            hasher=self._verifier.hasher_after(parent_id),
         )

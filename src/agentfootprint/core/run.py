@@ -68,7 +68,7 @@ class StageContext:
             "request": digests.request,
         }
         for kind in PIECE_KINDS:
-            current = list(digests.pieces(kind))
+            current = digests.pieces(kind)
             body[kind] = compress_digests(run.receipt_lists[kind], current)
             run.receipt_lists[kind] = current
         self.receipts.append(body)
@@ -102,7 +102,7 @@ class RunState:
             if lineage
             else {kind: [] for kind in PIECE_KINDS}
         )
-        self.hasher = (lineage.hasher if lineage and lineage.hasher else None) or RequestHasher()
+        self.hasher = lineage.hasher.fork() if lineage and lineage.hasher else RequestHasher()
         self.commit_index = 0
         self.calls = 0
         self.receipts = 0  # receipts written (a commit that failed to write has none)
@@ -177,5 +177,9 @@ class RunState:
 
 def error_record(error: BaseException) -> dict[str, str]:
     """How a failure is recorded: the exception's type and message (always recordable text)."""
-    message = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
-    return {"type": type(error).__name__, "message": message}
+    return {"type": type(error).__name__, "message": recordable(str(error))}
+
+
+def recordable(text: str) -> str:
+    """``text`` with anything UTF-8 cannot carry (lone surrogates) backslash-escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -15,6 +15,7 @@ types only and equals, type for type, what the verifier folds from the log.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -87,6 +88,8 @@ def json_equal(a: Any, b: Any) -> bool:
 def _is_prefix(base: list[Any], new: list[Any]) -> bool:
     if len(new) < len(base):
         return False
+    if all(map(operator.is_, base, new)):  # appends keep the very objects: checked in C
+        return True
     return all(x is y or json_equal(x, y) for x, y in zip(base, new, strict=False))
 
 

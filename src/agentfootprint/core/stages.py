@@ -34,7 +34,7 @@ from agentfootprint.core.events import (
     TurnStart,
 )
 from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.run import StageContext
+from agentfootprint.core.run import StageContext, recordable
 from agentfootprint.core.scope import to_json_value
 from agentfootprint.core.tools import (
     ToolContext,
@@ -250,7 +250,9 @@ async def _dispatch(ctx: StageContext, call: dict[str, Any], iteration: int) -> 
         value = await call_tool(tool, arguments, tool_ctx)
     except Exception as exc:
         return ToolOutcome(
-            content=f"Error: tool '{tool.name}' raised {type(exc).__name__}: {exc}", is_error=True
+            content=f"Error: tool '{tool.name}' raised {type(exc).__name__}: "
+            + recordable(str(exc)),
+            is_error=True,
         )
     return result_text(tool.name, value)
 

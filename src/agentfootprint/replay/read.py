@@ -67,10 +67,10 @@ class RunReader:
                 commit += 1
         if opened is None:
             raise RunNotFoundError(f"no run {run_id!r} (or it has no run.open)")
-        parent = opened.get("parent")
-        if not parent:
+        _, parent = self._verifier.check_open(run_id, opened)
+        if parent is None:
             return steps, {}, {kind: [] for kind in PIECE_KINDS}
-        verified = self._verifier.verify(parent["run_id"])
+        verified = parent[0]
         lists = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
         return steps, dict(verified.final_state), lists
 

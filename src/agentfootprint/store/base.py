@@ -85,7 +85,7 @@ class EventReader(abc.ABC):
 
     @abc.abstractmethod
     def runs(self) -> list[RunInfo]:
-        """Every run, oldest first (by open time, then id)."""
+        """Every run in the order they were opened (a parent always before its children)."""
 
     @abc.abstractmethod
     def run_info(self, run_id: str) -> RunInfo:

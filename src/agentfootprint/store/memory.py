@@ -59,5 +59,4 @@ class MemoryStore(EventStore):
     def runs(self) -> list[RunInfo]:
         with self._lock:
             ids = list(self._events)
-        infos = [self.run_info(run_id) for run_id in ids]
-        return sorted(infos, key=lambda info: (info.opened_at, info.run_id))
+        return [self.run_info(run_id) for run_id in ids]

@@ -48,7 +48,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 event_hash BLOB NOT NULL,
                 chain_hash BLOB NOT NULL,
                 PRIMARY KEY (run_id, seq)
-            )""",
+            ) WITHOUT ROWID""",
             """CREATE TABLE runs (
                 run_id TEXT PRIMARY KEY,
                 conversation_id TEXT NOT NULL,
@@ -223,7 +223,7 @@ class SqliteStore(EventStore):
 
     def runs(self) -> list[RunInfo]:
         with self._lock, translate_errors("listing runs"):
-            rows = self._conn.execute(self._INFO + " ORDER BY r.opened_at, r.run_id").fetchall()
+            rows = self._conn.execute(self._INFO + " ORDER BY r.rowid").fetchall()
         return [self._info(row) for row in rows]
 
     def close(self) -> None:

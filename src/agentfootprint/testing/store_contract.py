@@ -138,6 +138,13 @@ class StoreContract:
         assert r2.opened_at == 1_800_000_000_000 and not r2.closed
         assert r2.head == writer.head
 
+    def test_runs_keep_opening_order(self, store: EventStore) -> None:
+        for run_id in ("zz-parent", "aa-child", "mm-grandchild"):
+            RunWriter(store, run_id, clock=lambda: 1_700_000_000_000).append(
+                [("run.open", open_body(run_id))]
+            )
+        assert [i.run_id for i in store.runs()] == ["zz-parent", "aa-child", "mm-grandchild"]
+
     def test_unknown_run(self, store: EventStore) -> None:
         with pytest.raises(RunNotFoundError):
             store.run_info("nope")

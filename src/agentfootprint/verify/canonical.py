@@ -67,6 +67,60 @@ def _has_lone_surrogate(text: str) -> bool:
     return False
 
 
+class _Refused(Exception):
+    """Internal: the quick scan found a problem; the slow walk will name it."""
+
+
+def _scan(value: Any, depth: int, limit: int) -> bool:
+    """Quick I-JSON scan (no paths kept); True when the orjson fast path applies."""
+    kind = type(value)
+    if kind is dict:
+        items: Any = value.items()
+    elif kind is list or kind is tuple:
+        items = enumerate(value)
+    else:
+        return _scan_leaf(value, kind)
+    if depth >= limit and value:
+        raise _Refused
+    fast = True
+    for key, child in items:
+        if kind is dict:
+            if type(key) is not str:
+                raise _Refused
+            if not key.isascii():
+                key.encode("utf-8")
+                if max(key) >= _FAST_KEY_LIMIT:
+                    fast = False
+        child_kind = type(child)
+        if child_kind is str:
+            if not child.isascii():
+                child.encode("utf-8")
+        elif child_kind is dict or child_kind is list or child_kind is tuple:
+            if not _scan(child, depth + 1, limit):
+                fast = False
+        elif not _scan_leaf(child, child_kind):
+            fast = False
+    return fast
+
+
+def _scan_leaf(value: Any, kind: type) -> bool:
+    if kind is str:
+        if not value.isascii():
+            value.encode("utf-8")
+        return True
+    if kind is int:
+        if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            raise _Refused
+        return True
+    if kind is bool or value is None:
+        return True
+    if kind is float:
+        if math.isnan(value) or math.isinf(value):
+            raise _Refused
+        return False
+    raise _Refused
+
+
 def check_ijson(
     value: Any, path: tuple[str | int, ...] = (), *, max_depth: int = MAX_DEPTH
 ) -> bool:
@@ -74,6 +128,15 @@ def check_ijson(
 
     Raises :class:`CanonicalFormError` naming the path of the first bad value.
     """
+    try:
+        return _scan(value, 0, max_depth)
+    except (_Refused, UnicodeEncodeError):
+        _locate(value, path, max_depth)
+        raise CanonicalFormError(json_path(path), "not I-JSON") from None
+
+
+def _locate(value: Any, path: tuple[str | int, ...], max_depth: int) -> bool:
+    """The slow walk: finds the first bad value and raises naming its path."""
     fast = True
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
     while stack:

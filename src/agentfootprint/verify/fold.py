@@ -52,10 +52,11 @@ def apply_write(state: MutableMapping[str, Any], path: str, verb: str, value: An
 
 def compress_digests(previous: Sequence[str], current: Sequence[str]) -> dict[str, Any]:
     """Store ``current`` as the longest prefix shared with ``previous`` plus a tail."""
-    keep = 0
     limit = min(len(previous), len(current))
-    while keep < limit and previous[keep] == current[keep]:
-        keep += 1
+    if previous[:limit] == current[:limit]:  # the usual case, compared in C
+        keep = limit
+    else:
+        keep = next(i for i, (a, b) in enumerate(zip(previous, current, strict=False)) if a != b)
     return {"keep": keep, "add": list(current[keep:])}
 
 
@@ -71,4 +72,5 @@ def expand_digests(previous: Sequence[str], stored: Any) -> list[str]:
     keep = stored["keep"]
     if not 0 <= keep <= len(previous):
         raise FoldError(f"keep={keep} but the previous list has {len(previous)} digests")
-    return [*previous[:keep], *stored["add"]]
+    add = stored["add"]
+    return list(previous) + add if keep == len(previous) else [*previous[:keep], *add]

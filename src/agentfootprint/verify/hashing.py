@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-__all__ = ["TAGS", "ZERO", "digest", "hexdigest"]
+__all__ = ["TAGS", "ZERO", "digest", "domain_prefix", "hexdigest"]
 
 TAGS: Final = frozenset(
     {
@@ -27,6 +27,11 @@ TAGS: Final = frozenset(
 
 ZERO: Final = bytes(32)
 _PREFIXES: Final = {tag: b"afp/v1/" + tag.encode("ascii") + b"\x00" for tag in TAGS}
+
+
+def domain_prefix(tag: str) -> bytes:
+    """The bytes hashed before the data under ``tag`` (for incremental hashing)."""
+    return _PREFIXES[tag]
 
 
 def digest(tag: str, data: bytes) -> bytes:

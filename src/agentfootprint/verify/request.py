@@ -18,12 +18,16 @@ request field  state key                           default
 
 from __future__ import annotations
 
+import hashlib
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from agentfootprint.verify.canonical import canon, canon_object
-from agentfootprint.verify.hashing import hexdigest
+from agentfootprint.verify.hashing import domain_prefix, hexdigest
 
 __all__ = [
     "PIECE_KINDS",
@@ -59,29 +63,59 @@ def build_request(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def request_digest(model: str, params: Any, pieces: Mapping[str, Sequence[str]]) -> str:
-    """``H(request, canon({v, model, params, system, messages, tools}))`` over piece digests."""
+    """``H(request, canon({v, model, params, system, messages, tools}))`` over piece digests.
+
+    The reference definition; :class:`RequestHasher` computes the same digest incrementally.
+    """
     members = {
         "v": canon(REQUEST_VERSION),
         "model": canon(model),
         "params": canon(params),
-        **{kind: canon(list(pieces[kind])) for kind in PIECE_KINDS},
+        **{kind: _hex_list(pieces[kind]) for kind in PIECE_KINDS},
     }
     return hexdigest("request", canon_object(members))
 
 
+def _hex_list(digests: Sequence[str]) -> bytes:
+    """Canonical bytes of a list of lowercase hex digests (plain ASCII strings)."""
+    return orjson.dumps(list(digests))
+
+
+def _identity_prefix(previous: Sequence[Any], current: Sequence[Any]) -> int:
+    """How many leading items of ``current`` are the very objects of ``previous``.
+
+    State lists are built only by the fold: ``set`` stores a freshly copied or parsed
+    value (no object in it was ever in an earlier list) and ``append`` makes
+    ``old + fresh tail``. So an object of ``previous`` found at its own position in
+    ``current`` got there through appends that carried the whole prefix along: when the
+    last and the first objects of ``previous`` sit at their positions, all of them do.
+    """
+    m = len(previous)
+    if m == 0:
+        return 0
+    if len(current) >= m and current[m - 1] is previous[m - 1] and current[0] is previous[0]:
+        return m  # the usual case (the history grew by appends): O(1)
+    flags = list(map(operator.is_, previous, current))
+    try:
+        return flags.index(False)
+    except ValueError:
+        return len(flags)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RequestDigests:
-    """Every digest of one served request: what a receipt asserts."""
+    """Every digest of one served request: what a receipt asserts (lists: read, don't mutate)."""
 
     model: str
     params: Any
     request: str
-    system: tuple[str, ...]
-    messages: tuple[str, ...]
-    tools: tuple[str, ...]
+    system: list[str]
+    messages: list[str]
+    tools: list[str]
 
-    def pieces(self, kind: str) -> tuple[str, ...]:
-        return tuple(getattr(self, kind))
+    def pieces(self, kind: str) -> list[str]:
+        digests: list[str] = getattr(self, kind)
+        return digests
 
 
 class RequestHasher:
@@ -91,28 +125,77 @@ class RequestHasher:
     same position as in the previous call is the same content: its digest is
     reused instead of canonicalising and hashing it again. The hasher keeps
     references to the pieces it has seen, so object identity stays meaningful.
+
+    The request digest is computed incrementally too: ``"messages"`` sorts first
+    in the canonical request object, so the SHA-256 state after the message
+    digests already hashed is kept and extended by the new ones only.
     """
 
     def __init__(self) -> None:
-        self._seen: dict[str, list[tuple[Any, str]]] = {kind: [] for kind in PIECE_KINDS}
+        self._objects: dict[str, list[Any]] = {kind: [] for kind in PIECE_KINDS}
+        self._digests: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
+        self._messages_done = 0  # leading message digests already fed to _messages_sha
+        self._messages_sha = hashlib.sha256(_REQUEST_PREFIX)
+
+    def fork(self) -> RequestHasher:
+        """An independent hasher that starts from this one's cache (for a continued run)."""
+        twin = RequestHasher()
+        twin._objects = dict(self._objects)  # lists are replaced, never mutated
+        twin._digests = dict(self._digests)
+        twin._messages_done = self._messages_done
+        twin._messages_sha = self._messages_sha.copy()
+        return twin
 
     def digests(self, request: Mapping[str, Any]) -> RequestDigests:
-        lists: dict[str, tuple[str, ...]] = {}
+        lists: dict[str, list[str]] = {}
+        kept_messages = 0
         for kind, (_key, tag) in PROJECTION.items():
-            previous = self._seen[kind]
-            current: list[tuple[Any, str]] = []
-            for index, piece in enumerate(request[kind]):
-                if index < len(previous) and previous[index][0] is piece:
-                    current.append(previous[index])
-                else:
-                    current.append((piece, hexdigest(tag, canon(piece))))
-            self._seen[kind] = current
-            lists[kind] = tuple(d for _, d in current)
+            current = request[kind]
+            kept = _identity_prefix(self._objects[kind], current)
+            new = [hexdigest(tag, canon(piece)) for piece in current[kept:]]
+            # state lists are replaced, never mutated, so keeping a reference is enough
+            self._objects[kind] = current if type(current) is list else list(current)
+            known = self._digests[kind]
+            self._digests[kind] = lists[kind] = (
+                known + new if kept == len(known) else known[:kept] + new
+            )
+            if kind == "messages":
+                kept_messages = kept
         return RequestDigests(
             model=request["model"],
             params=request["params"],
-            request=request_digest(request["model"], request["params"], lists),
+            request=self._request_digest(request["model"], request["params"], lists, kept_messages),
             system=lists["system"],
             messages=lists["messages"],
             tools=lists["tools"],
         )
+
+    def _request_digest(
+        self, model: str, params: Any, lists: Mapping[str, list[str]], kept: int
+    ) -> str:
+        messages = lists["messages"]
+        if kept < self._messages_done:  # the history was rewritten: start over
+            self._messages_sha, self._messages_done = hashlib.sha256(_REQUEST_PREFIX), 0
+        done = self._messages_done
+        if len(messages) > done:
+            tail = ",".join(f'"{d}"' for d in messages[done:]).encode("ascii")
+            self._messages_sha.update(b"," + tail if done else tail)
+            self._messages_done = len(messages)
+        sha = self._messages_sha.copy()
+        sha.update(
+            b'],"model":'
+            + canon(model)
+            + b',"params":'
+            + canon(params)
+            + b',"system":'
+            + _hex_list(lists["system"])
+            + b',"tools":'
+            + _hex_list(lists["tools"])
+            + b',"v":'
+            + canon(REQUEST_VERSION)
+            + b"}"
+        )
+        return str(sha.hexdigest())
+
+
+_REQUEST_PREFIX: Final = domain_prefix("request") + b'{"messages":['

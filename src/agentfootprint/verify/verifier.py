@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -124,21 +125,36 @@ def _field(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) ->
 
 
 class Verifier:
-    """Verifies runs from one source, remembering runs already verified.
+    """Verifies runs from one source, remembering the runs verified most recently.
 
-    Verifying a conversation's runs one after another checks each ancestor once:
-    a continued run needs its parent's final state, which is cached here.
+    A continued run needs its parent's final state (and the parent's piece digests,
+    so no message is hashed twice). The last ``cache_size`` verified runs keep them:
+    verifying a conversation's runs in order checks and hashes each run once, and
+    memory stays bounded however long the conversation (a run evicted from the cache
+    is verified again if a later run needs it).
     """
 
-    def __init__(self, source: RowSource) -> None:
+    def __init__(self, source: RowSource, *, cache_size: int = 64) -> None:
+        if cache_size < 1:
+            raise ValueError("cache_size must be at least 1")
         self.source = source
-        self._done: dict[str, RunVerification] = {}
+        self.cache_size = cache_size
+        self._done: OrderedDict[str, tuple[RunVerification, RequestHasher]] = OrderedDict()
         self._active: set[str] = set()
 
     def verify(self, run_id: str) -> RunVerification:
         """Verify one run (and, as needed, its ancestors); raise on the first failure."""
-        if run_id in self._done:
-            return self._done[run_id]
+        return self._verified(run_id)[0]
+
+    def hasher_after(self, run_id: str) -> RequestHasher:
+        """A hasher primed with the pieces of a verified run's last request (for its children)."""
+        return self._verified(run_id)[1].fork()
+
+    def _verified(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
+        cached = self._done.get(run_id)
+        if cached is not None:
+            self._done.move_to_end(run_id)
+            return cached
         if run_id in self._active:
             raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
         self._active.add(run_id)
@@ -147,10 +163,12 @@ class Verifier:
         finally:
             self._active.discard(run_id)
         self._done[run_id] = result
+        while len(self._done) > self.cache_size:
+            self._done.popitem(last=False)
         return result
 
     # -- one run ----------------------------------------------------------------------------
-    def _verify(self, run_id: str) -> RunVerification:
+    def _verify(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
         check: _RunCheck | None = None
         head = GENESIS
         expected_seq = 0
@@ -195,7 +213,7 @@ class Verifier:
                 "commits are written atomically, so rows were removed from the end",
                 "truncated",
             )
-        return RunVerification(
+        result = RunVerification(
             run_id=run_id,
             conversation_id=check.conversation_id,
             outcome=Outcome.VALID_UNSIGNED if check.close is not None else Outcome.UNSEALED,
@@ -208,6 +226,7 @@ class Verifier:
             receipt_lists={kind: tuple(check.previous[kind]) for kind in PIECE_KINDS},
             ancestors=ancestors,
         )
+        return result, check.hasher
 
     @staticmethod
     def _canonical_body(check: _RunCheck, row: Row) -> dict[str, Any]:
@@ -227,6 +246,24 @@ class Verifier:
         return body
 
     def _open(self, run_id: str, body: dict[str, Any]) -> tuple[_RunCheck, tuple[str, ...]]:
+        conversation, parent = self.check_open(run_id, body)
+        if parent is None:
+            return _RunCheck(run_id, {}, conversation), ()
+        verified, parent_hasher = parent
+        check = _RunCheck(run_id, dict(verified.final_state), conversation)
+        check.hasher = parent_hasher.fork()
+        check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
+        return check, (*verified.ancestors, verified.run_id)
+
+    def check_open(
+        self, run_id: str, body: dict[str, Any]
+    ) -> tuple[str, tuple[RunVerification, RequestHasher] | None]:
+        """Check a ``run.open`` body and the parent it continues (verified, linked, finished).
+
+        Returns the conversation id and, for a continued run, the verified parent with a
+        hasher of its own to continue from. The read side uses this too, so it never folds a
+        run onto a parent other than the one it continued.
+        """
         where = _RunCheck(run_id, {})
         if body.get("format") != LOG_FORMAT:
             raise where.fail(0, f"unknown log format {body.get('format')!r}", "structure")
@@ -237,7 +274,7 @@ class Verifier:
             raise where.fail(0, "run.open has no conversation_id", "structure")
         parent = body.get("parent")
         if parent is None:
-            return _RunCheck(run_id, {}, conversation), ()
+            return conversation, None
         try:
             parent_id = _field(parent, "run_id", str)
             parent_events = _field(parent, "events", int)
@@ -248,7 +285,7 @@ class Verifier:
         except (ValueError, AttributeError) as exc:
             raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
         try:
-            verified = self.verify(parent_id)
+            verified, parent_hasher = self._verified(parent_id)
         except VerificationError as exc:
             raise where.fail(
                 0, f"parent run {parent_id} fails verification: {exc}", "ancestry"
@@ -273,9 +310,7 @@ class Verifier:
             raise where.fail(
                 0, f"parent run {parent_id} did not finish; it cannot be continued", "ancestry"
             )
-        check = _RunCheck(run_id, dict(verified.final_state), conversation)
-        check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
-        return check, (*verified.ancestors, parent_id)
+        return conversation, (verified, parent_hasher.fork())
 
     _PHASE: ClassVar[dict[str, int]] = {"receipt": 1, "event": 2, "write": 3}
 
@@ -403,25 +438,11 @@ class Verifier:
             except FoldError as exc:
                 raise check.fail(seq, f"receipt {kind} list: {exc}", "receipt") from exc
             actual = served.pieces(kind)
-            for position, (want, got) in enumerate(zip(claimed, actual, strict=False)):
-                if want != got:
-                    raise check.fail(
-                        seq,
-                        f"call {call}: {kind} piece {position} was served as {got} "
-                        f"but the receipt says {want}",
-                        "receipt",
-                    )
-            if len(claimed) != len(actual):
-                raise check.fail(
-                    seq,
-                    f"call {call}: {len(actual)} {kind} pieces were served but the receipt "
-                    f"lists {len(claimed)}",
-                    "receipt",
-                )
-            check.previous[kind] = claimed
-        if canon(body.get("model")) != canon(served.model) or canon(body.get("params")) != canon(
-            served.params
-        ):
+            if claimed != actual:
+                raise check.fail(seq, _piece_mismatch(call, kind, claimed, actual), "receipt")
+            check.previous[kind] = actual  # equal; its prefix objects make the next compare cheap
+        model, params = _field(body, "model", str), _field(body, "params", dict)
+        if canon(model) != canon(served.model) or canon(params) != canon(served.params):
             raise check.fail(
                 seq, f"call {call}: model or parameters differ from those served", "receipt"
             )
@@ -433,6 +454,18 @@ class Verifier:
                 "receipt",
             )
         check.receipts += 1
+
+
+def _piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str]) -> str:
+    for position, (want, got) in enumerate(zip(claimed, actual, strict=False)):
+        if want != got:
+            return (
+                f"call {call}: {kind} piece {position} was served as {got} "
+                f"but the receipt says {want}"
+            )
+    return (
+        f"call {call}: {len(actual)} {kind} pieces were served but the receipt lists {len(claimed)}"
+    )
 
 
 def verify_run(source: RowSource, run_id: str) -> RunVerification:

@@ -1,0 +1,164 @@
+"""A process killed with SIGKILL mid-run leaves a log that opens and verifies.
+
+A child process records runs to a SQLite file, turn after turn, with a scripted provider
+that sleeps a little per call and asks for a tool at nearly every iteration (up to
+``max_iterations=50``). The parent kills it with SIGKILL after a random delay (seeded),
+then opens the database: every run verifies, as UNSEALED when it was cut short or
+VALID_UNSIGNED when it had closed; a cut run ends at a commit boundary (batches are
+atomic), ``state_at`` works at its last commit, and it cannot be continued.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import agentfootprint as af
+from agentfootprint.core.scope import json_equal
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL (POSIX)"),
+    pytest.mark.slow,
+]
+
+TRIALS = 20
+MAX_DELAY = 0.5  # seconds between "ready" and the kill
+SEED = 20240517
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import time
+
+    import agentfootprint as af
+
+    store = af.SqliteStore(sys.argv[1])
+    calls = [0]
+
+
+    def work(args):
+        return {"done": args.get("i"), "pad": "x" * 300}
+
+
+    def respond(request):
+        time.sleep(0.002)
+        calls[0] += 1
+        if calls[0] % 61 == 0:  # a final answer now and then; runs also stop early at 50
+            return "an answer after %d calls" % calls[0]
+        return af.reply(
+            "step %d" % calls[0],
+            tool_calls=[af.tool_call("work", {"i": calls[0]})],
+        )
+
+
+    tool = af.define_tool(
+        name="work",
+        description="does some work",
+        input_schema={"type": "object", "properties": {"i": {"type": "integer"}}},
+        execute=work,
+    )
+    agent = af.Agent(
+        provider=af.MockProvider(respond=respond, record=False),
+        model="m",
+        system="crash test",
+        tools=[tool],
+        store=store,
+        max_iterations=50,
+    )
+    print("ready", flush=True)
+    result = None
+    for turn in range(100_000):
+        # three turns per conversation
+        result = agent.run_sync("turn %d" % turn, continue_from=result if turn % 3 else None)
+    """
+)
+
+
+def _check_database(path: Path) -> tuple[int, int]:
+    """Verify every run of the database; return (closed runs, unsealed runs)."""
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        conn.close()
+    store = af.SqliteStore(path)
+    try:
+        verifier = af.Verifier(store)
+        runs = store.runs()
+        closed = unsealed = 0
+        for index, info in enumerate(runs):
+            check = verifier.verify(info.run_id)
+            assert check.events == info.events
+            if check.outcome is af.Outcome.UNSEALED:
+                unsealed += 1
+                # only the newest run can have been cut short
+                assert index == len(runs) - 1, "an older run was left unsealed"
+                # a consistent prefix: whole batches only (run.open, then commit markers)
+                assert info.last_type in ("run.open", "commit"), info.last_type
+                assert check.close is None
+                agent = af.Agent(provider=af.MockProvider(["never"]), model="m", store=store)
+                with pytest.raises(af.ContinuationError):
+                    agent.run_sync("go on", continue_from=info.run_id)
+            else:
+                assert check.outcome is af.Outcome.VALID_UNSIGNED
+                assert check.close is not None
+                assert check.close["outcome"] in ("answered", "stopped_early")
+                closed += 1
+            state = af.state_at(store, info.run_id, check.commits - 1)
+            assert json_equal(state, dict(check.final_state))
+            if check.receipts:
+                request = af.served_at(store, info.run_id, check.receipts - 1)
+                assert request["model"] == "m"
+        return closed, unsealed
+    finally:
+        store.close()
+
+
+def test_sigkill_at_a_random_point_leaves_a_verifiable_log(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD, encoding="utf-8")
+    rng = random.Random(SEED)
+    total_runs = total_unsealed = 0
+    for trial in range(TRIALS):
+        path = tmp_path / f"crash{trial}.db"
+        delay = rng.uniform(0.0, MAX_DELAY)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            ready = proc.stdout.readline()
+            if ready.strip() != b"ready":
+                proc.kill()
+                _, err = proc.communicate(timeout=10)
+                pytest.fail(f"the child did not start: {err.decode(errors='replace')}")
+            time.sleep(delay)
+            assert proc.poll() is None, "the child ended before it was killed"
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            assert proc.returncode == -signal.SIGKILL
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+        closed, unsealed = _check_database(path)
+        assert unsealed <= 1
+        total_runs += closed + unsealed
+        total_unsealed += unsealed
+    # the kills did land mid-run (the child runs turns back to back), with runs to check
+    assert total_unsealed >= TRIALS // 2, total_unsealed
+    assert total_runs > TRIALS, total_runs
