@@ -168,7 +168,7 @@ class Agent:
                 hasher=run.hasher,
             )
         )
-        hooks.run_closed(self.store, run_id)
+        hooks.run_closed(self.store, run_id, self.config.provider)
         return RunResult(
             answer=run.state.get("final_answer", ""),
             run_id=run_id,
@@ -186,7 +186,7 @@ class Agent:
         # if the store itself failed, nothing more can be written
         with contextlib.suppress(AgentFootprintError):
             run.close("failed", {"error": error_record(exc)})
-        hooks.run_closed(self.store, run.run_id)
+        hooks.run_closed(self.store, run.run_id, self.config.provider)
 
     def _open_body(
         self, run_id: str, conversation_id: str, lineage: Lineage | None

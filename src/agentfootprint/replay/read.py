@@ -113,37 +113,42 @@ class RunReader:
         return copy.deepcopy(final)
 
     # -- calls ------------------------------------------------------------------------------
-    def _call(self, run_id: str, k: int) -> tuple[dict[str, Any], Receipt | None]:
-        if not isinstance(k, int) or k < 0:
-            raise UsageError(f"call index must be an integer >= 0, got {k!r}")
-        calls = 0
+    def _calls(self, run_id: str) -> Iterator[tuple[dict[str, Any], Receipt | None]]:
+        """Each call's served request (state not copied: callers copy) and its receipt."""
         receipts_seen = False
+        commit_start: dict[str, Any] = {}
         for step, state, lists in self._fold(run_id):
-            if step.type == "receipt":
+            if step.type == "run.open":
+                commit_start = dict(state)
+            elif step.type == "receipt":
                 receipts_seen = True
-                if step.body["call"] == k:
-                    b = step.body
-                    full = {
-                        kind: tuple(expand_digests(lists[kind], b[kind])) for kind in PIECE_KINDS
-                    }
-                    receipt = Receipt(
-                        call=k,
-                        commit=b["commit"],
-                        model=b["model"],
-                        params=b["params"],
-                        request=b["request"],
-                        **full,
-                    )
-                    return copy.deepcopy(build_request(state)), receipt
-            elif (
-                step.type == "commit" and not receipts_seen and step.body.get("stage") == "call-llm"
-            ):
-                if calls == k:
-                    return copy.deepcopy(
-                        build_request(self.state_at(run_id, step.commit - 1))
-                    ), None
-                calls += 1
+                b = step.body
+                full = {kind: tuple(expand_digests(lists[kind], b[kind])) for kind in PIECE_KINDS}
+                receipt = Receipt(
+                    call=b["call"],
+                    commit=b["commit"],
+                    model=b["model"],
+                    params=b["params"],
+                    request=b["request"],
+                    **full,
+                )
+                yield build_request(state), receipt
+            elif step.type == "commit":
+                if not receipts_seen and step.body.get("stage") == "call-llm":
+                    yield build_request(commit_start), None
+                commit_start = dict(state)  # the marker follows its writes: the next start
+
+    def _call(self, run_id: str, k: int) -> tuple[dict[str, Any], Receipt | None]:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise UsageError(f"call index must be an integer >= 0, got {k!r}")
+        for index, (request, receipt) in enumerate(self._calls(run_id)):
+            if index == k:
+                return copy.deepcopy(request), receipt
         raise UsageError(f"run {run_id} has no call {k}")
+
+    def served_requests(self, run_id: str) -> list[dict[str, Any]]:
+        """Every request of the run, in call order, rebuilt in one pass over the log."""
+        return [copy.deepcopy(request) for request, _ in self._calls(run_id)]
 
     def served_at(self, run_id: str, k: int) -> dict[str, Any]:
         """The request the model was served at call ``k``, rebuilt from the log."""

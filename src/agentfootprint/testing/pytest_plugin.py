@@ -2,19 +2,25 @@
 
 Installed with the package (entry point ``pytest11``), so a project's own agent
 tests get it too. The check runs when each run closes (a run that fails
-verification fails the test at teardown, naming run, seq and reason). Mark a
-test ``@pytest.mark.unverified("why")`` to skip it, e.g. when the test damages
-logs on purpose. The ``verified_runs`` fixture lists what was verified.
+verification fails the test at teardown, naming run, seq and reason). When the
+agent's provider is a recording :class:`MockProvider`, the plugin also checks that
+every request rebuilt from the log (``served_at``) equals the request the provider
+actually received. Mark a test ``@pytest.mark.unverified("why")`` to skip all of
+this, e.g. when the test damages logs on purpose. The ``verified_runs`` fixture
+lists what was verified.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from agentfootprint.core import hooks
+from agentfootprint.core.providers.mock import MockProvider
 from agentfootprint.errors import AgentFootprintError, VerificationError
+from agentfootprint.replay.read import RunReader
 from agentfootprint.store.base import EventReader
 from agentfootprint.verify.verifier import RunVerification, Verifier
 
@@ -29,16 +35,40 @@ class VerifiedRuns:
         self.failures: list[str] = []
         self._verifiers: dict[int, tuple[EventReader, Verifier]] = {}
 
-    def __call__(self, store: EventReader, run_id: str) -> None:
+    def __call__(self, store: EventReader, run_id: str, provider: Any = None) -> None:
         entry = self._verifiers.get(id(store))
         if entry is None or entry[0] is not store:
             entry = self._verifiers[id(store)] = (store, Verifier(store))
         try:
-            self.results.append(entry[1].verify(run_id))
+            result = entry[1].verify(run_id)
+            self.results.append(result)
+            if isinstance(provider, MockProvider) and provider.recording:
+                self._check_served(store, result, provider)
         except VerificationError as exc:
             self.failures.append(str(exc))
         except AgentFootprintError as exc:  # e.g. the store could not be read
             self.failures.append(f"run {run_id}: could not be verified: {exc}")
+
+    def _check_served(
+        self, store: EventReader, result: RunVerification, provider: MockProvider
+    ) -> None:
+        calls = int((result.close or {}).get("calls", 0))
+        received = provider.requests[len(provider.requests) - calls :] if calls else []
+        if len(received) != calls:
+            return  # the provider was reset or shared oddly: nothing reliable to compare
+        served = RunReader(store).served_requests(result.run_id)
+        for k, (rebuilt, sent) in enumerate(zip(served, received, strict=False)):
+            if rebuilt != sent:
+                self.failures.append(
+                    f"run {result.run_id}: served_at({k}) differs from the request the "
+                    "provider received"
+                )
+                return
+        if len(served) != calls:
+            self.failures.append(
+                f"run {result.run_id}: the log rebuilds {len(served)} requests, the provider "
+                f"received {calls}"
+            )
 
     @property
     def run_ids(self) -> list[str]:

@@ -78,6 +78,11 @@ class MockProvider:
         self.requests: list[dict[str, Any]] = []
 
     @property
+    def recording(self) -> bool:
+        """Whether ``requests`` holds a copy of every request received."""
+        return self._record
+
+    @property
     def remaining(self) -> int:
         return len(self._script) - self.position if self._respond is None else -1
 
