@@ -50,9 +50,9 @@ class _Step:
 class RunReader:
     """Folds runs of one store; ancestors are verified once and cached."""
 
-    def __init__(self, source: RowSource) -> None:
+    def __init__(self, source: RowSource, *, verifier: Verifier | None = None) -> None:
         self.source = source
-        self._verifier = Verifier(source)
+        self._verifier = verifier if verifier is not None else Verifier(source)
 
     def _start(self, run_id: str) -> tuple[list[_Step], dict[str, Any], dict[str, list[str]]]:
         steps: list[_Step] = []

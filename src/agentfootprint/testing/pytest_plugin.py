@@ -43,20 +43,20 @@ class VerifiedRuns:
             result = entry[1].verify(run_id)
             self.results.append(result)
             if isinstance(provider, MockProvider) and provider.recording:
-                self._check_served(store, result, provider)
+                self._check_served(RunReader(store, verifier=entry[1]), result, provider)
         except VerificationError as exc:
             self.failures.append(str(exc))
         except AgentFootprintError as exc:  # e.g. the store could not be read
             self.failures.append(f"run {run_id}: could not be verified: {exc}")
 
     def _check_served(
-        self, store: EventReader, result: RunVerification, provider: MockProvider
+        self, reader: RunReader, result: RunVerification, provider: MockProvider
     ) -> None:
         calls = int((result.close or {}).get("calls", 0))
         received = provider.requests[len(provider.requests) - calls :] if calls else []
         if len(received) != calls:
             return  # the provider was reset or shared oddly: nothing reliable to compare
-        served = RunReader(store).served_requests(result.run_id)
+        served = reader.served_requests(result.run_id)
         for k, (rebuilt, sent) in enumerate(zip(served, received, strict=False)):
             if rebuilt != sent:
                 self.failures.append(
