@@ -394,3 +394,36 @@ def test_commit_value_at_and_state_at_start(tmp_path: Path) -> None:
         af.state_at(agent.store, result.run_id, 999)
     with pytest.raises(af.UsageError):
         af.served_at(agent.store, result.run_id, 5)
+
+
+def test_continuation_errors(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+
+    def explode(request: Any) -> af.LLMResponse:
+        raise TimeoutError("slow")
+
+    failing = af.Agent(provider=af.MockProvider(respond=explode), model="m", store=db)
+    with pytest.raises(af.ProviderCallError) as caught:
+        failing.run_sync("go")
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m", store=db)
+    with pytest.raises(af.ContinuationError, match="closed as 'failed'"):
+        agent.run_sync("again", continue_from=caught.value.run_id)
+    with pytest.raises(af.ContinuationError, match="not in this agent's store"):
+        agent.run_sync("again", continue_from="no-such-run")
+    with pytest.raises(af.UsageError):
+        agent.run_sync("again", continue_from=42)  # type: ignore[arg-type]
+    other = af.Agent(provider=af.MockProvider(["y"]), model="m")
+    elsewhere = other.run_sync("hi")
+    with pytest.raises(af.ContinuationError):
+        agent.run_sync("again", continue_from=elsewhere)
+
+
+def test_agent_closes_the_store_it_opened(tmp_path: Path) -> None:
+    with af.Agent(provider=af.MockProvider(["x"]), model="m", store=tmp_path / "a.db") as agent:
+        result = agent.run_sync("go")
+    store = af.SqliteStore(tmp_path / "a.db")
+    assert store.run_info(result.run_id).closed
+    shared = af.MemoryStore()
+    with af.Agent(provider=af.MockProvider(["x"]), model="m", store=shared) as agent:
+        agent.run_sync("go")
+    assert len(shared.runs()) == 1  # a store given to the agent stays open

@@ -102,10 +102,22 @@ class Agent:
             {"provider": provider, "model": model, "system": system, "tools": tools, **options}
         )
         self.store: EventStore = open_store(store)
+        self._owns_store = not isinstance(store, EventStore)
         self.chart = build_chart(self.config.react_mode)
         self._bus = EventBus()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
         self._verifier: Verifier | None = None
+
+    def close(self) -> None:
+        """Close the store if this agent opened it (a path or the default memory store)."""
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- events -------------------------------------------------------------------------
     def on(self, name: str, listener: Listener) -> Callable[[], None]:
