@@ -3,6 +3,7 @@
 ``AgentFootprintError``
     ``UsageError``            misuse, raised at construction or call time (bad option, bad id)
     ``CanonicalFormError``    a value that cannot be hashed canonically (names the JSON path)
+        ``ReservedKeyError``    input used ``$commit``, reserved for commitments
     ``RunError``              the run itself failed; carries ``run_id``
         ``ProviderCallError``   the provider raised; the log holds the failure and verifies
         ``ScriptExhaustedError`` the scripted mock provider has no reply left
@@ -23,6 +24,7 @@ __all__ = [
     "CanonicalFormError",
     "ContinuationError",
     "ProviderCallError",
+    "ReservedKeyError",
     "RunError",
     "RunNotFoundError",
     "ScriptExhaustedError",
@@ -53,6 +55,10 @@ class CanonicalFormError(AgentFootprintError, ValueError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class ReservedKeyError(CanonicalFormError):
+    """Input used the key ``$commit``, which the log reserves for redaction commitments."""
 
 
 class RunError(AgentFootprintError):

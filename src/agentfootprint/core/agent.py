@@ -34,9 +34,12 @@ from agentfootprint.errors import (
 )
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
+from agentfootprint.store.redaction import Boundary, refuse_reserved_key
 from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.vault import DisclosureVault, open_vault
 from agentfootprint.store.writer import RunWriter, new_run_id
-from agentfootprint.verify.canonical import check_ijson
+from agentfootprint.verify.canonical import canon, check_ijson
+from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, parse_json_container
 from agentfootprint.verify.request import PROJECTION, REQUEST_VERSION
 from agentfootprint.verify.verifier import LOG_FORMAT, Verifier
 
@@ -96,13 +99,23 @@ class Agent:
         system: str | list[str] | tuple[str, ...] = "",
         tools: list[Any] | tuple[Any, ...] = (),
         store: Any = None,
+        disclosures: Any = None,
         **options: Any,
     ) -> None:
         self.config: AgentConfig = resolve_options(
-            {"provider": provider, "model": model, "system": system, "tools": tools, **options}
+            {
+                "provider": provider,
+                "model": model,
+                "system": system,
+                "tools": tools,
+                "disclosures": disclosures,
+                **options,
+            }
         )
+        self.vault: DisclosureVault | None = open_vault(disclosures)
         self.store: EventStore = open_store(store)
         self._owns_store = not isinstance(store, EventStore)
+        self._owns_vault = not isinstance(disclosures, DisclosureVault)
         self.chart = build_chart(self.config.react_mode)
         self._bus = EventBus()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
@@ -112,6 +125,8 @@ class Agent:
         """Close the store if this agent opened it (a path or the default memory store)."""
         if self._owns_store:
             self.store.close()
+        if self._owns_vault and self.vault is not None:
+            self.vault.close()
 
     def __enter__(self) -> Agent:
         return self
@@ -141,6 +156,7 @@ class Agent:
             check_ijson(message, ("message",))
         except CanonicalFormError as exc:
             raise UsageError(f"run() message cannot be recorded: {exc}") from exc
+        refuse_reserved_key(message, "message")
         lineage = self._lineage(continue_from) if continue_from is not None else None
         run_id = new_run_id()
         conversation_id = lineage.conversation_id if lineage else run_id
@@ -154,6 +170,8 @@ class Agent:
             conversation_id=conversation_id,
             lineage=lineage,
             message=message,
+            boundary=Boundary(self.config.redact) if self.config.redact else None,
+            vault=self.vault,
         )
         try:
             await run.execute()
@@ -178,6 +196,7 @@ class Agent:
                 receipt_lists=run.receipt_lists,
                 outcome=outcome,
                 hasher=run.hasher,
+                committed=None if run.boundary is None else run.committed,
             )
         )
         hooks.run_closed(self.store, run_id, self.config.provider)
@@ -230,8 +249,8 @@ class Agent:
                 "version": REQUEST_VERSION,
                 "keys": {field: key for field, (key, _) in PROJECTION.items()},
             },
-            "policy": None,
-            "policy_digest": None,
+            "policy": config.redact.document.to_json() if config.redact else None,
+            "policy_digest": config.redact.digest if config.redact else None,
             "library": f"agentfootprint {__version__}",
             "canon": "RFC8785",
             "hash": "SHA-256",
@@ -239,6 +258,33 @@ class Agent:
         }
 
     # -- conversations ------------------------------------------------------------------
+    def _reopen(self, committed: dict[str, Any]) -> dict[str, Any]:
+        """Live state from recorded state: commitments the vault can open are opened.
+
+        Without a vault (or for erased entries) the commitment itself stays in place, so
+        the model is served ``{"$commit": ...}`` where the value was.
+        """
+        if self.vault is None:
+            return committed
+        vault = self.vault
+
+        def reopen(value: Any) -> Any:
+            if is_commitment(value):
+                found = vault.get(value[COMMIT_KEY])
+                return value if found is None or not found.opens() else found.value
+            if type(value) is dict:
+                return {k: reopen(v) for k, v in value.items()}
+            if type(value) is list:
+                return [reopen(v) for v in value]
+            if type(value) is str:
+                inner = parse_json_container(value)
+                if inner is not None:
+                    opened = reopen(inner)
+                    return value if opened == inner else canon(opened).decode("utf-8")
+            return value
+
+        return {key: reopen(value) for key, value in committed.items()}
+
     def _remember(self, lineage: Lineage) -> None:
         self._lineages[lineage.run_id] = lineage
         while len(self._lineages) > _LINEAGE_CACHE:
@@ -271,12 +317,14 @@ class Agent:
                 + "; continue from a run that answered or stopped early"
             )
         info = self.store.run_info(parent_id)
+        committed = dict(verified.final_state)
         return Lineage(
             run_id=parent_id,
             conversation_id=info.conversation_id,
             events=verified.events,
             head=verified.head,
-            state=dict(verified.final_state),
+            state=self._reopen(committed),
+            committed=committed,
             receipt_lists={k: list(v) for k, v in verified.receipt_lists.items()},
             outcome=str(outcome),
             hasher=self._verifier.hasher_after(parent_id),

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agentfootprint.core.providers.base import Provider
 from agentfootprint.core.tools import Tool
 from agentfootprint.errors import UsageError
+from agentfootprint.store.redaction import RedactionPolicy
 
 __all__ = ["MAX_ITERATIONS_CAP", "PLANNED_OPTIONS", "AgentConfig", "resolve_options"]
 
@@ -55,7 +56,6 @@ PLANNED_OPTIONS = frozenset(
         "pricing_table",
         "read_tracking",
         "record_system_prompt",
-        "redact",
         "repeated_call_nudge",
         "results_layer",
         "structure_recorders",
@@ -82,6 +82,8 @@ _KNOWN = frozenset(
         "tool_arg_validation",
         "commit_values",
         "record_receipt",
+        "redact",
+        "disclosures",
     }
 )
 
@@ -106,6 +108,7 @@ class AgentConfig:
     tool_arg_validation: ArgValidation = "enforce"
     commit_values: Literal["delta", "full"] = "delta"
     record_receipt: bool = True
+    redact: RedactionPolicy | None = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -212,6 +215,18 @@ def resolve_options(options: Mapping[str, Any]) -> AgentConfig:
             "'dynamic-grouped' is planned but not implemented yet; "
             "use 'dynamic' (same behaviour, flat chart) or 'classic'",
         )
+    redact = options.get("redact")
+    if redact is not None and not isinstance(redact, RedactionPolicy):
+        raise _refuse(
+            "redact",
+            "must be a RedactionPolicy(keys=[...], patterns=[...]) or "
+            f"conversation_redaction(), got {redact!r}",
+        )
+    if options.get("disclosures") is not None and redact is None:
+        raise _refuse(
+            "disclosures",
+            "a disclosure vault keeps what a redaction policy commits; give redact=... too",
+        )
     record_receipt = options.get("record_receipt", True)
     if not isinstance(record_receipt, bool):
         raise _refuse("record_receipt", f"must be True or False, got {record_receipt!r}")
@@ -232,4 +247,5 @@ def resolve_options(options: Mapping[str, Any]) -> AgentConfig:
         ),
         commit_values=_choice(options, "commit_values", ("delta", "full"), "delta"),
         record_receipt=record_receipt,
+        redact=redact,
     )

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentfootprint.core.events import RECORDED_KINDS, AgentEvent, EventBus
-from agentfootprint.core.scope import CommitValues, Scope
-from agentfootprint.errors import RunError
+from agentfootprint.core.scope import CommitValues, Scope, Write, to_json_value
+from agentfootprint.errors import CanonicalFormError, RunError
+from agentfootprint.store.redaction import Boundary
+from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.fold import compress_digests
+from agentfootprint.verify.fold import apply_write, compress_digests
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests, RequestHasher
 
 if TYPE_CHECKING:
@@ -39,6 +41,9 @@ class Lineage:
     receipt_lists: dict[str, list[str]]
     outcome: str
     hasher: RequestHasher | None = None
+    #: the parent's final state as recorded (commitments in place of redacted values);
+    #: None when nothing was redacted (then it is ``state``)
+    committed: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -52,8 +57,21 @@ class StageContext:
     recorded: list[dict[str, Any]] = field(default_factory=list)
 
     async def emit(self, event: AgentEvent) -> None:
-        """Deliver to listeners; events that record a finding also go into this commit."""
-        if event.kind in RECORDED_KINDS:
+        """Deliver to listeners; events that record a finding also go into this commit.
+
+        Under a redaction policy both get the committed form of the payload: listeners
+        are outside the runtime, like the log.
+        """
+        boundary = self.run.boundary
+        recorded = event.kind in RECORDED_KINDS
+        if boundary is not None:
+            payload = event.payload()
+            committed = boundary.commit(payload)
+            if not recorded:
+                boundary.take_disclosures()  # listener-only commitments are never opened
+            if committed is not payload:
+                event = type(event)(**committed)
+        if recorded:
             self.recorded.append({"name": event.kind, "payload": event.payload()})
         await self.run.bus.emit(event)
 
@@ -87,6 +105,8 @@ class RunState:
         conversation_id: str,
         lineage: Lineage | None,
         message: str,
+        boundary: Boundary | None = None,
+        vault: DisclosureVault | None = None,
     ) -> None:
         self.config = config
         self.input_message = message
@@ -96,7 +116,14 @@ class RunState:
         self.run_id = writer.run_id
         self.conversation_id = conversation_id
         self.lineage = lineage
+        self.boundary = boundary
+        self.vault = vault
         self.state: dict[str, Any] = dict(lineage.state) if lineage else {}
+        if boundary is None:
+            self.committed = self.state  # nothing is redacted: one state serves both
+        else:
+            base = lineage.committed if lineage and lineage.committed is not None else self.state
+            self.committed = dict(base)
         self.receipt_lists: dict[str, list[str]] = (
             {k: list(v) for k, v in lineage.receipt_lists.items()}
             if lineage
@@ -154,15 +181,47 @@ class RunState:
         if kind == "decider" and decision is not None:
             marker["decision"] = decision
         if error is not None:
-            marker["error"] = error_record(error)
+            marker["error"] = self.recorded_form(error_record(error))
+        stored = [self._committed_write(w) for w in writes]
         batch: list[tuple[str, Any]] = [("receipt", r) for r in ctx.receipts]
         batch += [("event", e) for e in ctx.recorded]
-        batch += [("write", w.body(self.commit_index)) for w in writes]
+        batch += [("write", w.body(self.commit_index)) for w in stored]
         batch.append(("commit", marker))
+        self._keep_disclosures()
         self.writer.append(batch)
         self.state = ctx.scope.apply_to(writes)
+        if self.boundary is None:
+            self.committed = self.state
+        else:
+            committed = dict(self.committed)
+            for write in stored:
+                apply_write(committed, write.path, write.verb, write.value)
+            self.committed = committed
         self.commit_index += 1
         self.receipts += len(ctx.receipts)
+
+    def _committed_write(self, write: Write) -> Write:
+        if self.boundary is None or write.verb == "delete":
+            return write
+        if write.verb == "set":
+            value = self.boundary.commit_entry(write.path, write.value)
+        else:  # append / merge: the operand's items or members, never the key itself
+            value = self.boundary.commit(write.value)
+        return (
+            write if value is write.value else Write(path=write.path, verb=write.verb, value=value)
+        )
+
+    def recorded_form(self, value: Any) -> Any:
+        """``value`` as the log may hold it (committed under the policy)."""
+        return value if self.boundary is None else self.boundary.commit(value)
+
+    def _keep_disclosures(self) -> None:
+        """Disclosures go to the vault before the log that references them (or are dropped)."""
+        if self.boundary is None:
+            return
+        disclosures = self.boundary.take_disclosures()
+        if disclosures and self.vault is not None:
+            self.vault.put(self.run_id, disclosures)
 
     def close(self, outcome: str, extra: Mapping[str, Any]) -> None:
         body = {
@@ -170,14 +229,35 @@ class RunState:
             "commits": self.commit_index,
             "receipts": self.receipts,
             "calls": self.calls,
-            **extra,
+            **self.recorded_form(dict(extra)),
         }
+        self._keep_disclosures()
         self.writer.append([("run.close", body)])
 
 
-def error_record(error: BaseException) -> dict[str, str]:
-    """How a failure is recorded: the exception's type and message (always recordable text)."""
+def error_record(error: BaseException) -> dict[str, Any]:
+    """How a failure is recorded: ``{"type", "message"}``, or ``{"type", "details"}``.
+
+    An exception carrying structured data (a single dict or list argument that is JSON)
+    is recorded with that data as ``details`` and no message, so its keys go through the
+    redaction policy instead of hiding inside a ``repr``. A provider failure records its
+    cause's data the same way.
+    """
+    cause = error.__cause__ if error.__cause__ is not None else error
+    details = structured_details(cause)
+    if details is not None:
+        return {"type": type(error).__name__, "cause": type(cause).__name__, "details": details}
     return {"type": type(error).__name__, "message": recordable(str(error))}
+
+
+def structured_details(error: BaseException) -> Any:
+    """The JSON data an exception carries (one dict or list argument), or None."""
+    if len(error.args) != 1 or not isinstance(error.args[0], dict | list):
+        return None
+    try:
+        return to_json_value(error.args[0])
+    except CanonicalFormError:
+        return None
 
 
 def recordable(text: str) -> str:

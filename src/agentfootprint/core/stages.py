@@ -34,7 +34,7 @@ from agentfootprint.core.events import (
     TurnStart,
 )
 from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.run import StageContext, recordable
+from agentfootprint.core.run import StageContext, recordable, structured_details
 from agentfootprint.core.scope import to_json_value
 from agentfootprint.core.tools import (
     ToolContext,
@@ -46,6 +46,8 @@ from agentfootprint.core.tools import (
     validate_arguments,
 )
 from agentfootprint.errors import CanonicalFormError, ProviderCallError, RunError
+from agentfootprint.store.redaction import refuse_reserved_key
+from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.request import build_request
 
 __all__ = ["build_chart"]
@@ -91,7 +93,7 @@ async def call_llm(ctx: StageContext) -> None:
     """Build the request from committed state, receipt it, send it, commit the reply."""
     run, s = ctx.run, ctx.scope
     iteration = s.get("iteration")
-    request = build_request(s.committed)
+    request = build_request(s.committed)  # what the provider is sent (live values)
     call = run.calls
     await ctx.emit(IterationStart(run_id=run.run_id, iteration=iteration))
     await ctx.emit(
@@ -105,8 +107,9 @@ async def call_llm(ctx: StageContext) -> None:
             temperature=request["params"].get("temperature"),
         )
     )
-    if run.config.record_receipt:
-        ctx.mint_receipt(run.hasher.digests(request))
+    if run.config.record_receipt:  # the receipt hashes the recorded (committed) form
+        recorded = request if run.committed is s.committed else build_request(run.committed)
+        ctx.mint_receipt(run.hasher.digests(recorded))
     run.calls += 1
     started = time.perf_counter()
     try:
@@ -126,6 +129,7 @@ async def call_llm(ctx: StageContext) -> None:
         )
     record = response.to_state()
     try:
+        refuse_reserved_key(record["tool_calls"], "tool_calls")
         s.set("last_response", record)
     except CanonicalFormError as exc:
         raise ProviderCallError(f"provider reply is not JSON: {exc}", run_id=run.run_id) from exc
@@ -249,11 +253,7 @@ async def _dispatch(ctx: StageContext, call: dict[str, Any], iteration: int) -> 
     try:
         value = await call_tool(tool, arguments, tool_ctx)
     except Exception as exc:
-        return ToolOutcome(
-            content=f"Error: tool '{tool.name}' raised {type(exc).__name__}: "
-            + recordable(str(exc)),
-            is_error=True,
-        )
+        return _raised(tool.name, exc)
     return result_text(tool.name, value)
 
 
@@ -282,6 +282,19 @@ async def tool_calls(ctx: StageContext) -> None:
     s.append("history", [assistant, *results])
     s.set("iteration", iteration + 1)
     await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+
+
+def _raised(tool_name: str, exc: Exception) -> ToolOutcome:
+    """A tool's exception as its error result. Structured data the exception carries (one
+    dict or list argument) is given as JSON, so its keys stay visible to redaction."""
+    details = structured_details(exc)
+    if details is not None:
+        error = {"tool": tool_name, "type": type(exc).__name__, "details": details}
+        return ToolOutcome(content=canon({"error": error}).decode("utf-8"), is_error=True)
+    return ToolOutcome(
+        content=f"Error: tool '{tool_name}' raised {type(exc).__name__}: " + recordable(str(exc)),
+        is_error=True,
+    )
 
 
 def _served_call(call: dict[str, Any]) -> dict[str, Any]:

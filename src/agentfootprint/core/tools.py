@@ -28,7 +28,8 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
-from agentfootprint.errors import CanonicalFormError, UsageError
+from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
+from agentfootprint.store.redaction import refuse_reserved_key
 from agentfootprint.verify.canonical import canon, check_ijson
 
 __all__ = [
@@ -211,6 +212,10 @@ class ToolOutcome:
 
 def result_text(tool_name: str, value: Any) -> ToolOutcome:
     """Apply the result rule (see the module docstring)."""
+    try:
+        refuse_reserved_key(value, "result")
+    except CanonicalFormError as exc:
+        return _refused(tool_name, exc)
     if isinstance(value, str):
         try:
             check_ijson(value)
@@ -224,6 +229,11 @@ def result_text(tool_name: str, value: Any) -> ToolOutcome:
 
 
 def _refused(tool_name: str, exc: CanonicalFormError) -> ToolOutcome:
+    if isinstance(exc, ReservedKeyError):
+        return ToolOutcome(
+            content=f"Error: tool '{tool_name}' returned a value the log cannot record: {exc}.",
+            is_error=True,
+        )
     return ToolOutcome(
         content=f"Error: tool '{tool_name}' returned a value that is not JSON: {exc}. "
         "Tools return str or JSON values (convert dates with .isoformat(), bytes to text).",

@@ -22,21 +22,28 @@ from __future__ import annotations
 import enum
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import orjson
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
-from agentfootprint.verify.canonical import canon, parse
+from agentfootprint.verify.canonical import canon, json_path, parse
 from agentfootprint.verify.chain import EVENT_TYPES, GENESIS, chain_hash, event_hash
+from agentfootprint.verify.commitments import (
+    Disclosure,
+    PolicyDocument,
+    iter_commitments,
+    iter_leaks,
+)
 from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
 from agentfootprint.verify.request import PIECE_KINDS, RequestHasher, build_request
 
 __all__ = [
     "LOG_FORMAT",
     "Outcome",
+    "ProvenValue",
     "RowSource",
     "RunVerification",
     "Verifier",
@@ -96,6 +103,17 @@ class RunVerification:
     ancestors: tuple[str, ...]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProvenValue:
+    """A redacted value proven by its disclosure: where it sits and what it is."""
+
+    run_id: str
+    seq: int
+    key: str
+    commitment: str
+    value: Any
+
+
 class _RunCheck:
     """Mutable state of one run's verification."""
 
@@ -109,6 +127,8 @@ class _RunCheck:
         self.phase = 0  # 1 receipts, 2 events, 3 writes: the order inside a batch
         self.receipts = 0
         self.receipted = False  # run.open says every call was receipted
+        self.matches: Callable[[str], bool] | None = None  # the run's redaction policy
+        self.digests: set[str] = set()  # commitments written by this run
         self.hasher = RequestHasher()
         self.previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
         self.close: dict[str, Any] | None = None
@@ -141,6 +161,8 @@ class Verifier:
         self.cache_size = cache_size
         self._done: OrderedDict[str, tuple[RunVerification, RequestHasher]] = OrderedDict()
         self._active: set[str] = set()
+        #: every commitment seen in a verified run: digest -> (run, seq, the key it sits under)
+        self.commitments: dict[str, tuple[str, int, str | None]] = {}
 
     def verify(self, run_id: str) -> RunVerification:
         """Verify one run (and, as needed, its ancestors); raise on the first failure."""
@@ -166,6 +188,51 @@ class Verifier:
         while len(self._done) > self.cache_size:
             self._done.popitem(last=False)
         return result
+
+    def check_disclosures(self, disclosures: Iterable[Disclosure]) -> list[ProvenValue]:
+        """Prove disclosed values against the runs verified so far.
+
+        Each disclosure must hash to its commitment, that commitment must sit in a
+        verified run, under the disclosure's key. Fails on the first that does not.
+        """
+        proven = []
+        for disclosure in disclosures:
+            seen = self.commitments.get(disclosure.commitment)
+            if not disclosure.opens():
+                raise VerificationError(
+                    seen[0] if seen else "-",
+                    seen[1] if seen else None,
+                    f"disclosure for {disclosure.commitment} does not open it (the salt, key "
+                    "or value differs from what was committed)",
+                    code="disclosure",
+                )
+            if seen is None:
+                raise VerificationError(
+                    "-",
+                    None,
+                    f"disclosure for {disclosure.commitment}: no verified run "
+                    "holds that commitment",
+                    code="disclosure",
+                )
+            run_id, seq, key = seen
+            if key != disclosure.key:
+                raise VerificationError(
+                    run_id,
+                    seq,
+                    f"disclosure for {disclosure.commitment} names key "
+                    f"{disclosure.key!r} but the log holds it under {key!r}",
+                    code="disclosure",
+                )
+            proven.append(
+                ProvenValue(
+                    run_id=run_id,
+                    seq=seq,
+                    key=key,
+                    commitment=disclosure.commitment,
+                    value=disclosure.value,
+                )
+            )
+        return proven
 
     # -- one run ----------------------------------------------------------------------------
     def _verify(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
@@ -196,6 +263,7 @@ class Verifier:
                 if row.type != "run.open":
                     raise where.fail(0, f"first event is {row.type}, not run.open", "structure")
                 check, ancestors = self._open(run_id, body)
+                check.matches = _policy_matcher(check, body)
                 options = body.get("options")
                 check.receipted = (
                     isinstance(options, dict) and options.get("record_receipt") is True
@@ -203,6 +271,8 @@ class Verifier:
             else:
                 assert check is not None
                 self._event(check, seq, row.type, body)
+                if check.matches is not None or b"$commit" in row.body:
+                    self._redaction(check, seq, row.type, body)
             expected_seq += 1
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
@@ -345,6 +415,41 @@ class Verifier:
         except ValueError as exc:
             raise check.fail(seq, f"{type_} body is malformed: {exc}", "structure") from exc
 
+    def _redaction(self, check: _RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
+        """Commitments well formed and never repeated; no plaintext under a policy key."""
+        if type_ == "write":
+            if "value" not in body:
+                return
+            path, value = body["path"], body["value"]
+            entries = [(path, {path: value} if body["verb"] == "set" else value)]
+        elif type_ == "event":
+            entries = [(None, body["payload"])]
+        elif type_ in ("commit", "run.close") and "error" in body:
+            entries = [(None, body["error"])]
+        else:
+            return
+        for key, value in entries:
+            try:
+                for digest, under, _path in iter_commitments(value, key=key):
+                    if digest in check.digests:
+                        raise check.fail(
+                            seq,
+                            f"commitment {digest} appears twice in the run "
+                            "(a reused salt links equal values)",
+                            "commitment-reuse",
+                        )
+                    check.digests.add(digest)
+                    self.commitments.setdefault(digest, (check.run_id, seq, under))
+            except ValueError as exc:
+                raise check.fail(seq, str(exc), "commitment") from exc
+            if check.matches is not None:
+                for leaked_key, where in iter_leaks(value, check.matches):
+                    raise check.fail(
+                        seq,
+                        f"plaintext under the policy key {leaked_key!r} at {json_path(where)}",
+                        "leak",
+                    )
+
     @staticmethod
     def _write(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
         commit = _field(body, "commit", int)
@@ -454,6 +559,22 @@ class Verifier:
                 "receipt",
             )
         check.receipts += 1
+
+
+def _policy_matcher(check: _RunCheck, body: dict[str, Any]) -> Callable[[str], bool] | None:
+    """The run's policy from run.open (checked against its digest), as a key matcher."""
+    document, digest = body.get("policy"), body.get("policy_digest")
+    if document is None and digest is None:
+        return None
+    try:
+        policy = PolicyDocument.from_json(document)
+    except ValueError as exc:
+        raise check.fail(0, f"run.open policy is malformed: {exc}", "policy") from exc
+    if policy.to_json() != document:
+        raise check.fail(0, "run.open policy is not in its normal form", "policy")
+    if digest != policy.digest():
+        raise check.fail(0, "run.open policy_digest does not match the policy", "policy")
+    return policy.matcher()
 
 
 def _piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str]) -> str:

@@ -1,0 +1,268 @@
+"""Redaction at the store boundary: what is recorded holds commitments, not values.
+
+``RedactionPolicy(keys=[...], patterns=[...])`` is checked when it is made. The
+:class:`Boundary` applies it to every value on its way into the log (and to event
+payloads on their way to listeners): each value under a matching key becomes
+``{"$commit": hex}`` with a fresh random salt, and its disclosure
+``[salt, key, value]`` goes to the vault when there is one, or is dropped.
+
+What the model receives and what ``run()`` returns are never redacted: the
+runtime keeps the live values and records only their committed form.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfootprint.errors import ReservedKeyError, UsageError
+from agentfootprint.verify.canonical import canon, json_path
+from agentfootprint.verify.commitments import (
+    COMMIT_KEY,
+    Disclosure,
+    PolicyDocument,
+    b64url,
+    commitment_digest,
+    is_commitment,
+    parse_json_container,
+)
+
+__all__ = [
+    "RESERVED_STATE_KEYS",
+    "Boundary",
+    "RedactionPolicy",
+    "SaltSource",
+    "conversation_redaction",
+    "refuse_reserved_key",
+]
+
+#: State keys the loop reads as structure: a policy may match keys *inside* them, but not
+#: the keys themselves (their whole value would become one commitment).
+RESERVED_STATE_KEYS = frozenset(
+    {
+        "agent",
+        "model",
+        "params",
+        "system_pieces",
+        "history",
+        "tool_schemas",
+        "iteration",
+        "usage",
+        "last_response",
+        "stopped_early",
+    }
+)
+
+#: Every key the conversation's text travels under, in state, events and error records.
+CONVERSATION_KEYS = (
+    "content",
+    "arguments",
+    "user_message",
+    "final_answer",
+    "message",
+    "answer",
+    "result",
+)
+
+SaltSource = Callable[[], bytes]
+
+
+def random_salt() -> bytes:
+    """128 random bits from the OS: a fresh salt for every committed value."""
+    return secrets.token_bytes(16)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class RedactionPolicy:
+    """Keys to redact by name, at any depth of any recorded value.
+
+    ``keys``: exact key names. ``patterns``: regular expressions (Python ``re``
+    syntax, matched with ``search``; put flags inline, e.g. ``"(?i)email"``).
+    """
+
+    keys: tuple[str, ...]
+    patterns: tuple[str, ...]
+    document: PolicyDocument = field(repr=False, compare=False)
+
+    def __init__(
+        self, keys: Iterable[str] = (), patterns: Iterable[str | re.Pattern[str]] = ()
+    ) -> None:
+        keys_t = _strings("keys", keys)
+        patterns_t = tuple(_pattern(p) for p in _items("patterns", patterns))
+        if not keys_t and not patterns_t:
+            raise UsageError(
+                "option 'redact': the policy names no key and no pattern; "
+                "give keys=[...] or patterns=[...]",
+                option="redact",
+            )
+        for key in keys_t:
+            if key == COMMIT_KEY:
+                raise UsageError(
+                    "option 'redact': '$commit' is reserved for commitments", option="redact"
+                )
+        document = PolicyDocument(keys=keys_t, patterns=patterns_t)
+        matches = document.matcher()
+        for reserved in sorted(RESERVED_STATE_KEYS):
+            if matches(reserved):
+                raise UsageError(
+                    f"option 'redact': the policy matches the state key {reserved!r}, which "
+                    "the loop reads as structure; name the keys inside it instead (for the "
+                    "conversation's text use conversation_redaction())",
+                    option="redact",
+                )
+        object.__setattr__(self, "keys", keys_t)
+        object.__setattr__(self, "patterns", patterns_t)
+        object.__setattr__(self, "document", document)
+
+    def __or__(self, other: RedactionPolicy) -> RedactionPolicy:
+        """The union of two policies (``conversation_redaction() | RedactionPolicy(...)``)."""
+        return RedactionPolicy(
+            keys=(*self.keys, *other.keys), patterns=(*self.patterns, *other.patterns)
+        )
+
+    @property
+    def digest(self) -> str:
+        return self.document.digest()
+
+
+def _items(option: str, values: Any) -> list[Any]:
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise UsageError(
+            f"option 'redact': {option} must be a list, got {values!r}", option="redact"
+        )
+    return list(values)
+
+
+def _strings(option: str, values: Any) -> tuple[str, ...]:
+    items = _items(option, values)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise UsageError(
+                f"option 'redact': {option} must be non-empty strings, got {item!r}",
+                option="redact",
+            )
+    return tuple(dict.fromkeys(items))
+
+
+def _pattern(pattern: Any) -> str:
+    if isinstance(pattern, re.Pattern):
+        if not isinstance(pattern.pattern, str) or pattern.flags & ~re.UNICODE:
+            raise UsageError(
+                "option 'redact': give compiled patterns without flags (write "
+                "them inline, e.g. '(?i)email') so a verifier can reapply them",
+                option="redact",
+            )
+        pattern = pattern.pattern
+    if not isinstance(pattern, str) or not pattern:
+        raise UsageError(
+            f"option 'redact': patterns must be non-empty strings, got {pattern!r}", option="redact"
+        )
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(
+            f"option 'redact': {pattern!r} is not a regular expression ({exc})", option="redact"
+        ) from exc
+    return pattern
+
+
+def conversation_redaction() -> RedactionPolicy:
+    """Every key the conversation travels under: the user message, history message text,
+    tool-call arguments, tool results, the model's text and the final answer (in state,
+    in typed events and in error records). Runs redacted this way still verify."""
+    return RedactionPolicy(keys=CONVERSATION_KEYS)
+
+
+def refuse_reserved_key(value: Any, where: str) -> None:
+    """Input from outside (run input, tool results, model replies) may not use ``$commit``
+    at any depth, JSON text inside strings included; raises naming the path."""
+    path = _find_commit_key(value, ())
+    if path is not None:
+        raise ReservedKeyError(
+            f"{where}{json_path(path)[1:]}",
+            "the key '$commit' is reserved for redaction commitments",
+        )
+
+
+def _find_commit_key(value: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+    kind = type(value)
+    if kind is str:
+        inner = parse_json_container(value)
+        return None if inner is None else _find_commit_key(inner, path)
+    if kind is dict:
+        for k, v in value.items():
+            if k == COMMIT_KEY:
+                return (*path, k)
+            found = _find_commit_key(v, (*path, k))
+            if found is not None:
+                return found
+    elif kind is list or kind is tuple:
+        for i, v in enumerate(value):
+            found = _find_commit_key(v, (*path, i))
+            if found is not None:
+                return found
+    return None
+
+
+class Boundary:
+    """Commits values by policy; keeps each new commitment's disclosure until taken."""
+
+    def __init__(self, policy: RedactionPolicy, *, salt: SaltSource = random_salt) -> None:
+        self.policy = policy
+        self._matches = policy.document.matcher()
+        self._salt = salt
+        self.disclosures: list[Disclosure] = []
+
+    def take_disclosures(self) -> list[Disclosure]:
+        taken, self.disclosures = self.disclosures, []
+        return taken
+
+    def commit_entry(self, key: str, value: Any) -> Any:
+        """The committed form of ``value`` stored under ``key`` (a top-level state key)."""
+        if self._matches(key):
+            return self._commitment(key, value)
+        return self.commit(value)
+
+    def commit(self, value: Any) -> Any:
+        """The committed form of ``value`` (the same object when nothing in it matches)."""
+        return self._walk(value)[0]
+
+    def _commitment(self, key: str, value: Any) -> Any:
+        if is_commitment(value):  # idempotent: replayed and continued runs keep their digests
+            return value
+        salt = b64url(self._salt())
+        digest = commitment_digest(salt, key, value)
+        self.disclosures.append(Disclosure(commitment=digest, salt=salt, key=key, value=value))
+        return {COMMIT_KEY: digest}
+
+    def _walk(self, value: Any) -> tuple[Any, bool]:
+        kind = type(value)
+        if kind is dict:
+            if is_commitment(value):
+                return value, False
+            changed = False
+            out: dict[str, Any] = {}
+            for key, child in value.items():
+                if self._matches(key):
+                    new = self._commitment(key, child)
+                    changed = changed or new is not child
+                else:
+                    new, child_changed = self._walk(child)
+                    changed = changed or child_changed
+                out[key] = new
+            return (out, True) if changed else (value, False)
+        if kind is list:
+            items = [self._walk(child) for child in value]
+            if any(c for _, c in items):
+                return [v for v, _ in items], True
+            return value, False
+        if kind is str:
+            inner = parse_json_container(value)
+            if inner is not None:
+                committed, changed = self._walk(inner)
+                if changed:
+                    return canon(committed).decode("utf-8"), True
+        return value, False
