@@ -29,6 +29,9 @@ from agentfootprint.errors import (
 )
 from agentfootprint.replay.read import RunReader
 from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.transfer import export_runs, import_bundle
+from agentfootprint.store.vault import DisclosureVault, disclosures_document, read_disclosures
+from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
@@ -51,6 +54,17 @@ def _open(path: Path) -> SqliteStore:
         return SqliteStore(path)
     except StoreError as exc:
         raise click.ClickException(f"cannot open {path}: {exc}") from exc
+
+
+def _open_log(path: Path) -> Any:
+    """A database or an export bundle, read the same way (``read``, ``runs``, ``close``)."""
+    if is_bundle(path):
+        try:
+            return BundleSource(path)
+        except VerificationError as exc:
+            click.echo(f"INVALID         {exc}")
+            sys.exit(EXIT_INVALID)
+    return _open(path)
 
 
 def _fail(message: str, code: int) -> None:
@@ -148,8 +162,8 @@ def _verify_one(verifier: Verifier, run_id: str) -> int:
 @main.command()
 @click.argument("db", type=_DB)
 def runs(db: Path) -> None:
-    """List the runs in DB, oldest first."""
-    store = _open(db)
+    """List the runs in DB (a database or an export bundle), in the order they opened."""
+    store = _open_log(db)
     infos = store.runs()
     if not infos:
         click.echo("no runs")
@@ -175,8 +189,11 @@ def _short(value: Any, limit: int = 72) -> str:
 @click.argument("db", type=_DB)
 @click.argument("run_id")
 def show(db: Path, run_id: str) -> None:
-    """Print RUN_ID's commit timeline: each stage's writes, receipts and decisions."""
-    store = _open(db)
+    """Print RUN_ID's commit timeline: each stage's writes, receipts and decisions.
+
+    DB is a database or an export bundle; redacted values show as their commitments.
+    """
+    store = _open_log(db)
     try:
         events = list(store.read(run_id))
     except RunNotFoundError as exc:
@@ -219,8 +236,12 @@ def show(db: Path, run_id: str) -> None:
 @click.argument("run_id")
 @click.argument("k", type=click.IntRange(min=0))
 def served(db: Path, run_id: str, k: int) -> None:
-    """Print the request served at call K (0-based) of RUN_ID, rebuilt from the log."""
-    store = _open(db)
+    """Print the request served at call K (0-based) of RUN_ID, rebuilt from the log.
+
+    DB is a database or an export bundle. Under a redaction policy this is the request as
+    recorded (commitments in place of redacted values): what the receipt attests.
+    """
+    store = _open_log(db)
     try:
         request = RunReader(store).served_at(run_id, k)
     except (RunNotFoundError, UsageError) as exc:
@@ -242,26 +263,43 @@ def served(db: Path, run_id: str, k: int) -> None:
     metavar="ID",
     help="Verify only this run (and its ancestors). Repeatable.",
 )
-def verify(db: Path, run_ids: tuple[str, ...]) -> None:
+@click.option(
+    "--disclosures",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A disclosures file (from `disclose`): prove each value it opens.",
+)
+def verify(db: Path, run_ids: tuple[str, ...], disclosures: Path | None) -> None:
     """Verify every run in DB (or only --run ID): hashes, chain, and every receipt.
+
+    DB is a database or an export bundle, verified the same way. Redacted runs verify
+    without any secret; with --disclosures, each disclosed value is proven against the
+    commitment the log holds (and must sit under the same key).
 
     \b
     Exit codes:
       0  every run verified and closed (VALID_UNSIGNED)
-      1  a run failed verification (run, seq and reason are printed)
+      1  a run, the bundle or a disclosure failed verification (where and why are printed)
       2  usage error, or DB could not be opened or read
       3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
     """
-    store = _open(db)
+    store = _open_log(db)
     try:
+        opened = read_disclosures(disclosures.read_bytes()) if disclosures else []
         targets = list(run_ids) or [info.run_id for info in store.runs()]
         verifier = Verifier(store)
         worst = EXIT_OK
         for run_id in targets:
             worst = max(worst, _verify_one(verifier, run_id), key=_severity)
-    except RunNotFoundError as exc:
-        store.close()
-        _fail(str(exc), EXIT_USAGE)
+        if opened and worst != EXIT_INVALID:
+            try:
+                for proven in verifier.check_disclosures(opened):
+                    click.echo(
+                        f"PROVEN          {proven.key} = {_short(proven.value, 60)} "
+                        f"(run {proven.run_id} seq {proven.seq})"
+                    )
+            except VerificationError as exc:
+                click.echo(f"INVALID         {exc}")
+                worst = EXIT_INVALID
     except AgentFootprintError as exc:
         store.close()
         _fail(str(exc), EXIT_USAGE)
@@ -269,6 +307,122 @@ def verify(db: Path, run_ids: tuple[str, ...]) -> None:
         click.echo("no runs to verify")
     store.close()
     sys.exit(worst)
+
+
+@main.command("export")
+@click.argument("db", type=_DB)
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    required=True,
+    metavar="ID",
+    help="A run to export (its ancestors come along). Repeatable.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The bundle file to write.",
+)
+def export_command(db: Path, run_ids: tuple[str, ...], out: Path) -> None:
+    """Write runs of DB to one bundle file an auditor can verify offline.
+
+    The bundle holds each run's events exactly as stored (with their hashes), the
+    ancestors continued runs need, and a manifest. Redacted values are in it only as
+    commitments; salts and the vault never are. Each run is verified before export.
+    """
+    store = _open(db)
+    try:
+        manifest = export_runs(store, list(run_ids), out)
+    except VerificationError as exc:
+        store.close()
+        _fail(f"not exported: {exc}", EXIT_INVALID)
+    except AgentFootprintError as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    store.close()
+    counts = manifest["counts"]
+    click.echo(f"exported {counts['runs']} runs ({counts['events']} events) to {out}")
+
+
+@main.command("import")
+@click.argument("bundle", type=_DB)
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+def import_command(bundle: Path, db: Path) -> None:
+    """Verify BUNDLE, then load its runs into DB (created if missing).
+
+    Runs already in DB with the same log are skipped; a run id held with a different
+    log is refused (exit 2). A bundle that does not verify is not loaded (exit 1).
+    """
+    try:
+        source = BundleSource(bundle)
+    except VerificationError as exc:
+        _fail(str(exc), EXIT_INVALID)
+    store = _open(db)
+    try:
+        imported = import_bundle(source, store)
+    except VerificationError as exc:
+        store.close()
+        _fail(f"not imported: {exc}", EXIT_INVALID)
+    except AgentFootprintError as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    store.close()
+    skipped = len(source.runs()) - len(imported)
+    click.echo(
+        f"imported {len(imported)} runs into {db}"
+        + (f" ({skipped} already there)" if skipped else "")
+    )
+
+
+@main.command()
+@click.argument("vault", type=_DB)
+@click.argument("commitments", nargs=-1)
+@click.option("--run", "run_id", metavar="ID", help="Every commitment of this run.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The disclosures file to write.",
+)
+def disclose(vault: Path, commitments: tuple[str, ...], run_id: str | None, out: Path) -> None:
+    """Write disclosures from VAULT for chosen COMMITMENTS (or --run ID).
+
+    A disclosure is [salt, key, value]: with it, `verify --disclosures` proves the value a
+    commitment hides. Give it only to whoever may see the value.
+    """
+    store = DisclosureVault(vault)
+    try:
+        chosen = list(commitments) + (store.commitments(run_id) if run_id else [])
+        if not chosen:
+            raise UsageError("name commitments, or --run ID")
+        found = store.disclose(chosen)
+    except AgentFootprintError as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    store.close()
+    out.write_bytes(disclosures_document(found))
+    click.echo(f"wrote {len(found)} disclosures to {out}")
+
+
+@main.command()
+@click.argument("vault", type=_DB)
+@click.argument("commitments", nargs=-1)
+@click.option("--run", "run_id", metavar="ID", help="Every commitment of this run.")
+def erase(vault: Path, commitments: tuple[str, ...], run_id: str | None) -> None:
+    """Erase disclosures from VAULT (secure delete): those values become unrecoverable.
+
+    The log never held the values, so it still verifies after an erasure.
+    """
+    store = DisclosureVault(vault)
+    try:
+        erased = store.erase(commitments=commitments, run_id=run_id)
+    except AgentFootprintError as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    store.close()
+    click.echo(f"erased {erased} disclosures from {vault}")
 
 
 def _severity(code: int) -> int:

@@ -107,8 +107,17 @@ class RunNotFoundError(StoreError, KeyError):
 class VerificationError(AgentFootprintError):
     """The log failed verification. Names the run, the event seq and the reason."""
 
-    def __init__(self, run_id: str, seq: int | None, reason: str, *, code: str = "invalid") -> None:
-        where = f"run {run_id}" + (f" seq {seq}" if seq is not None else "")
+    def __init__(
+        self,
+        run_id: str,
+        seq: int | None,
+        reason: str,
+        *,
+        code: str = "invalid",
+        where: str | None = None,
+    ) -> None:
+        if where is None:
+            where = f"run {run_id}" + (f" seq {seq}" if seq is not None else "")
         super().__init__(f"{where}: {reason}")
         self.run_id = run_id
         self.seq = seq

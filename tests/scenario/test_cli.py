@@ -38,15 +38,41 @@ def run_ids(db: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("command", "words"),
     [
-        ([], ["demo", "runs", "show", "served", "verify", "receipt"]),
+        (
+            [],
+            [
+                "demo",
+                "runs",
+                "show",
+                "served",
+                "verify",
+                "export",
+                "import",
+                "disclose",
+                "erase",
+                "receipt",
+            ],
+        ),
         (["demo"], ["--db", "agentfootprint.db", "scripted", "verify"]),
-        (["runs"], ["DB", "oldest first"]),
-        (["show"], ["RUN_ID", "timeline"]),
-        (["served"], ["call K", "rebuilt from the log"]),
+        (["runs"], ["DB", "export bundle", "opened"]),
+        (["show"], ["RUN_ID", "timeline", "commitments"]),
+        (["served"], ["call K", "rebuilt from the log", "receipt attests"]),
         (
             ["verify"],
-            ["--run", "0  every run verified", "1  a run failed", "2  usage", "3  all consistent"],
+            [
+                "--run",
+                "--disclosures",
+                "0  every run verified",
+                "1  a run",
+                "2  usage",
+                "3  all consistent",
+                "export bundle",
+            ],
         ),
+        (["export"], ["--run", "--out", "ancestors", "salts and the vault never"]),
+        (["import"], ["BUNDLE", "already in DB", "exit 1"]),
+        (["disclose"], ["VAULT", "COMMITMENTS", "--run", "--out", "[salt, key, value]"]),
+        (["erase"], ["VAULT", "secure delete", "still verifies"]),
     ],
 )
 def test_help_is_accurate(runner: CliRunner, command: list[str], words: list[str]) -> None:

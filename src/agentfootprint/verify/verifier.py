@@ -205,6 +205,7 @@ class Verifier:
                     f"disclosure for {disclosure.commitment} does not open it (the salt, key "
                     "or value differs from what was committed)",
                     code="disclosure",
+                    where=None if seen else "disclosures",
                 )
             if seen is None:
                 raise VerificationError(
@@ -213,6 +214,7 @@ class Verifier:
                     f"disclosure for {disclosure.commitment}: no verified run "
                     "holds that commitment",
                     code="disclosure",
+                    where="disclosures",
                 )
             run_id, seq, key = seen
             if key != disclosure.key:
