@@ -120,16 +120,19 @@ def json_values(
         leaves,
         lambda children: st.one_of(
             st.lists(children, max_size=4),
-            st.dictionaries(texts(max_size=8), children, max_size=4),
+            st.dictionaries(keys(), children, max_size=4),
         ),
         max_leaves=max_leaves,
     )
 
 
 def json_objects(*, integral_floats: bool = True) -> st.SearchStrategy[dict[str, Any]]:
-    return st.dictionaries(
-        texts(max_size=8), json_values(integral_floats=integral_floats), max_size=4
-    )
+    return st.dictionaries(keys(), json_values(integral_floats=integral_floats), max_size=4)
+
+
+def keys() -> st.SearchStrategy[str]:
+    """Object keys: any short text but the reserved ``$commit``."""
+    return texts(max_size=8).filter(lambda key: key != "$commit")
 
 
 # -- tools ----------------------------------------------------------------------------------
