@@ -15,6 +15,14 @@ __version__ = "0.1.0"
 # Public names resolve on first use (PEP 562), so importing one layer never drags in the
 # others: an auditor's process can import agentfootprint.verify without the runtime.
 _LAZY: dict[str, str] = {
+    "BundleSource": "agentfootprint.verify.bundle",
+    "DisclosureVault": "agentfootprint.store.vault",
+    "ProvenValue": "agentfootprint.verify.verifier",
+    "RedactionPolicy": "agentfootprint.store.redaction",
+    "ReservedKeyError": "agentfootprint.errors",
+    "conversation_redaction": "agentfootprint.store.redaction",
+    "export_runs": "agentfootprint.store.transfer",
+    "import_bundle": "agentfootprint.store.transfer",
     "Agent": "agentfootprint.core.agent",
     "AgentEvent": "agentfootprint.core.events",
     "AgentFootprintError": "agentfootprint.errors",
@@ -83,6 +91,7 @@ if TYPE_CHECKING:
         CanonicalFormError,
         ContinuationError,
         ProviderCallError,
+        ReservedKeyError,
         RunError,
         ScriptExhaustedError,
         StoreError,
@@ -91,17 +100,29 @@ if TYPE_CHECKING:
     )
     from agentfootprint.replay.read import commit_value_at, receipt_at, served_at, state_at
     from agentfootprint.store.memory import MemoryStore
+    from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
+    from agentfootprint.store.transfer import export_runs, import_bundle
+    from agentfootprint.store.vault import DisclosureVault
+    from agentfootprint.verify.bundle import BundleSource
     from agentfootprint.verify.request import build_request
-    from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier, verify_run
+    from agentfootprint.verify.verifier import (
+        Outcome,
+        ProvenValue,
+        RunVerification,
+        Verifier,
+        verify_run,
+    )
 
 __all__ = [
     "Agent",
     "AgentEvent",
     "AgentFootprintError",
     "ArgsInvalid",
+    "BundleSource",
     "CanonicalFormError",
     "ContinuationError",
+    "DisclosureVault",
     "IterationEnd",
     "IterationStart",
     "LLMEnd",
@@ -110,8 +131,11 @@ __all__ = [
     "MemoryStore",
     "MockProvider",
     "Outcome",
+    "ProvenValue",
     "Provider",
     "ProviderCallError",
+    "RedactionPolicy",
+    "ReservedKeyError",
     "RunError",
     "RunResult",
     "RunVerification",
@@ -133,7 +157,10 @@ __all__ = [
     "__version__",
     "build_request",
     "commit_value_at",
+    "conversation_redaction",
     "define_tool",
+    "export_runs",
+    "import_bundle",
     "open_store",
     "receipt_at",
     "reply",

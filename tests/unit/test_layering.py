@@ -75,3 +75,33 @@ def test_cli_verify_runs_where_core_cannot_be_imported(tmp_path: Path) -> None:
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("VALID_UNSIGNED") == 2
+
+
+def test_bundle_verifies_with_the_verify_subpackage_alone(tmp_path: Path) -> None:
+    db, run_id = _recorded_db(tmp_path)
+    store = af.SqliteStore(db)
+    bundle = tmp_path / "runs.afp"
+    af.export_runs(store, [run_id], bundle)
+    store.close()
+    done = run_blocked(f"""
+        import importlib.abc
+
+        class NoStore(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.startswith("agentfootprint.store") or name == "agentfootprint.cli":
+                    raise ImportError(f"{{name}} is blocked: only agentfootprint.verify")
+                return None
+
+        sys.meta_path.insert(0, NoStore())
+        from agentfootprint.verify.bundle import BundleSource
+        from agentfootprint.verify.verifier import Verifier
+        source = BundleSource({str(bundle)!r})
+        verifier = Verifier(source)
+        outcomes = [verifier.verify(run.run_id).outcome.value for run in source.runs()]
+        print(" ".join(outcomes))
+        loaded = sorted(m for m in sys.modules if m.startswith("agentfootprint."))
+        assert all(m.startswith("agentfootprint.verify") or m == "agentfootprint.errors"
+                   for m in loaded), loaded
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["VALID_UNSIGNED", "VALID_UNSIGNED"]

@@ -22,6 +22,7 @@ from agentfootprint.core.providers.mock import MockProvider
 from agentfootprint.errors import AgentFootprintError, VerificationError
 from agentfootprint.replay.read import RunReader
 from agentfootprint.store.base import EventReader
+from agentfootprint.verify.commitments import is_commitment, parse_json_container
 from agentfootprint.verify.verifier import RunVerification, Verifier
 
 __all__ = ["VerifiedRuns", "verified_runs"]
@@ -58,7 +59,7 @@ class VerifiedRuns:
             return  # the provider was reset or shared oddly: nothing reliable to compare
         served = reader.served_requests(result.run_id)
         for k, (rebuilt, sent) in enumerate(zip(served, received, strict=False)):
-            if rebuilt != sent:
+            if not same_but_committed(rebuilt, sent):
                 self.failures.append(
                     f"run {result.run_id}: served_at({k}) differs from the request the "
                     "provider received"
@@ -73,6 +74,29 @@ class VerifiedRuns:
     @property
     def run_ids(self) -> list[str]:
         return [r.run_id for r in self.results]
+
+
+def same_but_committed(recorded: Any, sent: Any) -> bool:
+    """``recorded`` equals ``sent`` except where it holds a commitment (which stands for
+    whatever value was there); JSON text inside strings is compared the same way."""
+    if is_commitment(recorded):
+        return True
+    if type(recorded) is dict:
+        return (
+            type(sent) is dict
+            and recorded.keys() == sent.keys()
+            and all(same_but_committed(recorded[k], sent[k]) for k in recorded)
+        )
+    if type(recorded) is list:
+        return (
+            type(sent) is list
+            and len(recorded) == len(sent)
+            and all(same_but_committed(a, b) for a, b in zip(recorded, sent, strict=True))
+        )
+    if type(recorded) is str and type(sent) is str and recorded != sent:
+        inner, original = parse_json_container(recorded), parse_json_container(sent)
+        return inner is not None and original is not None and same_but_committed(inner, original)
+    return bool(type(recorded) is type(sent) and recorded == sent)
 
 
 @pytest.fixture(autouse=True)
