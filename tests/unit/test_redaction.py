@@ -193,3 +193,33 @@ def test_reserved_key_in_input_is_refused(tmp_path: Path) -> None:
     result = agent2.run_sync("go")
     message = result.state["history"][2]
     assert message["is_error"] and "'$commit' is reserved" in message["content"]
+
+
+def test_full_mode_continuation_without_vault_is_not_salt_reuse(tmp_path: Path) -> None:
+    """Re-recording commitments a run inherited (full mode re-sets the history) is no reuse."""
+    tool = af.define_tool(name="t", description="d", execute=lambda a: {"ssn": "S-1"})
+    db = tmp_path / "f.db"
+
+    def agent(script: list[Any]) -> af.Agent:
+        return af.Agent(
+            provider=af.MockProvider(script),
+            model="m",
+            tools=[tool],
+            store=db,
+            commit_values="full",
+            redact=af.RedactionPolicy(keys=["ssn"]),
+        )
+
+    first = agent([af.reply(tool_calls=[af.tool_call("t", {"ssn": "x"})]), "done"]).run_sync("a")
+    child = agent(
+        [
+            af.reply(tool_calls=[af.tool_call("t", {"ssn": "y"})]),
+            af.reply(tool_calls=[af.tool_call("t", {"ssn": "z"})]),
+            "done",
+        ]
+    )
+    result = child.run_sync("b", continue_from=first.run_id)
+    assert af.Verifier(child.store).verify(result.run_id).outcome is af.Outcome.VALID_UNSIGNED
+    # without a vault the model is served the parent's commitments where its values were
+    served = child.config.provider.requests[0]["messages"][1]["tool_calls"][0]  # type: ignore[attr-defined]
+    assert "$commit" in str(served["arguments"]["ssn"])

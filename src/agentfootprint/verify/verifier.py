@@ -129,9 +129,17 @@ class _RunCheck:
         self.receipted = False  # run.open says every call was receipted
         self.matches: Callable[[str], bool] | None = None  # the run's redaction policy
         self.digests: set[str] = set()  # commitments written by this run
+        self.initial: Mapping[str, Any] = {}  # the parent's final state (recorded form)
+        self._inherited: set[str] | None = None
         self.hasher = RequestHasher()
         self.previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
         self.close: dict[str, Any] | None = None
+
+    def inherited(self, digest: str) -> bool:
+        """Whether the run started with this commitment (re-recording it is no reuse)."""
+        if self._inherited is None:
+            self._inherited = {d for d, _, _ in iter_commitments(dict(self.initial))}
+        return digest in self._inherited
 
     def fail(self, seq: int, reason: str, code: str = "invalid") -> VerificationError:
         return VerificationError(self.run_id, seq, reason, code=code)
@@ -323,6 +331,7 @@ class Verifier:
             return _RunCheck(run_id, {}, conversation), ()
         verified, parent_hasher = parent
         check = _RunCheck(run_id, dict(verified.final_state), conversation)
+        check.initial = verified.final_state
         check.hasher = parent_hasher.fork()
         check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
         return check, (*verified.ancestors, verified.run_id)
@@ -433,7 +442,7 @@ class Verifier:
         for key, value in entries:
             try:
                 for digest, under, _path in iter_commitments(value, key=key):
-                    if digest in check.digests:
+                    if digest in check.digests and not check.inherited(digest):
                         raise check.fail(
                             seq,
                             f"commitment {digest} appears twice in the run "
