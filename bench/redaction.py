@@ -84,7 +84,7 @@ POLICIES: dict[str, Callable[[], RedactionPolicy | None]] = {
     "keys3": lambda: RedactionPolicy(keys=list(PII_KEYS)),
     "conversation": conversation_redaction,
 }
-DEFAULT_REPEAT = 3
+DEFAULT_REPEAT = 5
 
 PII_TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",

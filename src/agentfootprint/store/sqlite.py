@@ -48,7 +48,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 event_hash BLOB NOT NULL,
                 chain_hash BLOB NOT NULL,
                 PRIMARY KEY (run_id, seq)
-            ) WITHOUT ROWID""",
+            )""",
             """CREATE TABLE runs (
                 run_id TEXT PRIMARY KEY,
                 conversation_id TEXT NOT NULL,

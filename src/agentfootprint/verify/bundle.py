@@ -30,7 +30,7 @@ import orjson
 
 from agentfootprint.errors import RunNotFoundError, VerificationError
 from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.verifier import Row, RowSource
+from agentfootprint.verify.verifier import Row, RowSource, parent_of
 
 __all__ = [
     "BUNDLE_MAGIC",
@@ -86,23 +86,22 @@ def _ancestry(source: RowSource, run_ids: Sequence[str]) -> list[tuple[str, list
     """The runs and all their ancestors, each once, parents before children."""
     ordered: list[tuple[str, list[Row]]] = []
     placed: set[str] = set()
-
-    def place(run_id: str, trail: tuple[str, ...]) -> None:
-        if run_id in placed:
-            return
-        if run_id in trail:
-            raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
-        rows = list(source.read(run_id))
-        if not rows:
-            raise RunNotFoundError(f"no run {run_id!r} to export")
-        parent = parse(rows[0].body).get("parent") if rows[0].type == "run.open" else None
-        if isinstance(parent, dict) and isinstance(parent.get("run_id"), str):
-            place(parent["run_id"], (*trail, run_id))
-        placed.add(run_id)
-        ordered.append((run_id, rows))
-
     for run_id in run_ids:
-        place(run_id, ())
+        chain: list[str] = []  # run_id and its unplaced ancestors, nearest first
+        current: str | None = run_id
+        while current is not None and current not in placed:
+            if current in chain:
+                raise VerificationError(
+                    current, 0, "run.open names a parent cycle", code="ancestry"
+                )
+            chain.append(current)
+            current = parent_of(source, current)
+        for ancestor in reversed(chain):
+            rows = list(source.read(ancestor))
+            if not rows:
+                raise RunNotFoundError(f"no run {ancestor!r} to export")
+            placed.add(ancestor)
+            ordered.append((ancestor, rows))
     return ordered
 
 

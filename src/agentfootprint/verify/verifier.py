@@ -185,6 +185,33 @@ class Verifier:
         if cached is not None:
             self._done.move_to_end(run_id)
             return cached
+        # Verify the uncached ancestors oldest first, so each run finds its parent cached:
+        # no recursion however deep the conversation.
+        for ancestor in reversed(self._uncached_ancestors(run_id)):
+            self._verify_cached(ancestor)
+        return self._verify_cached(run_id)
+
+    def _uncached_ancestors(self, run_id: str) -> list[str]:
+        """The parent chain of ``run_id`` up to the first cached run (nearest first)."""
+        chain: list[str] = []
+        seen = {run_id}
+        current = parent_of(self.source, run_id)
+        while current is not None and current not in self._done:
+            if current in seen:
+                raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
+            seen.add(current)
+            chain.append(current)
+            try:
+                current = parent_of(self.source, current)
+            except KeyError:  # a missing ancestor: its child reports it with context
+                break
+        return chain
+
+    def _verify_cached(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
+        cached = self._done.get(run_id)
+        if cached is not None:
+            self._done.move_to_end(run_id)
+            return cached
         if run_id in self._active:
             raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
         self._active.add(run_id)
@@ -570,6 +597,27 @@ class Verifier:
                 "receipt",
             )
         check.receipts += 1
+
+
+def parent_of(source: RowSource, run_id: str) -> str | None:
+    """The run a run continues: from the source's run index when it has one, else from the
+    ``run.open`` row (None for a root or a damaged first row: verification reports those
+    in place, and checks the real link whatever this says)."""
+    run_info = getattr(source, "run_info", None)
+    if callable(run_info):
+        parent = getattr(run_info(run_id), "parent_run_id", None)
+        return parent if isinstance(parent, str) else None
+    for row in source.read(run_id):
+        if row.type != "run.open":
+            return None
+        try:
+            parent = parse(bytes(row.body)).get("parent")
+        except (ValueError, AttributeError):
+            return None
+        if isinstance(parent, dict) and isinstance(parent.get("run_id"), str):
+            return str(parent["run_id"])
+        return None
+    return None
 
 
 def _policy_matcher(check: _RunCheck, body: dict[str, Any]) -> Callable[[str], bool] | None:

@@ -1,0 +1,363 @@
+"""Hypothesis strategies for redaction tests: runs with secrets planted under policy keys.
+
+A drawn :class:`PlantedRun` is plain data: a user message, the model's replies (text and
+tool calls), the outcome of every tool call and, optionally, a provider failure after the
+replies. Secrets (``"S3CR3T" + 32 hex digits``: 128 bits hashed from one random seed per run, so
+they are distinct and unrelated) are planted
+
+* under policy keys (``ssn``, ``email``, ``account_number`` and keys the pattern
+  ``(?i)token`` finds, such as ``api_token``) at random depths of JSON objects, also
+  inside strings holding JSON text: in the run input (a JSON-object string), the model's
+  tool-call arguments (objects and JSON strings), its text (JSON text), tool results
+  (objects and JSON strings), structured tool errors (``ValueError({...})``) and a
+  structured provider failure;
+* with ``free_text=True`` (for :func:`conversation_redaction`), also in free text: the
+  user message, the model's text, tool-call arguments that are not JSON, tool results as
+  plain strings, tool error messages and a provider error message.
+
+``served`` lists the secrets the model must have received and ``kept`` those the run's
+live result state must hold: redaction never touches either. :func:`build_planted_agent`
+turns a spec into a fresh agent; :func:`run_planted` runs it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hypothesis import strategies as st
+
+from agentfootprint.core.agent import Agent, RunResult
+from agentfootprint.core.providers.base import LLMResponse
+from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
+from agentfootprint.core.tools import define_tool
+from agentfootprint.errors import ProviderCallError
+from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
+
+__all__ = [
+    "NOISE_KEYS",
+    "PATTERN_KEYS",
+    "POLICY_KEYS",
+    "POLICY_PATTERN",
+    "SECRET_KEYS",
+    "SECRET_PREFIX",
+    "PlantedOutcome",
+    "PlantedReply",
+    "PlantedRun",
+    "ProviderDown",
+    "build_planted_agent",
+    "json_text",
+    "key_policy",
+    "leaks",
+    "planted",
+    "planted_runs",
+    "run_planted",
+    "secrets",
+    "text_policy",
+]
+
+SECRET_PREFIX = "S3CR3T"
+POLICY_KEYS = ("ssn", "email", "account_number")
+POLICY_PATTERN = "(?i)token"
+#: keys the pattern matches (and no exact key names)
+PATTERN_KEYS = ("api_token", "Refresh_TOKEN", "token")
+SECRET_KEYS = (*POLICY_KEYS, *PATTERN_KEYS)
+#: keys no policy here matches (conversation_redaction's keys included)
+NOISE_KEYS = ("data", "items", "meta", "q", "note", "two words", "é", "n")
+
+OutcomeKind = Literal["dict", "json_text", "text", "raise_dict", "raise_text"]
+
+
+def key_policy() -> RedactionPolicy:
+    """The sweep's policy: three exact keys and one pattern."""
+    return RedactionPolicy(keys=POLICY_KEYS, patterns=[POLICY_PATTERN])
+
+
+def text_policy() -> RedactionPolicy:
+    """The conversation's text and the sweep's keys."""
+    return conversation_redaction() | key_policy()
+
+
+def secrets() -> st.SearchStrategy[str]:
+    """High-entropy secrets: ``S3CR3T`` and 128 random bits in hex."""
+    return st.binary(min_size=16, max_size=16).map(lambda b: SECRET_PREFIX + b.hex())
+
+
+def leaks(secret: str, data: bytes | str) -> bool:
+    """Whether ``data`` holds ``secret`` or either half of it.
+
+    Two disjoint halves (19 characters, at least 76 random bits each): a value SQLite
+    split across two pages still shows one of them whole.
+    """
+    raw = secret.encode("utf-8")
+    middle = len(raw) // 2
+    haystack = data if isinstance(data, bytes) else data.encode("utf-8", "backslashreplace")
+    return raw[:middle] in haystack or raw[middle:] in haystack
+
+
+def _noise() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.integers(min_value=-5, max_value=5),
+        st.sampled_from(["x", "plain text", "", "12-34"]),
+        st.none(),
+        st.booleans(),
+    )
+
+
+def json_text(value: Any, style: int = 0) -> str:
+    """``value`` as JSON text, in one of a few spellings (all starting with ``{`` or ``[``)."""
+    if style == 1:
+        return json.dumps(value, indent=2)
+    if style == 2:
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"))
+
+
+@st.composite
+def planted(draw: st.DrawFn, secret: str, *, max_depth: int = 3) -> dict[str, Any]:
+    """A JSON object holding ``secret`` under a policy key at a random depth.
+
+    The secret is the key's value itself, or inside it (the whole subtree is committed);
+    each level around it is an object, an array, or a string holding the level below as
+    JSON text.
+    """
+    key = draw(st.sampled_from(SECRET_KEYS), label="policy key")
+    shape = draw(st.sampled_from(["bare", "list", "object"]))
+    value: Any = secret if shape == "bare" else [secret, 1] if shape == "list" else {"v": secret}
+    node: dict[str, Any] = {key: value}
+    if draw(st.booleans()):
+        node[draw(st.sampled_from(NOISE_KEYS))] = draw(_noise())
+    for _ in range(draw(st.integers(min_value=0, max_value=max_depth), label="depth")):
+        wrap = draw(st.sampled_from(["object", "list", "json_text"]))
+        outer = draw(st.sampled_from(NOISE_KEYS))
+        if wrap == "object":
+            node = {outer: node}
+        elif wrap == "list":
+            items = [draw(_noise()), draw(_noise())]
+            items.insert(draw(st.integers(min_value=0, max_value=2)), node)
+            node = {outer: items}
+        else:
+            node = {outer: json_text(node, draw(st.integers(min_value=0, max_value=2)))}
+    return node
+
+
+@dataclass(frozen=True, slots=True)
+class PlantedOutcome:
+    """One tool call's outcome.
+
+    ``dict``: return ``value`` (an object); ``json_text``: return the string ``value``;
+    ``text``: return the plain string ``value``; ``raise_dict``: raise
+    ``ValueError(value)`` (one dict argument: recorded as structured details);
+    ``raise_text``: raise ``RuntimeError(value)``.
+    """
+
+    kind: OutcomeKind
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class PlantedReply:
+    """A model reply: its text and the arguments of its calls to the ``lookup`` tool."""
+
+    text: str
+    calls: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PlantedRun:
+    """One run with planted secrets (see the module docstring)."""
+
+    message: str
+    replies: tuple[PlantedReply, ...]
+    outcomes: tuple[PlantedOutcome, ...]
+    provider_error: Any = None
+    commit_values: str = "delta"
+    react_mode: str = "dynamic"
+    secrets: tuple[str, ...] = ()
+    served: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+
+    @property
+    def fails(self) -> bool:
+        """The provider raises after the scripted replies (the run closes as failed)."""
+        return self.provider_error is not None
+
+    @property
+    def calls(self) -> int:
+        return len(self.replies) + (1 if self.fails else 0)
+
+
+def _broken(arguments: Any) -> bool:
+    return isinstance(arguments, str) and arguments.startswith("{not json ")
+
+
+class ProviderDown(RuntimeError):
+    """What the planted provider raises (one argument: a dict, or a message)."""
+
+
+@st.composite
+def planted_runs(
+    draw: st.DrawFn,
+    *,
+    free_text: bool = False,
+    provider_failure: bool | None = None,
+    max_tool_replies: int = 3,
+) -> PlantedRun:
+    """A run with secrets everywhere the policy reaches (see the module docstring)."""
+    planted_secrets: list[str] = []
+    served: list[str] = []
+    kept: list[str] = []
+    # one random seed per run, each secret hashed from it: distinct and unrelated
+    seed = draw(st.binary(min_size=16, max_size=16), label="secret seed")
+
+    def secret(*, serve: bool, keep: bool) -> str:
+        index = len(planted_secrets).to_bytes(2, "big")
+        value = SECRET_PREFIX + hashlib.sha256(seed + index).digest()[:16].hex()
+        planted_secrets.append(value)
+        if serve:
+            served.append(value)
+        if keep:
+            kept.append(value)
+        return value
+
+    def structured(*, serve: bool, keep: bool) -> dict[str, Any]:
+        return draw(planted(secret(serve=serve, keep=keep)))
+
+    def as_text(value: Any) -> str:
+        return json_text(value, draw(st.integers(min_value=0, max_value=2)))
+
+    # the run input: a JSON-object string (or, for the conversation's policy, free text)
+    if free_text and draw(st.booleans()):
+        message = f"please check {secret(serve=True, keep=True)} for me"
+    else:
+        message = as_text(structured(serve=True, keep=True))
+
+    def text(*, serve: bool, keep: bool) -> str:
+        choices = ["plain", "json"] + (["free"] if free_text else [])
+        kind = draw(st.sampled_from(choices), label="text kind")
+        if kind == "plain":
+            return draw(st.sampled_from(["", "let me look", "done"]))
+        if kind == "json":
+            return as_text(structured(serve=serve, keep=keep))
+        return f"the value is {secret(serve=serve, keep=keep)}."
+
+    def arguments() -> Any:
+        choices = ["object", "json_text"] + (["broken", "plain_object"] if free_text else [])
+        kind = draw(st.sampled_from(choices), label="arguments kind")
+        if kind == "object":
+            return structured(serve=True, keep=True)
+        if kind == "json_text":
+            return as_text(structured(serve=True, keep=True))
+        if kind == "broken":  # not JSON: served to the model as the text it was
+            return "{not json " + secret(serve=True, keep=True)
+        return {"q": "nothing secret"}
+
+    def outcome() -> PlantedOutcome:
+        kinds: list[OutcomeKind] = ["dict", "json_text", "text", "raise_dict"]
+        if free_text:
+            kinds.append("raise_text")
+        kind = draw(st.sampled_from(kinds), label="outcome kind")
+        if kind == "dict":
+            return PlantedOutcome(kind, structured(serve=True, keep=True))
+        if kind == "json_text":
+            value: Any = structured(serve=True, keep=True)
+            if draw(st.booleans()):
+                value = [value]
+            return PlantedOutcome(kind, as_text(value))
+        if kind == "raise_dict":
+            return PlantedOutcome(kind, structured(serve=True, keep=True))
+        if kind == "raise_text":
+            return PlantedOutcome(kind, f"backend refused {secret(serve=True, keep=True)}")
+        if free_text and draw(st.booleans()):
+            return PlantedOutcome(kind, f"found {secret(serve=True, keep=True)} in the table")
+        return PlantedOutcome(kind, "nothing found")
+
+    replies: list[PlantedReply] = []
+    outcomes: list[PlantedOutcome] = []
+    for _ in range(draw(st.integers(min_value=0, max_value=max_tool_replies), label="rounds")):
+        reply_text = text(serve=True, keep=True)
+        calls = tuple(
+            arguments() for _ in range(draw(st.integers(min_value=1, max_value=2), label="calls"))
+        )
+        replies.append(PlantedReply(reply_text, calls))
+        # a call whose arguments are not JSON never runs the tool: it has no outcome
+        outcomes.extend(outcome() for args in calls if not _broken(args))
+    fails = draw(st.booleans()) if provider_failure is None else provider_failure
+    provider_error: Any = None
+    if fails:
+        if free_text and draw(st.booleans()):
+            provider_error = f"upstream said {secret(serve=False, keep=False)}"
+        else:
+            provider_error = structured(serve=False, keep=False)
+    else:
+        replies.append(PlantedReply(text(serve=False, keep=True)))
+    return PlantedRun(
+        message=message,
+        replies=tuple(replies),
+        outcomes=tuple(outcomes),
+        provider_error=provider_error,
+        commit_values=draw(st.sampled_from(["delta", "full"]), label="commit_values"),
+        react_mode=draw(st.sampled_from(["dynamic", "classic"]), label="react_mode"),
+        secrets=tuple(planted_secrets),
+        served=tuple(served),
+        kept=tuple(kept),
+    )
+
+
+def build_planted_agent(
+    spec: PlantedRun, *, store: Any, redact: RedactionPolicy, **options: Any
+) -> tuple[Agent, MockProvider]:
+    """A fresh agent playing ``spec`` (its one tool is ``lookup``) and its provider."""
+    outcomes = iter(copy.deepcopy(spec.outcomes))
+
+    def lookup(arguments: Any) -> Any:
+        outcome = next(outcomes)
+        if outcome.kind == "raise_dict":
+            raise ValueError(outcome.value)
+        if outcome.kind == "raise_text":
+            raise RuntimeError(outcome.value)
+        return outcome.value
+
+    tool = define_tool(name="lookup", description="looks things up", execute=lookup)
+    script = [
+        reply(r.text, tool_calls=[tool_call("lookup", copy.deepcopy(a)) for a in r.calls])
+        for r in spec.replies
+    ]
+    position = iter(range(len(script) + 1))
+
+    def respond(request: Mapping[str, Any]) -> LLMResponse:
+        index = next(position)
+        if index < len(script):
+            return script[index]
+        raise ProviderDown(copy.deepcopy(spec.provider_error))
+
+    provider = MockProvider(respond=respond)
+    agent = Agent(
+        provider=provider,
+        model="m",
+        system="you are careful",
+        tools=[tool],
+        store=store,
+        redact=redact,
+        commit_values=spec.commit_values,
+        react_mode=spec.react_mode,
+        **options,
+    )
+    return agent, provider
+
+
+def run_planted(agent: Agent, spec: PlantedRun) -> tuple[str, RunResult | None]:
+    """Run the spec's turn: ``(run id, result)``, the result None when the provider failed."""
+    if spec.fails:
+        try:
+            agent.run_sync(spec.message)
+        except ProviderCallError as exc:
+            assert exc.run_id is not None
+            return exc.run_id, None
+        raise AssertionError("the provider failure did not fail the run")
+    result = agent.run_sync(spec.message)
+    return result.run_id, result
