@@ -221,7 +221,12 @@ def show(db: Path, run_id: str) -> None:
         elif event.type == "commit":
             extra = f" -> {body['decision']}" if "decision" in body else ""
             if "error" in body:
-                extra += f"  ERROR {body['error']['type']}: {body['error']['message']}"
+                error = body["error"]
+                detail = (
+                    error.get("message", error.get("details")) if isinstance(error, dict) else error
+                )
+                kind = error.get("type", "error") if isinstance(error, dict) else "error"
+                extra += f"  ERROR {kind}: {_short(detail, 120)}"
             click.echo(f"  [{body['commit']:>3}] {body['stage_run']}{extra}")
             for line in pending:
                 click.echo(line)
@@ -396,7 +401,11 @@ def disclose(vault: Path, commitments: tuple[str, ...], run_id: str | None, out:
     try:
         chosen = list(commitments) + (store.commitments(run_id) if run_id else [])
         if not chosen:
-            raise UsageError("name commitments, or --run ID")
+            raise UsageError(
+                f"the vault holds no disclosure of run {run_id}"
+                if run_id
+                else "name commitments, or --run ID"
+            )
         found = store.disclose(chosen)
     except AgentFootprintError as exc:
         store.close()

@@ -223,3 +223,79 @@ def test_full_mode_continuation_without_vault_is_not_salt_reuse(tmp_path: Path) 
     # without a vault the model is served the parent's commitments where its values were
     served = child.config.provider.requests[0]["messages"][1]["tool_calls"][0]  # type: ignore[attr-defined]
     assert "$commit" in str(served["arguments"]["ssn"])
+
+
+def _vault_proves_everything(agent: af.Agent, run_id: str) -> list[af.ProvenValue]:
+    verifier = af.Verifier(agent.store)
+    verifier.verify(run_id)
+    assert agent.vault is not None
+    opened = agent.vault.disclose(list(verifier.commitments))
+    return verifier.check_disclosures(opened)
+
+
+def test_full_mode_with_redaction_verifies_across_calls(tmp_path: Path) -> None:
+    tool = af.define_tool(name="t", description="d", execute=lambda a: {"ssn": a["n"]})
+    script: list[Any] = [
+        af.reply(tool_calls=[af.tool_call("t", {"n": i, "ssn": f"s{i}"})]) for i in range(4)
+    ] + ["done"]
+    agent = af.Agent(
+        provider=af.MockProvider(script),
+        model="m",
+        tools=[tool],
+        commit_values="full",
+        store=tmp_path / "f.db",
+        redact=af.RedactionPolicy(keys=["ssn"]),
+        disclosures=tmp_path / "v.db",
+    )
+    result = agent.run_sync("go")
+    assert af.Verifier(agent.store).verify(result.run_id).receipts == 5
+    assert {p.value for p in _vault_proves_everything(agent, result.run_id)} >= {"s0", "s3", 0, 3}
+
+
+def test_recorded_event_disclosures_reach_the_vault(tmp_path: Path) -> None:
+    tool = af.define_tool(
+        name="t",
+        description="d",
+        execute=lambda a: "ran",
+        input_schema={"type": "object", "required": ["q"]},
+    )
+    agent = af.Agent(
+        provider=af.MockProvider([af.reply(tool_calls=[af.tool_call("t", {})]), "ok"]),
+        model="m",
+        tools=[tool],
+        store=tmp_path / "e.db",
+        redact=af.RedactionPolicy(keys=["message"]),
+        disclosures=tmp_path / "v.db",
+    )
+    result = agent.run_sync("go")
+    events = [e.decoded() for e in agent.store.read(result.run_id) if e.type == "event"]
+    assert "$commit" in str(events[0])  # the message is committed in the log
+    proven = _vault_proves_everything(agent, result.run_id)
+    assert any("missing required" in str(p.value) for p in proven)
+
+
+def test_a_policy_key_on_error_records(tmp_path: Path) -> None:
+    def explode(request: Any) -> af.LLMResponse:
+        raise ConnectionError({"account": "A-1", "reason": "denied"})
+
+    agent = af.Agent(
+        provider=af.MockProvider(respond=explode),
+        model="m",
+        store=tmp_path / "x.db",
+        redact=af.RedactionPolicy(keys=["error"]),
+        disclosures=tmp_path / "v.db",
+    )
+    with pytest.raises(af.ProviderCallError) as caught:
+        agent.run_sync("go")
+    run_id = caught.value.run_id
+    assert run_id is not None
+    raw = (tmp_path / "x.db").read_bytes() + (tmp_path / "x.db-wal").read_bytes()
+    assert b"A-1" not in raw
+    proven = _vault_proves_everything(agent, run_id)
+    assert {p.key for p in proven} == {"error"}
+    assert all(p.value["details"] == {"account": "A-1", "reason": "denied"} for p in proven)
+
+
+def test_a_policy_version_must_be_the_integer_one() -> None:
+    with pytest.raises(ValueError, match="version"):
+        PolicyDocument.from_json({"v": True, "keys": ["a"], "patterns": []})

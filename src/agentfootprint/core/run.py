@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agentfootprint.core.events import RECORDED_KINDS, AgentEvent, EventBus
 from agentfootprint.core.scope import CommitValues, Scope, Write, to_json_value
 from agentfootprint.errors import CanonicalFormError, RunError
-from agentfootprint.store.redaction import Boundary
+from agentfootprint.store.redaction import Boundary, refuse_reserved_key
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.fold import apply_write, compress_digests
@@ -66,9 +66,10 @@ class StageContext:
         recorded = event.kind in RECORDED_KINDS
         if boundary is not None:
             payload = event.payload()
+            pending = len(boundary.disclosures)
             committed = boundary.commit(payload)
-            if not recorded:
-                boundary.take_disclosures()  # listener-only commitments are never opened
+            if not recorded:  # listener-only commitments are never opened: drop theirs only
+                del boundary.disclosures[pending:]
             if committed is not payload:
                 event = type(event)(**committed)
         if recorded:
@@ -181,7 +182,7 @@ class RunState:
         if kind == "decider" and decision is not None:
             marker["decision"] = decision
         if error is not None:
-            marker["error"] = self.recorded_form(error_record(error))
+            marker["error"] = self.recorded_form({"error": error_record(error)})["error"]
         stored = [self._committed_write(w) for w in writes]
         batch: list[tuple[str, Any]] = [("receipt", r) for r in ctx.receipts]
         batch += [("event", e) for e in ctx.recorded]
@@ -205,6 +206,10 @@ class RunState:
             return write
         if write.verb == "set":
             value = self.boundary.commit_entry(write.path, write.value)
+            if value is not write.value:
+                # a fresh copy: a recorded list must never share some, but not all, of its
+                # leading objects with an earlier one (the receipt hasher relies on that)
+                value = to_json_value(value)
         else:  # append / merge: the operand's items or members, never the key itself
             value = self.boundary.commit(write.value)
         return (
@@ -255,8 +260,9 @@ def structured_details(error: BaseException) -> Any:
     if len(error.args) != 1 or not isinstance(error.args[0], dict | list):
         return None
     try:
+        refuse_reserved_key(error.args[0], "details")
         return to_json_value(error.args[0])
-    except CanonicalFormError:
+    except CanonicalFormError:  # not JSON, or it uses the reserved key: fall back to text
         return None
 
 

@@ -45,7 +45,12 @@ from agentfootprint.core.tools import (
     teaching_message,
     validate_arguments,
 )
-from agentfootprint.errors import CanonicalFormError, ProviderCallError, RunError
+from agentfootprint.errors import (
+    CanonicalFormError,
+    ProviderCallError,
+    ReservedKeyError,
+    RunError,
+)
 from agentfootprint.store.redaction import refuse_reserved_key
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.request import build_request
@@ -129,8 +134,12 @@ async def call_llm(ctx: StageContext) -> None:
         )
     record = response.to_state()
     try:
-        refuse_reserved_key(record["tool_calls"], "tool_calls")
+        refuse_reserved_key(record, "reply")
         s.set("last_response", record)
+    except ReservedKeyError as exc:
+        raise ProviderCallError(
+            f"provider reply cannot be recorded: {exc}", run_id=run.run_id
+        ) from exc
     except CanonicalFormError as exc:
         raise ProviderCallError(f"provider reply is not JSON: {exc}", run_id=run.run_id) from exc
     usage = s.get("usage")

@@ -127,9 +127,12 @@ def open_vault(vault: object) -> DisclosureVault | None:
 
 def disclosures_document(disclosures: Sequence[Disclosure]) -> bytes:
     """The file ``agentfootprint disclose`` writes: ``{"disclosures": [...]}``."""
-    return orjson.dumps(
-        {"agentfootprint_disclosures": 1, "disclosures": [d.to_json() for d in disclosures]},
-        option=orjson.OPT_INDENT_2,
+    return (
+        orjson.dumps(
+            {"agentfootprint_disclosures": 1, "disclosures": [d.to_json() for d in disclosures]},
+            option=orjson.OPT_INDENT_2,
+        )
+        + b"\n"
     )
 
 
@@ -138,7 +141,8 @@ def read_disclosures(data: bytes) -> list[Disclosure]:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise StoreError(f"disclosures file is not JSON: {exc}") from exc
-    if not isinstance(document, dict) or document.get("agentfootprint_disclosures") != 1:
+    version = document.get("agentfootprint_disclosures") if isinstance(document, dict) else None
+    if type(version) is not int or version != 1:
         raise StoreError("not an agentfootprint disclosures file")
     try:
         return [Disclosure.from_json(item) for item in document.get("disclosures", [])]

@@ -181,6 +181,22 @@ def write_bundle(
     return manifest
 
 
+def _manifest_shape_ok(manifest: dict[str, Any]) -> bool:
+    counts, runs = manifest.get("counts"), manifest.get("runs")
+    return (
+        "agentfootprint_bundle" in manifest
+        and isinstance(counts, dict)
+        and isinstance(runs, list)
+        and all(
+            isinstance(entry, dict)
+            and isinstance(entry.get("run_id"), str)
+            and isinstance(entry.get("events"), int)
+            and isinstance(entry.get("head"), str)
+            for entry in runs
+        )
+    )
+
+
 class BundleSource:
     """A bundle opened for verification: ``read(run_id)`` like a store, plus ``runs()``.
 
@@ -211,8 +227,11 @@ class BundleSource:
                 "the bundle's bytes do not match its trailer digest (it was "
                 "altered, cut or spliced)"
             )
-        if manifest.get("agentfootprint_bundle") != BUNDLE_VERSION:
-            raise self._bad(f"unknown bundle version {manifest.get('agentfootprint_bundle')!r}")
+        if not isinstance(manifest, dict) or not _manifest_shape_ok(manifest):
+            raise self._bad("the manifest is malformed (see docs/log-format.md, bundles)")
+        version = manifest["agentfootprint_bundle"]
+        if type(version) is not int or version != BUNDLE_VERSION:
+            raise self._bad(f"unknown bundle version {version!r}")
         self.manifest: dict[str, Any] = manifest
         self._rows: dict[str, list[BundleRow]] = {}
         for number, line in enumerate(lines[1:-1], start=2):

@@ -25,9 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
-
-from agentfootprint.verify.canonical import canon, json_path
+from agentfootprint.verify.canonical import canon, json_path, parse
 from agentfootprint.verify.hashing import hexdigest
 
 __all__ = [
@@ -83,7 +81,7 @@ class PolicyDocument:
         """Read a recorded policy; raises ``ValueError`` naming what is wrong."""
         if not isinstance(document, dict) or set(document) != {"v", "keys", "patterns"}:
             raise ValueError("policy must be {v, keys, patterns}")
-        if document["v"] != 1:
+        if type(document["v"]) is not int or document["v"] != 1:
             raise ValueError(f"unknown policy version {document['v']!r}")
         keys, patterns = document["keys"], document["patterns"]
         if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
@@ -158,8 +156,8 @@ def parse_json_container(text: str) -> Any | None:
     if not text or text[0] not in "{[":
         return None
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        value = parse(text.encode("utf-8", "surrogatepass"))
+    except ValueError:
         return None
     return value if isinstance(value, dict | list) else None
 

@@ -54,6 +54,7 @@ LOG_FORMAT = "agentfootprint/log/v1"
 OUTCOMES = ("answered", "stopped_early", "failed")
 _CONTINUABLE = ("answered", "stopped_early")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
 
 
 class Outcome(enum.Enum):
@@ -129,6 +130,7 @@ class _RunCheck:
         self.receipted = False  # run.open says every call was receipted
         self.matches: Callable[[str], bool] | None = None  # the run's redaction policy
         self.digests: set[str] = set()  # commitments written by this run
+        self.sightings: list[tuple[str, int, str | None]] = []  # (digest, seq, key)
         self.initial: Mapping[str, Any] = {}  # the parent's final state (recorded form)
         self._inherited: set[str] | None = None
         self.hasher = RequestHasher()
@@ -186,9 +188,19 @@ class Verifier:
             self._done.move_to_end(run_id)
             return cached
         # Verify the uncached ancestors oldest first, so each run finds its parent cached:
-        # no recursion however deep the conversation.
-        for ancestor in reversed(self._uncached_ancestors(run_id)):
-            self._verify_cached(ancestor)
+        # no recursion however deep the conversation. A failing ancestor fails this run.
+        chain = self._uncached_ancestors(run_id)
+        for ancestor in reversed(chain):
+            try:
+                self._verify_cached(ancestor)
+            except VerificationError as exc:
+                kin = "parent" if ancestor == chain[0] else "ancestor"
+                raise VerificationError(
+                    run_id,
+                    0,
+                    f"{kin} run {ancestor} fails verification: {exc}",
+                    code="ancestry",
+                ) from exc
         return self._verify_cached(run_id)
 
     def _uncached_ancestors(self, run_id: str) -> list[str]:
@@ -199,12 +211,13 @@ class Verifier:
         while current is not None and current not in self._done:
             if current in seen:
                 raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
+            try:
+                parent = parent_of(self.source, current)
+            except KeyError:  # a missing ancestor: its child reports it, in place
+                break
             seen.add(current)
             chain.append(current)
-            try:
-                current = parent_of(self.source, current)
-            except KeyError:  # a missing ancestor: its child reports it with context
-                break
+            current = parent
         return chain
 
     def _verify_cached(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
@@ -216,13 +229,15 @@ class Verifier:
             raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
         self._active.add(run_id)
         try:
-            result = self._verify(run_id)
+            verified, hasher, sightings = self._verify(run_id)
         finally:
             self._active.discard(run_id)
-        self._done[run_id] = result
+        for digest, seq, key in sightings:  # only runs that verified can prove disclosures
+            self.commitments.setdefault(digest, (run_id, seq, key))
+        self._done[run_id] = (verified, hasher)
         while len(self._done) > self.cache_size:
             self._done.popitem(last=False)
-        return result
+        return verified, hasher
 
     def check_disclosures(self, disclosures: Iterable[Disclosure]) -> list[ProvenValue]:
         """Prove disclosed values against the runs verified so far.
@@ -272,7 +287,9 @@ class Verifier:
         return proven
 
     # -- one run ----------------------------------------------------------------------------
-    def _verify(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
+    def _verify(
+        self, run_id: str
+    ) -> tuple[RunVerification, RequestHasher, list[tuple[str, int, str | None]]]:
         check: _RunCheck | None = None
         head = GENESIS
         expected_seq = 0
@@ -308,7 +325,7 @@ class Verifier:
             else:
                 assert check is not None
                 self._event(check, seq, row.type, body)
-                if check.matches is not None or b"$commit" in row.body:
+                if check.matches is not None or b"$" in row.body or b"u0024" in row.body:
                     self._redaction(check, seq, row.type, body)
             expected_seq += 1
         if check is None:
@@ -333,7 +350,7 @@ class Verifier:
             receipt_lists={kind: tuple(check.previous[kind]) for kind in PIECE_KINDS},
             ancestors=ancestors,
         )
-        return result, check.hasher
+        return result, check.hasher, check.sightings
 
     @staticmethod
     def _canonical_body(check: _RunCheck, row: Row) -> dict[str, Any]:
@@ -455,20 +472,27 @@ class Verifier:
 
     def _redaction(self, check: _RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
         """Commitments well formed and never repeated; no plaintext under a policy key."""
+        where: tuple[str | int, ...] = ()
         if type_ == "write":
             if "value" not in body:
                 return
             path, value = body["path"], body["value"]
-            entries = [(path, {path: value} if body["verb"] == "set" else value)]
+            if body["verb"] == "set":
+                entries = [(None, {path: value})]
+            else:  # append / merge: the operand sits inside the state key
+                entries, where = [(path, value)], (path,)
         elif type_ == "event":
             entries = [(None, body["payload"])]
-        elif type_ in ("commit", "run.close") and "error" in body:
-            entries = [(None, body["error"])]
+        elif type_ == "commit" and "error" in body:
+            entries = [(None, {"error": body["error"]})]
+        elif type_ == "run.close":
+            recorded = {k: v for k, v in body.items() if k not in _CLOSE_COUNTS}
+            entries = [(None, recorded)]
         else:
             return
         for key, value in entries:
             try:
-                for digest, under, _path in iter_commitments(value, key=key):
+                for digest, under, _path in iter_commitments(value, where, key=key):
                     if digest in check.digests and not check.inherited(digest):
                         raise check.fail(
                             seq,
@@ -477,14 +501,14 @@ class Verifier:
                             "commitment-reuse",
                         )
                     check.digests.add(digest)
-                    self.commitments.setdefault(digest, (check.run_id, seq, under))
+                    check.sightings.append((digest, seq, under))
             except ValueError as exc:
                 raise check.fail(seq, str(exc), "commitment") from exc
             if check.matches is not None:
-                for leaked_key, where in iter_leaks(value, check.matches):
+                for leaked_key, at in iter_leaks(value, check.matches, where):
                     raise check.fail(
                         seq,
-                        f"plaintext under the policy key {leaked_key!r} at {json_path(where)}",
+                        f"plaintext under the policy key {leaked_key!r} at {json_path(at)}",
                         "leak",
                     )
 
