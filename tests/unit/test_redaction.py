@@ -50,8 +50,9 @@ def test_policy_document_and_digest() -> None:
         ({"patterns": ["("]}, "not a regular expression"),
         ({"patterns": [re.compile("x", re.IGNORECASE)]}, "without flags"),
         ({"keys": ["$commit"]}, "reserved"),
-        ({"keys": ["history"]}, "state key 'history'"),
-        ({"patterns": ["^us"]}, "state key 'usage'"),
+        ({"keys": ["history"]}, "matches 'history'"),
+        ({"keys": ["messages"]}, "matches 'messages'"),
+        ({"patterns": ["^us"]}, "matches 'usage'"),
     ],
 )
 def test_bad_policies_are_refused(kwargs: dict[str, Any], words: str) -> None:

@@ -34,7 +34,7 @@ from agentfootprint.errors import (
 )
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
-from agentfootprint.store.redaction import Boundary, refuse_reserved_key
+from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.vault import DisclosureVault, open_vault
 from agentfootprint.store.writer import RunWriter, new_run_id
@@ -158,10 +158,14 @@ class Agent:
             raise UsageError(f"run() message cannot be recorded: {exc}") from exc
         refuse_reserved_key(message, "message")
         lineage = self._lineage(continue_from) if continue_from is not None else None
+        policy = self._policy(lineage)
+        boundary = Boundary(policy) if policy is not None else None
+        if boundary is not None and lineage is not None and lineage.memo:
+            boundary.seed(lineage.memo)
         run_id = new_run_id()
         conversation_id = lineage.conversation_id if lineage else run_id
         writer = RunWriter(self.store, run_id)
-        writer.append([("run.open", self._open_body(run_id, conversation_id, lineage))])
+        writer.append([("run.open", self._open_body(run_id, conversation_id, lineage, policy))])
         run = RunState(
             config=self.config,
             chart=self.chart,
@@ -170,7 +174,7 @@ class Agent:
             conversation_id=conversation_id,
             lineage=lineage,
             message=message,
-            boundary=Boundary(self.config.redact) if self.config.redact else None,
+            boundary=boundary,
             vault=self.vault,
         )
         try:
@@ -197,6 +201,8 @@ class Agent:
                 outcome=outcome,
                 hasher=run.hasher,
                 committed=None if run.boundary is None else run.committed,
+                memo=None if run.boundary is None else run.boundary.memo,
+                policy=policy.document.to_json() if policy is not None else None,
             )
         )
         hooks.run_closed(self.store, run_id, self.config.provider)
@@ -213,6 +219,16 @@ class Agent:
             state=run.state,
         )
 
+    def _policy(self, lineage: Lineage | None) -> RedactionPolicy | None:
+        """The run's policy: the agent's, joined with the one its parent ran under (a key
+        redacted once in a conversation stays redacted when it is continued)."""
+        own = self.config.redact
+        inherited = lineage.policy if lineage is not None else None
+        if inherited is None:
+            return own
+        parent = RedactionPolicy(keys=inherited["keys"], patterns=inherited["patterns"])
+        return parent if own is None else own | parent
+
     def _close_failed(self, run: RunState, exc: BaseException) -> None:
         # if the store itself failed, nothing more can be written
         with contextlib.suppress(AgentFootprintError):
@@ -220,7 +236,11 @@ class Agent:
         hooks.run_closed(self.store, run.run_id, self.config.provider)
 
     def _open_body(
-        self, run_id: str, conversation_id: str, lineage: Lineage | None
+        self,
+        run_id: str,
+        conversation_id: str,
+        lineage: Lineage | None,
+        policy: RedactionPolicy | None = None,
     ) -> dict[str, Any]:
         config = self.config
         parent = None
@@ -249,8 +269,8 @@ class Agent:
                 "version": REQUEST_VERSION,
                 "keys": {field: key for field, (key, _) in PROJECTION.items()},
             },
-            "policy": config.redact.document.to_json() if config.redact else None,
-            "policy_digest": config.redact.digest if config.redact else None,
+            "policy": policy.document.to_json() if policy else None,
+            "policy_digest": policy.digest if policy else None,
             "library": f"agentfootprint {__version__}",
             "canon": "RFC8785",
             "hash": "SHA-256",
@@ -258,14 +278,19 @@ class Agent:
         }
 
     # -- conversations ------------------------------------------------------------------
-    def _reopen(self, committed: dict[str, Any]) -> dict[str, Any]:
+    def _reopen(
+        self, committed: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[int, tuple[Any, Any]]]:
         """Live state from recorded state: commitments the vault can open are opened.
 
-        Without a vault (or for erased entries) the commitment itself stays in place, so
-        the model is served ``{"$commit": ...}`` where the value was.
+        Returns the live state and, for each container that was opened, its recorded form
+        (so recording it again keeps the parent's commitments). Without a vault (or for
+        erased entries) the commitment stays in place: the model is served
+        ``{"$commit": ...}`` where the value was.
         """
+        memo: dict[int, tuple[Any, Any]] = {}
         if self.vault is None:
-            return committed
+            return committed, memo
         vault = self.vault
 
         def reopen(value: Any) -> Any:
@@ -273,17 +298,23 @@ class Agent:
                 found = vault.get(value[COMMIT_KEY])
                 return value if found is None or not found.opens() else found.value
             if type(value) is dict:
-                return {k: reopen(v) for k, v in value.items()}
-            if type(value) is list:
-                return [reopen(v) for v in value]
-            if type(value) is str:
+                opened: Any = {k: reopen(v) for k, v in value.items()}
+            elif type(value) is list:
+                opened = [reopen(v) for v in value]
+            elif type(value) is str:
                 inner = parse_json_container(value)
-                if inner is not None:
-                    opened = reopen(inner)
-                    return value if opened == inner else canon(opened).decode("utf-8")
-            return value
+                if inner is None:
+                    return value
+                opened_inner = reopen(inner)
+                return value if opened_inner == inner else canon(opened_inner).decode("utf-8")
+            else:
+                return value
+            if opened == value:
+                return value
+            memo[id(opened)] = (opened, value)
+            return opened
 
-        return {key: reopen(value) for key, value in committed.items()}
+        return {key: reopen(value) for key, value in committed.items()}, memo
 
     def _remember(self, lineage: Lineage) -> None:
         self._lineages[lineage.run_id] = lineage
@@ -318,13 +349,16 @@ class Agent:
             )
         info = self.store.run_info(parent_id)
         committed = dict(verified.final_state)
+        state, memo = self._reopen(committed)
         return Lineage(
             run_id=parent_id,
             conversation_id=info.conversation_id,
             events=verified.events,
             head=verified.head,
-            state=self._reopen(committed),
+            state=state,
             committed=committed,
+            memo=memo,
+            policy=verified.policy,
             receipt_lists={k: list(v) for k, v in verified.receipt_lists.items()},
             outcome=str(outcome),
             hasher=self._verifier.hasher_after(parent_id),

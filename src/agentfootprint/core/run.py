@@ -44,6 +44,9 @@ class Lineage:
     #: the parent's final state as recorded (commitments in place of redacted values);
     #: None when nothing was redacted (then it is ``state``)
     committed: dict[str, Any] | None = None
+    #: the committed form of live objects (the boundary's memo), and the parent's policy
+    memo: dict[int, tuple[Any, Any]] | None = None
+    policy: Any = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -205,11 +208,10 @@ class RunState:
         if self.boundary is None or write.verb == "delete":
             return write
         if write.verb == "set":
+            # a value recorded again (full mode) comes back as the same committed objects
+            # (the boundary's memo), so a recorded list shares either all of its leading
+            # objects with an earlier one or none: the receipt hasher relies on that
             value = self.boundary.commit_entry(write.path, write.value)
-            if value is not write.value:
-                # a fresh copy: a recorded list must never share some, but not all, of its
-                # leading objects with an earlier one (the receipt hasher relies on that)
-                value = to_json_value(value)
         else:  # append / merge: the operand's items or members, never the key itself
             value = self.boundary.commit(write.value)
         return (

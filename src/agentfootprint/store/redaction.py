@@ -41,6 +41,10 @@ __all__ = [
 
 #: State keys the loop reads as structure: a policy may match keys *inside* them, but not
 #: the keys themselves (their whole value would become one commitment).
+#: Request fields: a policy naming them would commit a whole field of the request, and
+#: committing a request would then differ from building it from committed state.
+RESERVED_REQUEST_FIELDS = frozenset({"model", "params", "system", "messages", "tools"})
+
 RESERVED_STATE_KEYS = frozenset(
     {
         "agent",
@@ -105,12 +109,12 @@ class RedactionPolicy:
                 )
         document = PolicyDocument(keys=keys_t, patterns=patterns_t)
         matches = document.matcher()
-        for reserved in sorted(RESERVED_STATE_KEYS):
+        for reserved in sorted(RESERVED_STATE_KEYS | RESERVED_REQUEST_FIELDS):
             if matches(reserved):
                 raise UsageError(
-                    f"option 'redact': the policy matches the state key {reserved!r}, which "
-                    "the loop reads as structure; name the keys inside it instead (for the "
-                    "conversation's text use conversation_redaction())",
+                    f"option 'redact': the policy matches {reserved!r}, a state key or "
+                    "request field the loop reads as structure; name the keys inside it "
+                    "instead (for the conversation's text use conversation_redaction())",
                     option="redact",
                 )
         object.__setattr__(self, "keys", keys_t)
@@ -149,7 +153,8 @@ def _strings(option: str, values: Any) -> tuple[str, ...]:
 
 def _pattern(pattern: Any) -> str:
     if isinstance(pattern, re.Pattern):
-        if not isinstance(pattern.pattern, str) or pattern.flags & ~re.UNICODE:
+        inline = re.compile(pattern.pattern).flags if isinstance(pattern.pattern, str) else 0
+        if not isinstance(pattern.pattern, str) or pattern.flags & ~(re.UNICODE | inline):
             raise UsageError(
                 "option 'redact': give compiled patterns without flags (write "
                 "them inline, e.g. '(?i)email') so a verifier can reapply them",
@@ -215,6 +220,13 @@ class Boundary:
         self._matches = policy.document.matcher()
         self._salt = salt
         self.disclosures: list[Disclosure] = []
+        # committed form of each container walked (keyed by identity, holding the object):
+        # a value recorded twice (full mode, a continued run) keeps its commitments
+        self.memo: dict[int, tuple[Any, Any]] = {}
+
+    def seed(self, memo: dict[int, tuple[Any, Any]]) -> None:
+        """Start from the committed forms an earlier run (or the vault) established."""
+        self.memo.update(memo)
 
     def take_disclosures(self) -> list[Disclosure]:
         taken, self.disclosures = self.disclosures, []
@@ -240,6 +252,22 @@ class Boundary:
 
     def _walk(self, value: Any) -> tuple[Any, bool]:
         kind = type(value)
+        if kind is dict or kind is list:
+            hit = self.memo.get(id(value))
+            if hit is not None and hit[0] is value:
+                return hit[1], hit[1] is not value
+            result = self._walk_container(value, kind)
+            self.memo[id(value)] = (value, result[0])
+            return result
+        if kind is str:
+            inner = parse_json_container(value)
+            if inner is not None:
+                committed, changed = self._walk(inner)
+                if changed:
+                    return canon(committed).decode("utf-8"), True
+        return value, False
+
+    def _walk_container(self, value: Any, kind: type) -> tuple[Any, bool]:
         if kind is dict:
             if is_commitment(value):
                 return value, False
@@ -254,15 +282,7 @@ class Boundary:
                     changed = changed or child_changed
                 out[key] = new
             return (out, True) if changed else (value, False)
-        if kind is list:
-            items = [self._walk(child) for child in value]
-            if any(c for _, c in items):
-                return [v for v, _ in items], True
-            return value, False
-        if kind is str:
-            inner = parse_json_container(value)
-            if inner is not None:
-                committed, changed = self._walk(inner)
-                if changed:
-                    return canon(committed).decode("utf-8"), True
+        items = [self._walk(child) for child in value]
+        if any(c for _, c in items):
+            return [v for v, _ in items], True
         return value, False

@@ -23,6 +23,7 @@ turns a spec into a fresh agent; :func:`run_planted` runs it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -50,6 +51,7 @@ __all__ = [
     "PlantedRun",
     "ProviderDown",
     "build_planted_agent",
+    "joined",
     "json_text",
     "key_policy",
     "leaks",
@@ -206,8 +208,13 @@ def planted_runs(
     free_text: bool = False,
     provider_failure: bool | None = None,
     max_tool_replies: int = 3,
+    namespace: str = "",
 ) -> PlantedRun:
-    """A run with secrets everywhere the policy reaches (see the module docstring)."""
+    """A run with secrets everywhere the policy reaches (see the module docstring).
+
+    Runs drawn with different ``namespace`` never share a secret (say, a parent and its
+    continuation drawn in one example).
+    """
     planted_secrets: list[str] = []
     served: list[str] = []
     kept: list[str] = []
@@ -216,7 +223,8 @@ def planted_runs(
 
     def secret(*, serve: bool, keep: bool) -> str:
         index = len(planted_secrets).to_bytes(2, "big")
-        value = SECRET_PREFIX + hashlib.sha256(seed + index).digest()[:16].hex()
+        material = seed + namespace.encode("utf-8") + b"\x00" + index
+        value = SECRET_PREFIX + hashlib.sha256(material).digest()[:16].hex()
         planted_secrets.append(value)
         if serve:
             served.append(value)
@@ -350,14 +358,29 @@ def build_planted_agent(
     return agent, provider
 
 
-def run_planted(agent: Agent, spec: PlantedRun) -> tuple[str, RunResult | None]:
+def run_planted(
+    agent: Agent, spec: PlantedRun, *, continue_from: str | RunResult | None = None
+) -> tuple[str, RunResult | None]:
     """Run the spec's turn: ``(run id, result)``, the result None when the provider failed."""
     if spec.fails:
         try:
-            agent.run_sync(spec.message)
+            agent.run_sync(spec.message, continue_from=continue_from)
         except ProviderCallError as exc:
             assert exc.run_id is not None
             return exc.run_id, None
         raise AssertionError("the provider failure did not fail the run")
-    result = agent.run_sync(spec.message)
+    result = agent.run_sync(spec.message, continue_from=continue_from)
     return result.run_id, result
+
+
+def joined(first: PlantedRun, second: PlantedRun) -> PlantedRun:
+    """One agent's script for two turns: ``first``'s replies and outcomes, then ``second``'s
+    (``first`` must not fail; the options are ``first``'s)."""
+    assert not first.fails
+    return dataclasses.replace(
+        first,
+        replies=first.replies + second.replies,
+        outcomes=first.outcomes + second.outcomes,
+        provider_error=second.provider_error,
+        secrets=first.secrets + second.secrets,
+    )

@@ -181,6 +181,20 @@ def write_bundle(
     return manifest
 
 
+def _row_shape_ok(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and type(item.get("run")) is str
+        and type(item.get("seq")) is int
+        and type(item.get("type")) is str
+        and type(item.get("ts")) is int
+        and type(item.get("body")) is str
+        and all(
+            type(item.get(k)) is str and len(item[k]) == 64 for k in ("event_hash", "chain_hash")
+        )
+    )
+
+
 def _manifest_shape_ok(manifest: dict[str, Any]) -> bool:
     counts, runs = manifest.get("counts"), manifest.get("runs")
     return (
@@ -237,6 +251,8 @@ class BundleSource:
         for number, line in enumerate(lines[1:-1], start=2):
             try:
                 item = orjson.loads(line)
+                if not _row_shape_ok(item):
+                    raise ValueError("fields missing or of the wrong type")
                 row = BundleRow(
                     run_id=item["run"],
                     seq=item["seq"],

@@ -89,7 +89,10 @@ class PolicyDocument:
         if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
             raise ValueError("policy patterns must be non-empty strings")
         for pattern in patterns:
-            re.compile(pattern)  # re.error is a ValueError
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} is not a regular expression") from exc
         return cls(keys=tuple(keys), patterns=tuple(patterns))
 
     def to_json(self) -> dict[str, Any]:
@@ -153,7 +156,8 @@ class Disclosure:
 
 def parse_json_container(text: str) -> Any | None:
     """The object or array a string holds as JSON text, or None (not JSON, or a scalar)."""
-    if not text or text[0] not in "{[":
+    start = text.lstrip(" \t\n\r")[:1]  # JSON allows whitespace before the value
+    if start not in ("{", "["):
         return None
     try:
         value = parse(text.encode("utf-8", "surrogatepass"))

@@ -102,6 +102,8 @@ class RunVerification:
     final_state: Mapping[str, Any]
     receipt_lists: Mapping[str, tuple[str, ...]]
     ancestors: tuple[str, ...]
+    #: the redaction policy document the run recorded (None: no policy)
+    policy: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,6 +131,7 @@ class _RunCheck:
         self.receipts = 0
         self.receipted = False  # run.open says every call was receipted
         self.matches: Callable[[str], bool] | None = None  # the run's redaction policy
+        self.policy: Mapping[str, Any] | None = None
         self.digests: set[str] = set()  # commitments written by this run
         self.sightings: list[tuple[str, int, str | None]] = []  # (digest, seq, key)
         self.initial: Mapping[str, Any] = {}  # the parent's final state (recorded form)
@@ -299,6 +302,10 @@ class Verifier:
             where = _RunCheck(run_id, {}) if check is None else check
             if row.run_id != run_id:
                 raise where.fail(seq, f"row belongs to run {row.run_id}", "rows")
+            if type(seq) is not int or type(row.ts) is not int or type(row.type) is not str:
+                raise where.fail(
+                    expected_seq, "row has a seq, ts or type of the wrong type", "rows"
+                )
             if seq != expected_seq:
                 reason = f"seq {seq} where {expected_seq} was expected " + (
                     "(a row is missing)" if seq > expected_seq else "(a row is repeated)"
@@ -318,6 +325,7 @@ class Verifier:
                     raise where.fail(0, f"first event is {row.type}, not run.open", "structure")
                 check, ancestors = self._open(run_id, body)
                 check.matches = _policy_matcher(check, body)
+                check.policy = body.get("policy") if check.matches is not None else None
                 options = body.get("options")
                 check.receipted = (
                     isinstance(options, dict) and options.get("record_receipt") is True
@@ -349,6 +357,7 @@ class Verifier:
             final_state=check.state,
             receipt_lists={kind: tuple(check.previous[kind]) for kind in PIECE_KINDS},
             ancestors=ancestors,
+            policy=check.policy,
         )
         return result, check.hasher, check.sightings
 
@@ -473,11 +482,13 @@ class Verifier:
     def _redaction(self, check: _RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
         """Commitments well formed and never repeated; no plaintext under a policy key."""
         where: tuple[str | int, ...] = ()
+        rerecorded: Callable[[str, tuple[str | int, ...]], bool] = lambda _d, _p: False  # noqa: E731
         if type_ == "write":
             if "value" not in body:
                 return
             path, value = body["path"], body["value"]
             if body["verb"] == "set":
+                rerecorded = _held_by(check.state.get(path), (path,))
                 entries = [(None, {path: value})]
             else:  # append / merge: the operand sits inside the state key
                 entries, where = [(path, value)], (path,)
@@ -492,8 +503,12 @@ class Verifier:
             return
         for key, value in entries:
             try:
-                for digest, under, _path in iter_commitments(value, where, key=key):
-                    if digest in check.digests and not check.inherited(digest):
+                for digest, under, at_path in iter_commitments(value, where, key=key):
+                    if (
+                        digest in check.digests
+                        and not check.inherited(digest)
+                        and not rerecorded(digest, at_path)
+                    ):
                         raise check.fail(
                             seq,
                             f"commitment {digest} appears twice in the run "
@@ -621,6 +636,25 @@ class Verifier:
                 "receipt",
             )
         check.receipts += 1
+
+
+def _held_by(
+    value: Any, path: tuple[str | int, ...]
+) -> Callable[[str, tuple[str | int, ...]], bool]:
+    """Whether ``value`` (a key's committed value before a ``set``) holds this commitment at
+    this very position, computed once and only when asked: a ``set`` that records a key again
+    (full mode) repeats the commitments of what did not change, in place, which is no reuse."""
+    found: set[tuple[str, tuple[str | int, ...]]] | None = None
+
+    def held(digest: str, at: tuple[str | int, ...]) -> bool:
+        nonlocal found
+        if found is None:
+            found = set()
+            if value is not None:
+                found = {(d, where) for d, _, where in iter_commitments(value, path)}
+        return (digest, at) in found
+
+    return held
 
 
 def parent_of(source: RowSource, run_id: str) -> str | None:
