@@ -44,8 +44,15 @@ from hypothesis import strategies as st
 import agentfootprint as af
 from agentfootprint.cli import main
 from agentfootprint.testing.redaction_strategies import json_text, key_policy, leaks
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
+from agentfootprint.testing.tamper import (
+    Row,
+    plain,
+    read_rows,
+    rewrite,
+    tampering,
+    verification_error,
+)
+from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
     Disclosure,
@@ -55,7 +62,6 @@ from agentfootprint.verify.commitments import (
 )
 from agentfootprint.verify.request import RequestHasher, build_request
 
-TRIGGERS = ("events_no_update", "events_no_delete", "runs_no_update", "runs_no_delete")
 HEX = "0123456789abcdef"
 SECRETS = {
     name: "S3CR3T" + hashlib.sha256(name.encode()).hexdigest()[:32]
@@ -64,19 +70,6 @@ SECRETS = {
 
 
 # -- the recorded runs (helpers as in test_tamper.py) ----------------------------------------
-
-
-class Row(NamedTuple):
-    seq: int
-    type: str
-    ts: int
-    body: bytes
-    event_hash: bytes
-    chain_hash: bytes
-
-    @property
-    def value(self) -> Any:
-        return parse(self.body)
 
 
 class Site(NamedTuple):
@@ -134,17 +127,6 @@ class Recorded:
 
     def sites(self, run_id: str) -> list[Site]:
         return [site for row in self.rows[run_id] for site in row_sites(row)]
-
-
-def _rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
-    return [
-        Row(r[0], r[1], r[2], bytes(r[3]), bytes(r[4]), bytes(r[5]))
-        for r in conn.execute(
-            "SELECT seq, type, ts, body, event_hash, chain_hash FROM events "
-            "WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-        )
-    ]
 
 
 def _lookup(args: Any) -> Any:
@@ -207,7 +189,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA journal_mode=DELETE")  # one self-contained file to copy
-        rows = {r: _rows(conn, r) for r in (keys.run_id, text.run_id)}
+        rows = {r: read_rows(conn, r) for r in (keys.run_id, text.run_id)}
     finally:
         conn.close()
     return Recorded(
@@ -222,36 +204,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 
 
 @contextmanager
-def tampering(path: Path) -> Iterator[sqlite3.Connection]:
-    """A raw connection with the append-only triggers dropped; committed on exit."""
-    conn = sqlite3.connect(path)
-    try:
-        for trigger in TRIGGERS:
-            conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-        yield conn
-        conn.commit()
-    finally:
-        conn.close()
-
-
-def rewrite(conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]) -> None:
-    """Replace a run's rows by ``(type, ts, body)`` rows, renumbered and re-chained."""
-    conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
-    head = GENESIS
-    for seq, (type_, ts, body) in enumerate(rows):
-        digest = event_hash(run_id, seq, type_, ts, body)
-        head = chain_hash(head, digest)
-        conn.execute(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (run_id, seq, type_, ts, body, digest, head),
-        )
-
-
-def plain(rows: Sequence[Row]) -> list[tuple[str, int, bytes]]:
-    return [(r.type, r.ts, r.body) for r in rows]
-
-
-@contextmanager
 def forged(recorded: Recorded, run_id: str, edits: dict[int, bytes]) -> Iterator[Path]:
     """A copy whose run has the given bodies replaced (by seq) and is re-chained."""
     rows = plain(recorded.rows[run_id])
@@ -261,18 +213,6 @@ def forged(recorded: Recorded, run_id: str, edits: dict[int, bytes]) -> Iterator
         with tampering(path) as conn:
             rewrite(conn, run_id, rows)
         yield path
-
-
-def verification_error(path: Path, run_id: str) -> af.VerificationError:
-    store = af.SqliteStore(path)
-    try:
-        with pytest.raises(af.VerificationError) as info:
-            af.Verifier(store).verify(run_id)
-    finally:
-        store.close()
-    error = info.value
-    assert error.run_id == run_id
-    return error
 
 
 def disclosure_error(

@@ -22,33 +22,26 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfootprint as af
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
+from agentfootprint.testing.tamper import (
+    Row,
+    plain,
+    read_rows,
+    reencoded,
+    rewrite,
+    tampering,
+    verification_error,
+)
 
-TRIGGERS = ("events_no_update", "events_no_delete", "runs_no_update", "runs_no_delete")
 #: state keys the request is built from (projection v1)
 PROJECTED = ("model", "params", "system_pieces", "history", "tool_schemas")
 HEX = "0123456789abcdef"
-
-
-class Row(NamedTuple):
-    seq: int
-    type: str
-    ts: int
-    body: bytes
-    event_hash: bytes
-    chain_hash: bytes
-
-    @property
-    def value(self) -> Any:
-        return parse(self.body)
 
 
 class Recorded:
@@ -93,17 +86,6 @@ class Recorded:
         finally:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
-def _rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
-    return [
-        Row(r[0], r[1], r[2], bytes(r[3]), bytes(r[4]), bytes(r[5]))
-        for r in conn.execute(
-            "SELECT seq, type, ts, body, event_hash, chain_hash FROM events "
-            "WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-        )
-    ]
 
 
 def _lookup(args: dict[str, Any]) -> Any:
@@ -179,7 +161,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA journal_mode=DELETE")  # one self-contained file to copy
-        rows = {r: _rows(conn, r) for r in (parent.run_id, child.run_id, full.run_id)}
+        rows = {r: read_rows(conn, r) for r in (parent.run_id, child.run_id, full.run_id)}
     finally:
         conn.close()
     return Recorded(
@@ -192,65 +174,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     )
 
 
-@contextmanager
-def tampering(path: Path) -> Iterator[sqlite3.Connection]:
-    """A raw connection with the append-only triggers dropped; committed on exit."""
-    conn = sqlite3.connect(path)
-    try:
-        for trigger in TRIGGERS:
-            conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-        yield conn
-        conn.commit()
-    finally:
-        conn.close()
-
-
 def verify(path: Path, run_id: str) -> af.RunVerification:
     store = af.SqliteStore(path)
     try:
         return af.Verifier(store).verify(run_id)
     finally:
         store.close()
-
-
-def verification_error(path: Path, run_id: str) -> af.VerificationError:
-    store = af.SqliteStore(path)
-    try:
-        with pytest.raises(af.VerificationError) as info:
-            af.Verifier(store).verify(run_id)
-    finally:
-        store.close()
-    error = info.value
-    assert error.run_id == run_id
-    return error
-
-
-def rewrite(conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]) -> None:
-    """Replace a run's rows by ``(type, ts, body)`` rows, renumbered and re-chained.
-
-    This is what a forger who can recompute hashes does: every event hash and chain
-    link is consistent afterwards.
-    """
-    conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
-    head = GENESIS
-    for seq, (type_, ts, body) in enumerate(rows):
-        digest = event_hash(run_id, seq, type_, ts, body)
-        head = chain_hash(head, digest)
-        conn.execute(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (run_id, seq, type_, ts, body, digest, head),
-        )
-
-
-def plain(rows: Sequence[Row]) -> list[tuple[str, int, bytes]]:
-    return [(r.type, r.ts, r.body) for r in rows]
-
-
-def reencoded(row: Row, change: Callable[[dict[str, Any]], None]) -> tuple[str, int, bytes]:
-    """``row`` with its body changed by ``change`` and canonicalised again."""
-    body = row.value
-    change(body)
-    return (row.type, row.ts, canon(body))
 
 
 def test_rewrite_helper_is_faithful(recorded: Recorded) -> None:
@@ -260,7 +189,7 @@ def test_rewrite_helper_is_faithful(recorded: Recorded) -> None:
             for run_id in recorded.run_ids:
                 rewrite(conn, run_id, plain(recorded.rows[run_id]))
             for run_id in recorded.run_ids:
-                assert _rows(conn, run_id) == recorded.rows[run_id]
+                assert read_rows(conn, run_id) == recorded.rows[run_id]
         for run_id in recorded.run_ids:
             assert verify(path, run_id).outcome is af.Outcome.VALID_UNSIGNED
 
