@@ -15,6 +15,13 @@ __version__ = "0.1.0"
 # Public names resolve on first use (PEP 562), so importing one layer never drags in the
 # others: an auditor's process can import agentfootprint.verify without the runtime.
 _LAZY: dict[str, str] = {
+    "ReplayDivergence": "agentfootprint.errors",
+    "ReplayResult": "agentfootprint.replay.replayer",
+    "RunDiff": "agentfootprint.replay.diff",
+    "diff_runs": "agentfootprint.replay.diff",
+    "replay": "agentfootprint.replay.replayer",
+    "replay_sync": "agentfootprint.replay.replayer",
+    "same_recording": "agentfootprint.replay.diff",
     "BundleSource": "agentfootprint.verify.bundle",
     "DisclosureVault": "agentfootprint.store.vault",
     "ProvenValue": "agentfootprint.verify.verifier",
@@ -91,6 +98,7 @@ if TYPE_CHECKING:
         CanonicalFormError,
         ContinuationError,
         ProviderCallError,
+        ReplayDivergence,
         ReservedKeyError,
         RunError,
         ScriptExhaustedError,
@@ -98,7 +106,9 @@ if TYPE_CHECKING:
         UsageError,
         VerificationError,
     )
+    from agentfootprint.replay.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.replay.read import commit_value_at, receipt_at, served_at, state_at
+    from agentfootprint.replay.replayer import ReplayResult, replay, replay_sync
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
@@ -135,7 +145,10 @@ __all__ = [
     "Provider",
     "ProviderCallError",
     "RedactionPolicy",
+    "ReplayDivergence",
+    "ReplayResult",
     "ReservedKeyError",
+    "RunDiff",
     "RunError",
     "RunResult",
     "RunVerification",
@@ -159,11 +172,15 @@ __all__ = [
     "commit_value_at",
     "conversation_redaction",
     "define_tool",
+    "diff_runs",
     "export_runs",
     "import_bundle",
     "open_store",
     "receipt_at",
+    "replay",
+    "replay_sync",
     "reply",
+    "same_recording",
     "served_at",
     "state_at",
     "tool_call",

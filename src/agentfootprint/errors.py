@@ -8,6 +8,7 @@
         ``ProviderCallError``   the provider raised; the log holds the failure and verifies
         ``ScriptExhaustedError`` the scripted mock provider has no reply left
         ``ContinuationError``   a run cannot be continued from the named parent
+        ``ReplayDivergence``    a replay was served something the original was not
     ``StoreError``            the store failed (driver errors are translated to these)
         ``StoreConflictError``  another writer appended the same run position
         ``StoreBusyError``      the database stayed locked past the timeout
@@ -24,6 +25,7 @@ __all__ = [
     "CanonicalFormError",
     "ContinuationError",
     "ProviderCallError",
+    "ReplayDivergence",
     "ReservedKeyError",
     "RunError",
     "RunNotFoundError",
@@ -79,6 +81,38 @@ class ScriptExhaustedError(RunError):
 
 class ContinuationError(RunError):
     """A run cannot continue the named parent run (missing, unfinished or failed)."""
+
+
+class ReplayDivergence(RunError):
+    """A replay was served something the original was not, or departed from its tool calls.
+
+    ``call`` is the call index, ``kind`` what differs (``system``, ``messages``, ``tools``,
+    ``model``, ``params``, ``tool-call``, ``calls``), ``position`` the piece's index,
+    ``expected`` / ``actual`` the digests (or values) and ``diff`` a unified diff of the
+    recorded content from both logs.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        call: int,
+        kind: str,
+        position: int | None = None,
+        expected: str | None = None,
+        actual: str | None = None,
+        diff: str = "",
+        original_run: str = "",
+        run_id: str | None = None,
+    ) -> None:
+        super().__init__(message + (f"\n{diff}" if diff else ""), run_id=run_id)
+        self.call = call
+        self.kind = kind
+        self.position = position
+        self.expected = expected
+        self.actual = actual
+        self.diff = diff
+        self.original_run = original_run
 
 
 class StoreError(AgentFootprintError):

@@ -158,6 +158,18 @@ class Agent:
             raise UsageError(f"run() message cannot be recorded: {exc}") from exc
         refuse_reserved_key(message, "message")
         lineage = self._lineage(continue_from) if continue_from is not None else None
+        return await self._execute(message, lineage)
+
+    async def _execute(
+        self,
+        message: Any,
+        lineage: Lineage | None,
+        *,
+        provider: Any = None,
+        replay: Any = None,
+        open_extra: dict[str, Any] | None = None,
+    ) -> RunResult:
+        """One run: ``provider`` and ``replay`` (answers and checks) are the replayer's."""
         policy = self._policy(lineage)
         boundary = Boundary(policy) if policy is not None else None
         if boundary is not None and lineage is not None and lineage.memo:
@@ -165,7 +177,8 @@ class Agent:
         run_id = new_run_id()
         conversation_id = lineage.conversation_id if lineage else run_id
         writer = RunWriter(self.store, run_id)
-        writer.append([("run.open", self._open_body(run_id, conversation_id, lineage, policy))])
+        opened = self._open_body(run_id, conversation_id, lineage, policy)
+        writer.append([("run.open", {**opened, **(open_extra or {})})])
         run = RunState(
             config=self.config,
             chart=self.chart,
@@ -176,11 +189,15 @@ class Agent:
             message=message,
             boundary=boundary,
             vault=self.vault,
+            provider=provider if provider is not None else self.config.provider,
+            replay=replay,
         )
         try:
             await run.execute()
         except BaseException as exc:
             self._close_failed(run, exc)
+            if isinstance(exc, RunError) and exc.run_id is None:
+                exc.run_id = run_id
             if isinstance(exc, AgentFootprintError | asyncio.CancelledError | KeyboardInterrupt):
                 raise
             raise RunError(

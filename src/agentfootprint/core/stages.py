@@ -112,19 +112,24 @@ async def call_llm(ctx: StageContext) -> None:
             temperature=request["params"].get("temperature"),
         )
     )
-    if run.config.record_receipt:  # the receipt hashes the recorded (committed) form
+    if run.config.record_receipt or run.replay is not None:
+        # the receipt hashes the recorded (committed) form
         recorded = request if run.committed is s.committed else build_request(run.committed)
-        ctx.mint_receipt(run.hasher.digests(recorded))
+        digests = run.hasher.digests(recorded)
+        if run.replay is not None:  # a divergent request is never served, nor receipted
+            run.replay.check_receipt(call, digests, recorded)
+        if run.config.record_receipt:
+            ctx.mint_receipt(digests)
     run.calls += 1
     started = time.perf_counter()
     try:
-        response = await run.config.provider.complete(request)
+        response = await run.provider.complete(request)
     except RunError as exc:
         exc.run_id = run.run_id
         raise
     except Exception as exc:
         raise ProviderCallError(
-            f"provider {getattr(run.config.provider, 'name', '?')!r} failed on call {call}: "
+            f"provider {getattr(run.provider, 'name', '?')!r} failed on call {call}: "
             f"{type(exc).__name__}: {exc}",
             run_id=run.run_id,
         ) from exc
@@ -259,6 +264,10 @@ async def _dispatch(ctx: StageContext, call: dict[str, Any], iteration: int) -> 
         iteration=iteration,
         tool=tool.name,
     )
+    if run.replay is not None:  # a replay answers from the recording: no side effects
+        recorded = run.replay.tool_answer(call)
+        if recorded is not None:
+            return ToolOutcome(content=recorded[0], is_error=recorded[1])
     try:
         value = await call_tool(tool, arguments, tool_ctx)
     except Exception as exc:
