@@ -222,7 +222,7 @@ class Agent:
                 policy=policy.document.to_json() if policy is not None else None,
             )
         )
-        hooks.run_closed(self.store, run_id, self.config.provider)
+        hooks.run_closed(self.store, run_id, run.provider)
         return RunResult(
             answer=run.state.get("final_answer", ""),
             run_id=run_id,
@@ -250,7 +250,7 @@ class Agent:
         # if the store itself failed, nothing more can be written
         with contextlib.suppress(AgentFootprintError):
             run.close("failed", {"error": error_record(exc)})
-        hooks.run_closed(self.store, run.run_id, self.config.provider)
+        hooks.run_closed(self.store, run.run_id, run.provider)
 
     def _open_body(
         self,
