@@ -1,4 +1,4 @@
-"""The ``agentfootprint`` command: run the demo, list and inspect runs, verify logs.
+"""The ``agentfootprint`` command: run the demo, list and inspect runs, verify logs, replay.
 
 Exit codes of ``verify`` (and ``demo``, which verifies what it recorded):
 
@@ -6,15 +6,23 @@ Exit codes of ``verify`` (and ``demo``, which verifies what it recorded):
 * 1: a run failed verification (the message names run, seq and reason);
 * 2: usage error, or the database could not be opened or read;
 * 3: every run is consistent but at least one never closed (UNSEALED: a crash).
+
+``replay`` and ``diff`` use the same style: 0 identical, 1 diverged / different, 2 usage.
+The replay and diff modules are imported inside their commands: ``verify`` must keep
+working where the runtime (``agentfootprint.core``) cannot be imported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import importlib
+import os
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import orjson
@@ -22,6 +30,8 @@ import orjson
 from agentfootprint import __version__
 from agentfootprint.errors import (
     AgentFootprintError,
+    ReplayDivergence,
+    RunError,
     RunNotFoundError,
     StoreError,
     UsageError,
@@ -36,11 +46,13 @@ from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
 if TYPE_CHECKING:
-    from agentfootprint.core.agent import RunResult
+    from agentfootprint.core.agent import Agent, RunResult
+    from agentfootprint.replay.diff import PieceDifference, RunDiff
 
-__all__ = ["EXIT_INVALID", "EXIT_OK", "EXIT_UNSEALED", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_DIFFERENT", "EXIT_INVALID", "EXIT_OK", "EXIT_UNSEALED", "EXIT_USAGE", "main"]
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_UNSEALED = 0, 1, 2, 3
+EXIT_DIFFERENT = 1  # replay diverged / diff found a difference (the same code as INVALID)
 
 _DB = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -67,7 +79,7 @@ def _open_log(path: Path) -> Any:
     return _open(path)
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"Error: {message}", err=True)
     sys.exit(code)
 
@@ -432,6 +444,367 @@ def erase(vault: Path, commitments: tuple[str, ...], run_id: str | None) -> None
         _fail(str(exc), EXIT_USAGE)
     store.close()
     click.echo(f"erased {erased} disclosures from {vault}")
+
+
+# -- replay, diff, state ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _cwd_on_path() -> Iterator[None]:
+    """The current directory on ``sys.path`` (as ``python -m`` would have it) while inside."""
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    importlib.invalidate_caches()  # a module written since the last import must be found
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(cwd)
+
+
+def _load_factory(spec: str) -> Callable[[], Any]:
+    """``module:attr`` (``attr`` may be dotted) to the callable it names."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        raise UsageError(
+            f"--agent takes MODULE:FACTORY (e.g. myproject.agents:build_agent), got {spec!r}"
+        )
+    try:
+        found: Any = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or anything the module raised while importing
+        raise UsageError(
+            f"--agent {spec}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError as exc:
+            raise UsageError(f"--agent {spec}: {module_name} has no attribute {attr!r}") from exc
+    if not callable(found):
+        raise UsageError(f"--agent {spec}: {attr} is not callable (it is a {type(found).__name__})")
+    factory: Callable[[], Any] = found
+    return factory
+
+
+def _build_agent(spec: str) -> Agent:
+    from agentfootprint.core.agent import Agent
+
+    factory = _load_factory(spec)
+    try:
+        agent = factory()
+    except Exception as exc:
+        raise UsageError(f"--agent {spec}: the factory raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(agent, Agent):
+        raise UsageError(
+            f"--agent {spec}: the factory must return an agentfootprint Agent, "
+            f"it returned {type(agent).__name__}"
+        )
+    return agent
+
+
+def _digest(value: Any) -> str:
+    """A digest shortened for reading (other values, e.g. a model name, as they are)."""
+    if value is None:
+        return "-"
+    text = str(value)
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
+        return text[:12] + "…"
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _divergence_json(exc: ReplayDivergence) -> dict[str, Any]:
+    message = str(exc)
+    if exc.diff:
+        message = message.removesuffix("\n" + exc.diff)
+    return {
+        "call": exc.call,
+        "kind": exc.kind,
+        "position": exc.position,
+        "expected": exc.expected,
+        "actual": exc.actual,
+        "message": message,
+        "diff": exc.diff,
+    }
+
+
+def _echo_diff(diff: str, labels: tuple[str, str] | None = None) -> None:
+    if not diff:
+        return
+    lines = diff.rstrip("\n").splitlines()
+    if labels is not None:  # piece_diff names the sides "original" and "replay"
+        lines = [
+            f"--- {labels[0]} " + line.removeprefix("--- original ")
+            if line.startswith("--- original ")
+            else f"+++ {labels[1]} " + line.removeprefix("+++ replay ")
+            if line.startswith("+++ replay ")
+            else line
+            for line in lines
+        ]
+    for line in lines:
+        click.echo(f"    {line}")
+
+
+def _echo_json(document: Any) -> None:
+    click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+
+
+@main.command("replay")
+@click.argument("db", type=_DB)
+@click.argument("run_id")
+@click.option(
+    "--agent",
+    "factory",
+    required=True,
+    metavar="MODULE:FACTORY",
+    help="A callable returning the Agent to replay with (its current code and "
+    "configuration), e.g. myproject.agents:build_agent. MODULE is imported from "
+    "sys.path with the current directory added.",
+)
+@click.option(
+    "--until",
+    type=click.IntRange(min=0),
+    metavar="K",
+    help="Fork at call K: calls before K are replayed and checked, call K onward goes "
+    "to the agent's own provider and tools (live).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
+def replay_command(db: Path, run_id: str, factory: str, until: int | None, as_json: bool) -> None:
+    """Replay RUN_ID of DB with the agent FACTORY builds: no model call, no tool runs.
+
+    DB is a database or an export bundle. Each call is answered with the response the
+    original received and each tool call with its recorded result; before each call the
+    request the agent builds now is checked, piece by piece, against the original's
+    receipt. The first difference stops the replay: its call, kind (system, messages,
+    tools, model, params, tool-call, calls), piece position, both digests and a unified
+    diff are printed. The replay is recorded as a run of the agent's own store.
+
+    \b
+    Exit codes:
+      0  identical: every call served what the original was served
+      1  diverged (DIVERGED and the diff are printed), or the replay failed otherwise
+      2  usage: bad MODULE:FACTORY, import error, not an Agent, unknown run or DB
+    """
+    from agentfootprint.replay.replayer import replay_sync
+
+    source = _open_log(db)
+    agent: Agent | None = None
+    try:
+        with _cwd_on_path():
+            agent = _build_agent(factory)
+            try:
+                outcome = replay_sync(agent, source, run_id, until=until)
+            except ReplayDivergence as exc:
+                _report_divergence(run_id, exc, as_json)
+                code = EXIT_DIFFERENT
+            except VerificationError as exc:
+                click.echo(f"INVALID   {exc}")
+                code = EXIT_INVALID
+            except (UsageError, StoreError) as exc:
+                _fail(str(exc), EXIT_USAGE)
+            except RunError as exc:  # e.g. the live provider of a fork failed
+                if as_json:
+                    _echo_json(
+                        {
+                            "run": run_id,
+                            "replay_run": exc.run_id,
+                            "outcome": "failed",
+                            "error": f"{type(exc).__name__}: {exc}",
+                        }
+                    )
+                else:
+                    click.echo(f"FAILED    run {run_id}: {type(exc).__name__}: {exc}")
+                code = EXIT_DIFFERENT
+            else:
+                _report_replayed(outcome, as_json)
+                code = EXIT_OK
+    except UsageError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    finally:
+        if agent is not None:
+            agent.close()
+        source.close()
+    sys.exit(code)
+
+
+def _report_replayed(outcome: Any, as_json: bool) -> None:
+    result = outcome.result
+    if as_json:
+        _echo_json(
+            {
+                "run": outcome.original_run,
+                "replay_run": result.run_id,
+                "outcome": "identical" if outcome.forked_at is None else "forked",
+                "calls_checked": outcome.calls_checked,
+                "forked_at": outcome.forked_at,
+                "calls": result.calls,
+                "answer": result.answer,
+                "divergence": None,
+            }
+        )
+    elif outcome.forked_at is None:
+        click.echo(
+            f"REPLAYED  run {outcome.original_run}: {outcome.calls_checked} calls identical "
+            f"(replay run {result.run_id})"
+        )
+    else:
+        click.echo(
+            f"FORKED    run {outcome.original_run} at call {outcome.forked_at}: "
+            f"{outcome.calls_checked} calls identical, then {result.calls - outcome.calls_checked}"
+            f" live (fork run {result.run_id}, {result.outcome})"
+        )
+        click.echo(f"answer: {result.answer}")
+
+
+def _report_divergence(run_id: str, exc: ReplayDivergence, as_json: bool) -> None:
+    found = _divergence_json(exc)
+    if as_json:
+        _echo_json(
+            {
+                "run": run_id,
+                "replay_run": exc.run_id,
+                "outcome": "diverged",
+                "divergence": found,
+            }
+        )
+        return
+    where = f"{exc.kind} piece {exc.position}" if exc.position is not None else exc.kind
+    digests = (
+        f"  original {_digest(exc.expected)}  replay {_digest(exc.actual)}"
+        if exc.expected is not None or exc.actual is not None
+        else ""
+    )
+    click.echo(f"DIVERGED  call {exc.call}: {where}{digests}")
+    click.echo(f"  {found['message']}")
+    click.echo(f"  run {run_id}, replay run {exc.run_id or '-'}")
+    _echo_diff(exc.diff)
+
+
+@main.command("diff")
+@click.argument("db_a", type=_DB)
+@click.argument("rest", nargs=-1, required=True, metavar="RUN_A [DB_B] RUN_B")
+@click.option("--json", "as_json", is_flag=True, help="Print the RunDiff as JSON.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="List at most N differences (default: all).",
+)
+def diff_command(db_a: Path, rest: tuple[str, ...], as_json: bool, limit: int | None) -> None:
+    """Compare what the model was served in two runs, call by call and piece by piece.
+
+    DB_A RUN_A RUN_B compares two runs of one log; DB_A RUN_A DB_B RUN_B compares runs
+    of two logs. Each DB is a database or an export bundle. Listed per difference: the
+    call, the kind (model, params, system, messages, tools, or calls when the numbers of
+    calls differ), the piece position, both digests shortened and a unified diff of the
+    recorded content (A is run A, B is run B).
+
+    \b
+    Exit codes:
+      0  identical: both runs were served the same at every call
+      1  different (or a log does not verify: INVALID is printed)
+      2  usage: wrong arguments, unknown run, DB could not be opened
+    """
+    from agentfootprint.replay.diff import diff_runs
+
+    if len(rest) == 2:
+        (run_a, run_b), db_b = rest, None
+    elif len(rest) == 3:
+        run_a, db_name, run_b = rest
+        db_b = Path(db_name)
+        if not db_b.is_file():
+            _fail(f"DB_B {db_name!r} is not a file", EXIT_USAGE)
+    else:
+        _fail(
+            f"diff takes DB_A RUN_A RUN_B or DB_A RUN_A DB_B RUN_B, got {len(rest) + 1} arguments",
+            EXIT_USAGE,
+        )
+    source_a = _open_log(db_a)
+    source_b = _open_log(db_b) if db_b is not None else source_a
+    try:
+        found = diff_runs(source_a, run_a, source_b, run_b, limit=limit)
+    except VerificationError as exc:
+        click.echo(f"INVALID   {exc}")
+        code = EXIT_INVALID
+    except (UsageError, StoreError) as exc:
+        _fail(str(exc), EXIT_USAGE)
+    else:
+        if as_json:
+            _echo_json(found.to_json())
+        else:
+            _report_diff(found, limit)
+        code = EXIT_OK if found.identical else EXIT_DIFFERENT
+    finally:
+        source_a.close()
+        if source_b is not source_a:
+            source_b.close()
+    sys.exit(code)
+
+
+def _report_diff(found: RunDiff, limit: int | None) -> None:
+    runs = (
+        f"run {found.run_a} ({found.calls_a} calls) and run {found.run_b} ({found.calls_b} calls)"
+    )
+    if found.identical:
+        click.echo(f"IDENTICAL {runs}: the same served at every call")
+        return
+    count = len(found.differences)
+    capped = " (--limit reached)" if limit is not None and count >= limit else ""
+    click.echo(f"DIFFERENT {runs}: {count} difference{'s' * (count != 1)}{capped}")
+    for difference in found.differences:
+        click.echo(_difference_line(difference))
+        _echo_diff(difference.diff, ("A", "B"))
+
+
+def _difference_line(d: PieceDifference) -> str:
+    if d.kind == "calls":
+        return f"  calls: run A made {d.a} calls, run B {d.b}"
+    where = f"{d.kind}[{d.position}]" if d.position is not None else d.kind
+    return f"  call {d.call} {where}  A {_digest(d.a)}  B {_digest(d.b)}"
+
+
+@main.command()
+@click.argument("db", type=_DB)
+@click.argument("run_id")
+@click.option(
+    "--at",
+    "commit",
+    type=click.IntRange(min=-1),
+    required=True,
+    metavar="COMMIT",
+    help="The commit (0-based, the [n] that `show` prints) whose state to print; "
+    "-1 is the state the run started from (its parent's final state, or {}).",
+)
+@click.option("--path", "key", metavar="KEY", help="Print only this state key's value.")
+def state(db: Path, run_id: str, commit: int, key: str | None) -> None:
+    """Print RUN_ID's state as of commit COMMIT, rebuilt from the log.
+
+    The state is folded from the run's writes (and its ancestors' for a continued run)
+    and printed as JSON with sorted keys; --path KEY prints one key's value. DB is a
+    database or an export bundle; redacted values show as their commitments.
+    Exit 2 for an unknown run, commit or key.
+    """
+    store = _open_log(db)
+    try:
+        folded = RunReader(store).state_at(run_id, commit)
+    except (RunNotFoundError, UsageError, StoreError) as exc:
+        store.close()
+        _fail(str(exc), EXIT_USAGE)
+    except VerificationError as exc:
+        store.close()
+        _fail(str(exc), EXIT_INVALID)
+    store.close()
+    if key is not None:
+        if key not in folded:
+            _fail(
+                f"no key {key!r} in the state of run {run_id} at commit {commit} "
+                f"(keys: {', '.join(sorted(folded)) or 'none'})",
+                EXIT_USAGE,
+            )
+        folded = folded[key]
+    click.echo(orjson.dumps(folded, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
 
 
 def _severity(code: int) -> int:

@@ -74,7 +74,9 @@ def diff_runs(
 ) -> RunDiff:
     """Compare two runs (``source_b`` defaults to ``source_a``); ``limit`` caps the list."""
     if run_b is None:
-        raise ValueError("diff_runs needs two run ids")
+        raise ValueError("diff_runs needs two run ids: diff_runs(source_a, run_a, source_b, run_b)")
+    if limit is not None and limit < 1:
+        raise ValueError("limit must be at least 1")
     calls_a = _calls(source_a, run_a)
     calls_b = _calls(source_b if source_b is not None else source_a, run_b)
     found: list[PieceDifference] = []

@@ -29,9 +29,10 @@ import orjson
 from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
 from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.replay.read import Receipt, RunReader
-from agentfootprint.store.base import EventReader, EventStore, StoredEvent
+from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests
+from agentfootprint.verify.verifier import RowSource
 
 if TYPE_CHECKING:
     from agentfootprint.core.agent import Agent, RunResult
@@ -52,7 +53,7 @@ class ReplayResult:
 class Recording:
     """What a recorded run received: its input, responses, tool results and receipts."""
 
-    def __init__(self, store: EventReader, run_id: str) -> None:
+    def __init__(self, store: RowSource, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
         events = [(e.type, parse(e.body)) for e in store.read(run_id)]
@@ -293,7 +294,7 @@ class _ReplayProvider:
         return self.recording.response(call)
 
 
-def copy_ancestry(source: EventReader, target: EventStore, run_id: str) -> None:
+def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
     """Copy a run's ancestors (exact rows) into ``target`` when it lacks them."""
     chain: list[str] = []
     current: str | None = run_id
@@ -323,7 +324,7 @@ def copy_ancestry(source: EventReader, target: EventStore, run_id: str) -> None:
 
 
 async def replay(
-    agent: Agent, store: EventReader, run_id: str, *, until: int | None = None
+    agent: Agent, store: RowSource, run_id: str, *, until: int | None = None
 ) -> ReplayResult:
     """Replay ``run_id`` from ``store`` with ``agent``; raise at the first divergence."""
     if until is not None and (isinstance(until, bool) or not isinstance(until, int) or until < 0):
@@ -363,7 +364,7 @@ async def replay(
 
 
 def replay_sync(
-    agent: Agent, store: EventReader, run_id: str, *, until: int | None = None
+    agent: Agent, store: RowSource, run_id: str, *, until: int | None = None
 ) -> ReplayResult:
     """:func:`replay` for code without an event loop."""
     import asyncio

@@ -1,0 +1,117 @@
+"""Regression gates: replay golden runs against today's agent code, inside a test.
+
+``assert_replays(factory, golden_db)`` replays every run of a recorded log (a database
+or an export bundle kept with the tests) with a fresh agent from ``factory()``. No model
+is called and no tool runs: each call is answered with the recorded response, each tool
+call with its recorded result, and the request today's code builds is checked piece by
+piece against the original's receipt. A change in what the model is served fails the
+test, naming the run, the call, the kind of piece and a unified diff::
+
+    from agentfootprint.testing.replay import assert_replays
+
+    def test_agent_still_serves_what_it_served():
+        assert_replays(build_agent, "tests/data/golden/agent.db")
+
+A database is copied into a temporary directory before it is opened (opening SQLite
+writes: schema checks, WAL files), so the golden file itself is never touched. Each
+replay records into the agent's own store (a memory store when the factory passes
+``store=None``). Re-record the golden log when a change of what the model is served is
+intended.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentfootprint.errors import ReplayDivergence, UsageError
+from agentfootprint.replay.replayer import ReplayResult, replay_sync
+from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.verify.bundle import BundleSource, is_bundle
+
+if TYPE_CHECKING:
+    from agentfootprint.core.agent import Agent
+
+__all__ = ["assert_replays", "describe_divergence"]
+
+
+def assert_replays(
+    factory: Callable[[], Agent],
+    golden_db: str | os.PathLike[str],
+    run_id: str | None = None,
+) -> list[ReplayResult]:
+    """Replay ``run_id`` (default: every run, in the order they opened) of ``golden_db``.
+
+    Each run is replayed with a new agent from ``factory()``, closed afterwards. Every
+    run is replayed; if any diverged, the test fails (``pytest.fail``, no traceback) with
+    one report per diverged run. Returns the replays when all were identical.
+    """
+    import pytest
+
+    from agentfootprint.core.agent import Agent
+
+    path = Path(golden_db)
+    if not path.is_file():
+        raise UsageError(f"golden log {path} does not exist (record it first)")
+    failures: list[str] = []
+    results: list[ReplayResult] = []
+    with tempfile.TemporaryDirectory(prefix="agentfootprint-golden-") as scratch:
+        source = _open_read_only(path, Path(scratch))
+        try:
+            run_ids = [run_id] if run_id is not None else [i.run_id for i in source.runs()]
+            if not run_ids:
+                pytest.fail(f"golden log {path} holds no runs", pytrace=False)
+            for current in run_ids:
+                agent = factory()
+                if not isinstance(agent, Agent):
+                    raise UsageError(
+                        "assert_replays: the factory must return an agentfootprint Agent, "
+                        f"it returned {type(agent).__name__}"
+                    )
+                try:
+                    results.append(replay_sync(agent, source, current))
+                except ReplayDivergence as exc:
+                    failures.append(describe_divergence(exc, current, path))
+                finally:
+                    agent.close()
+        finally:
+            source.close()
+    if failures:
+        pytest.fail(
+            "\n\n".join(failures)
+            + f"\n\nIf this change of what the model is served is intended, re-record {path}.",
+            pytrace=False,
+        )
+    return results
+
+
+def describe_divergence(exc: ReplayDivergence, run_id: str, golden: Path | str = "") -> str:
+    """A readable report of one divergence: run, call, kind, position, digests, diff."""
+    where = f"{exc.kind} piece {exc.position}" if exc.position is not None else exc.kind
+    source = f" of {golden}" if golden else ""
+    message = str(exc)
+    if exc.diff:
+        message = message.removesuffix("\n" + exc.diff)
+    lines = [f"replay of run {run_id}{source} diverged at call {exc.call}: {where}", message]
+    if exc.expected is not None or exc.actual is not None:
+        lines.append(f"  original: {exc.expected}")
+        lines.append(f"  replay:   {exc.actual}")
+    if exc.diff:
+        lines.append(exc.diff.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def _open_read_only(path: Path, scratch: Path) -> Any:
+    """A bundle as it is; a database through a copy in ``scratch`` (with its WAL, if any)."""
+    if is_bundle(path):
+        return BundleSource(path)
+    copy = scratch / path.name
+    shutil.copyfile(path, copy)
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists():  # committed pages not yet checkpointed into the main file
+        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+    return SqliteStore(copy)
