@@ -12,6 +12,7 @@ on the way (a read never trusts an ancestor it has not checked).
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,12 +48,28 @@ class _Step:
     commit: int  # the commit this event belongs to (or has just closed, for markers)
 
 
+_SHARED: weakref.WeakKeyDictionary[Any, Verifier] = weakref.WeakKeyDictionary()
+
+
+def shared_verifier(source: RowSource) -> Verifier:
+    """One verifier per source object for the read side: reading the runs of a long
+    conversation one by one verifies each ancestor once, not once per read. (Verified runs
+    are closed or a crash's prefix; neither changes, so the cache stays true.)"""
+    try:
+        found = _SHARED.get(source)
+    except TypeError:  # a source that cannot be weakly referenced: no sharing
+        return Verifier(source)
+    if found is None:
+        found = _SHARED[source] = Verifier(source)
+    return found
+
+
 class RunReader:
     """Folds runs of one store; ancestors are verified once and cached."""
 
     def __init__(self, source: RowSource, *, verifier: Verifier | None = None) -> None:
         self.source = source
-        self._verifier = verifier if verifier is not None else Verifier(source)
+        self._verifier = verifier if verifier is not None else shared_verifier(source)
 
     def _start(self, run_id: str) -> tuple[list[_Step], dict[str, Any], dict[str, list[str]]]:
         steps: list[_Step] = []
