@@ -19,7 +19,6 @@ _LAZY: dict[str, str] = {
     "ReplayResult": "agentfootprint.replay.replayer",
     "RunDiff": "agentfootprint.replay.diff",
     "diff_runs": "agentfootprint.replay.diff",
-    "replay": "agentfootprint.replay.replayer",
     "replay_sync": "agentfootprint.replay.replayer",
     "same_recording": "agentfootprint.replay.diff",
     "BundleSource": "agentfootprint.verify.bundle",
@@ -108,7 +107,7 @@ if TYPE_CHECKING:
     )
     from agentfootprint.replay.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.replay.read import commit_value_at, receipt_at, served_at, state_at
-    from agentfootprint.replay.replayer import ReplayResult, replay, replay_sync
+    from agentfootprint.replay.replayer import ReplayResult, replay_sync
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
@@ -177,7 +176,6 @@ __all__ = [
     "import_bundle",
     "open_store",
     "receipt_at",
-    "replay",
     "replay_sync",
     "reply",
     "same_recording",

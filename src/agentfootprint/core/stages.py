@@ -139,7 +139,8 @@ async def call_llm(ctx: StageContext) -> None:
         )
     record = response.to_state()
     try:
-        refuse_reserved_key(record, "reply")
+        if run.replay is None or not run.replay.replaying(call):  # a recording may commit
+            refuse_reserved_key(record, "reply")
         s.set("last_response", record)
     except ReservedKeyError as exc:
         raise ProviderCallError(

@@ -128,7 +128,7 @@ class Recording:
 
 def _pretty(value: Any) -> list[str]:
     text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
-    return text.splitlines(keepends=True)
+    return (text + "\n").splitlines(keepends=True)
 
 
 def piece_diff(before: Any, after: Any, label: str) -> str:
@@ -246,9 +246,7 @@ class _ReplayHooks:
             )
         name, arguments, content, is_error = recorded
         if name != call["name"] or (
-            arguments is not None
-            and orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
-            != orjson.dumps(_arguments(call["arguments"]), option=orjson.OPT_SORT_KEYS)
+            arguments is not None and _canonical(arguments) != _canonical(call["arguments"])
         ):
             raise ReplayDivergence(
                 f"tool call {call['id']}: the replay calls {call['name']} with other arguments "
@@ -263,6 +261,14 @@ class _ReplayHooks:
                 original_run=self.recording.run_id,
             )
         return content, is_error
+
+
+def _canonical(arguments: Any) -> bytes:
+    """Arguments as JSON compares them (``1.0`` and ``1`` alike), JSON text parsed first."""
+    try:
+        return canon(_arguments(arguments))
+    except ValueError:
+        return repr(arguments).encode()
 
 
 def _arguments(raw: Any) -> Any:
@@ -369,4 +375,11 @@ def replay_sync(
     """:func:`replay` for code without an event loop."""
     import asyncio
 
-    return asyncio.run(replay(agent, store, run_id, until=until))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(replay(agent, store, run_id, until=until))
+    raise UsageError(
+        "replay_sync() was called inside a running event loop; use "
+        "await agentfootprint.replay.replay(...)"
+    )

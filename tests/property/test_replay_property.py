@@ -1,0 +1,324 @@
+"""Random scripted runs replay byte for byte.
+
+* (a) every random run (one or more turns, continued by result, by run id or from a fresh
+  agent), replayed turn by turn by an unchanged agent whose model and tools must never be
+  asked, records byte-identical rows (``same_recording``) and ``diff_runs`` finds nothing,
+  whether the replay records into the original's store or into another one (ancestry copied).
+  Specs with a tool call whose JSON-text arguments hold an integral float are skipped: a known
+  bug (xfail ``test_json_text_arguments_with_integral_floats_replay`` in tests/scenario);
+* a fork at a random call ``k`` replays the calls before ``k`` and serves the live provider
+  from ``k`` on what the log says it served;
+* (b) the same under a redaction policy naming keys that occur in the tool results (with
+  and without a disclosure vault);
+* (c) the same under ``conversation_redaction()`` (fails: see the xfail's reason).
+
+Runs use the strategies in :mod:`agentfootprint.testing.strategies`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import Phase, assume, event, given, settings
+from hypothesis import strategies as st
+
+import agentfootprint as af
+from agentfootprint.store.base import EventStore
+from agentfootprint.testing.strategies import (
+    Recorded,
+    RunSpec,
+    ToolOutcomeSpec,
+    build_run,
+    json_values,
+    make_tool,
+    run_spec,
+    run_specs,
+    script_of,
+)
+from agentfootprint.verify.canonical import parse
+from agentfootprint.verify.commitments import parse_json_container
+
+
+class NoModel:
+    """A provider that must never be asked."""
+
+    name = "no-model"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: Any) -> af.LLMResponse:
+        self.calls += 1
+        raise AssertionError("the replay called the model")
+
+
+def silent_twins(spec: RunSpec, executed: list[str]) -> list[af.Tool]:
+    """The spec's tools (same schemas) whose execution is logged and fails."""
+
+    def twin(tool: af.Tool) -> af.Tool:
+        def execute(arguments: Any) -> Any:
+            executed.append(tool.name)
+            raise AssertionError(f"the replay ran tool {tool.name}")
+
+        return af.define_tool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=dict(tool.input_schema),
+            execute=execute,
+        )
+
+    return [twin(make_tool(tool)) for tool in spec.tools]
+
+
+def integral_float_in_json_text(value: Any) -> bool:
+    if isinstance(value, float):
+        return value.is_integer()
+    if isinstance(value, dict):
+        return any(integral_float_in_json_text(v) for v in value.values())
+    if isinstance(value, list):
+        return any(integral_float_in_json_text(v) for v in value)
+    return False
+
+
+def known_bug(spec: RunSpec) -> bool:
+    """A tool call whose arguments are JSON text holding an integral float (``'{"x": 1.0}'``):
+    the unchanged replay diverges ('tool-call'), see the xfail in tests/scenario/test_replay.py."""
+    for turn in spec.turns:
+        for reply in turn.replies:
+            for call in reply.calls:
+                if not isinstance(call.arguments, str):
+                    continue
+                try:
+                    parsed = orjson.loads(call.arguments)
+                except orjson.JSONDecodeError:
+                    continue
+                if integral_float_in_json_text(parsed):
+                    return True
+    return False
+
+
+def record(spec: RunSpec, store: EventStore, **overrides: Any) -> Recorded:
+    assume(not known_bug(spec))
+    try:
+        return run_spec(spec, store, **overrides)
+    except af.RunError:  # e.g. a script that runs out: not a replay question
+        assume(False)
+        raise
+
+
+@contextmanager
+def vault_path(enabled: bool) -> Iterator[Path | None]:
+    if not enabled:
+        yield None
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        yield Path(tmp) / "vault.db"
+
+
+def replay_every_turn(
+    spec: RunSpec,
+    source: EventStore,
+    rec: Recorded,
+    *,
+    same_store: bool,
+    **overrides: Any,
+) -> None:
+    """Replay each turn with an unchanged agent; each replay is byte-identical."""
+    kwargs, _, _ = build_run(spec, **overrides)
+    executed: list[str] = []
+    kwargs["tools"] = silent_twins(spec, executed)
+    target = source if same_store else af.MemoryStore()
+    provider = NoModel()
+    agent = af.Agent(provider=provider, store=target, **kwargs)
+    try:
+        for turn, original in enumerate(rec.results):
+            try:
+                replayed = af.replay_sync(agent, source, original.run_id)
+            except af.ReplayDivergence as exc:
+                raise AssertionError(f"turn {turn}: the unchanged replay diverged: {exc}") from exc
+            run = replayed.result
+            assert replayed.calls_checked == original.calls == run.calls
+            assert (run.outcome, run.answer, run.iterations) == (
+                original.outcome,
+                original.answer,
+                original.iterations,
+            )
+            assert run.parent_run_id == original.parent_run_id
+            assert af.same_recording(source, original.run_id, target, run.run_id), (
+                f"turn {turn}: the replay's rows differ from the original's"
+            )
+            diff = af.diff_runs(source, original.run_id, target, run.run_id)
+            assert diff.identical, diff.to_json()
+            head = parse(next(iter(target.read(run.run_id))).body)
+            assert head["replay_of"] == original.run_id
+            check = af.Verifier(target).verify(run.run_id)
+            assert check.outcome is af.Outcome.VALID_UNSIGNED
+    finally:
+        agent.close()
+    assert provider.calls == 0
+    assert executed == []
+
+
+# -- (a) ----------------------------------------------------------------------------------------
+
+
+@given(spec=run_specs(max_turns=3), same_store=st.booleans())
+def test_unchanged_agent_replays_every_random_run_byte_identically(
+    spec: RunSpec, same_store: bool
+) -> None:
+    source = af.MemoryStore()
+    rec = record(spec, source)
+    continued = sum(turn.continue_from is not None for turn in spec.turns)
+    event(f"turns: {len(spec.turns)}, continued: {continued}")
+    replay_every_turn(spec, source, rec, same_store=same_store)
+
+
+@given(spec=run_specs(max_turns=2), data=st.data())
+def test_a_fork_of_a_random_run_replays_before_k_and_goes_live_from_k(
+    spec: RunSpec, data: st.DataObject
+) -> None:
+    """Fork the last turn at a random call ``k`` with a live provider scripted with the
+    original's replies from ``k`` on: calls before ``k`` are the original's, call ``k`` is
+    served what the original was served, and every live request is what the log says."""
+    source = af.MemoryStore()
+    rec = record(spec, source)
+    original, turn = rec.results[-1], spec.turns[-1]
+    k = data.draw(st.integers(min_value=0, max_value=original.calls), label="k")
+    live = af.MockProvider(script_of(turn.replies[k:]))
+    kwargs, _, _ = build_run(spec)
+    target = af.MemoryStore()
+    agent = af.Agent(provider=live, store=target, **kwargs)
+    forked = af.replay_sync(agent, source, original.run_id, until=k)
+    run = forked.result
+    assert (forked.calls_checked, forked.forked_at) == (min(k, original.calls), k)
+    assert run.calls == original.calls and run.outcome == original.outcome
+    assert len(live.requests) == original.calls - k
+    for j in range(min(k + 1, original.calls)):
+        assert af.receipt_at(target, run.run_id, j) == af.receipt_at(source, original.run_id, j)
+        assert af.served_at(target, run.run_id, j) == af.served_at(source, original.run_id, j)
+    for j, request in enumerate(live.requests, start=k):
+        assert af.served_at(target, run.run_id, j) == request
+    head = parse(next(iter(target.read(run.run_id))).body)
+    assert head["fork_of"] == {"run_id": original.run_id, "at_call": k}
+    assert af.Verifier(target).verify(run.run_id).outcome is af.Outcome.VALID_UNSIGNED
+
+
+# -- (b) ----------------------------------------------------------------------------------------
+
+SECRET_KEY = "ssn"
+
+
+def result_keys(value: Any) -> set[str]:
+    """Object keys at any depth of a JSON value."""
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in result_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in result_keys(v)}
+    return set()
+
+
+def keys_outside_tool_results(value: Any) -> set[str]:
+    """Keys recorded anywhere but inside a tool message's content (JSON text included)."""
+    if isinstance(value, str):
+        inner = parse_json_container(value)
+        return set() if inner is None else keys_outside_tool_results(inner)
+    if isinstance(value, list):
+        return {k for v in value for k in keys_outside_tool_results(v)}
+    if not isinstance(value, dict):
+        return set()
+    found = set(value)
+    for key, child in value.items():
+        if key == "content" and value.get("role") == "tool":
+            continue
+        found |= keys_outside_tool_results(child)
+    return found
+
+
+@st.composite
+def redacted_specs(draw: st.DrawFn) -> tuple[RunSpec, af.RedactionPolicy]:
+    """A random spec whose tools answer with ``ssn`` first (then their own cycle), and a
+    policy naming ``ssn`` and some keys of the tools' JSON results."""
+    spec = draw(run_specs(max_turns=2, max_iterations=(2, 5)))
+    secret = draw(json_values(max_leaves=6))
+    tools = tuple(
+        dataclasses.replace(
+            tool,
+            outcomes=(ToolOutcomeSpec("json", {SECRET_KEY: secret, "who": "x"}), *tool.outcomes),
+        )
+        for tool in spec.tools
+    )
+    spec = dataclasses.replace(spec, tools=tools)
+    candidates = sorted(
+        {
+            key
+            for tool in tools
+            for outcome in tool.outcomes
+            if outcome.kind == "json"
+            for key in result_keys(outcome.value)
+        }
+        - {SECRET_KEY}
+    )
+    extra = (
+        draw(st.lists(st.sampled_from(candidates), max_size=2, unique=True)) if candidates else []
+    )
+    keys = [SECRET_KEY]
+    for key in extra:
+        try:
+            af.RedactionPolicy(keys=[key])
+        except af.UsageError:  # a key the loop reads as structure
+            continue
+        keys.append(key)
+    return spec, af.RedactionPolicy(keys=keys)
+
+
+@given(case=redacted_specs(), same_store=st.booleans(), with_vault=st.booleans())
+def test_redacted_random_runs_replay_byte_identically(
+    case: tuple[RunSpec, af.RedactionPolicy], same_store: bool, with_vault: bool
+) -> None:
+    spec, policy = case
+    source = af.MemoryStore()
+    with vault_path(with_vault) as vault:
+        rec = record(spec, source, redact=policy, disclosures=vault)
+        for result in rec.results:
+            for row in source.read(result.run_id):
+                if row.type == "run.open":
+                    continue
+                # the policy's keys occur in tool results only (else: another question)
+                assume(not set(policy.keys) & keys_outside_tool_results(parse(row.body)))
+        committed = sum(
+            b"$commit" in row.body for r in rec.results for row in source.read(r.run_id)
+        )
+        event("values redacted" if committed else "nothing redacted")
+        replay_every_turn(
+            spec,
+            source,
+            rec,
+            same_store=same_store,
+            redact=policy,
+            disclosures=vault if same_store else None,
+        )
+        rec.agent.close()
+
+
+# -- (c) ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.unverified("the failed replay runs do not verify (commitment recorded twice)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: under conversation_redaction() an unchanged replay diverges at call 0 "
+    "('messages', the user message is recorded under a new salt) and its run does not verify",
+)
+@settings(max_examples=5, phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking
+@given(spec=run_specs(max_turns=2))
+def test_conversation_redacted_random_runs_replay_byte_identically(spec: RunSpec) -> None:
+    source = af.MemoryStore()
+    rec = record(spec, source, redact=af.conversation_redaction())
+    replay_every_turn(spec, source, rec, same_store=False, redact=af.conversation_redaction())
