@@ -1,0 +1,371 @@
+"""Replay time against recording time, and ``diff_runs`` time, on the scripted conversation.
+
+For each N (same conversation as ``overhead.py``: 4 tool-call iterations per turn,
+~500-character tool results, each turn continuing the previous one):
+
+* **record**: the conversation is recorded to a fresh SQLite file (summed ``run_sync``
+  time, as in ``overhead.py``);
+* **replay**: every run of it, root first, is replayed with ``af.replay_sync`` by ONE
+  agent into another fresh SQLite file (summed ``replay_sync`` time). The replay agent
+  has the recording agent's configuration (same builder, same tool) but a provider that
+  raises if called: responses and tool results come from the recording, every request is
+  checked against the original's receipt. Replaying run ``i`` continues the original run
+  ``i-1``, which ``replay_sync`` copies into the replay store when it is missing (one run
+  copied per replay: the rest of the ancestry is already there). Reported: ms per model
+  call for both, and replay / record;
+* **diff**: ``af.diff_runs`` over every run pair of two conversations, in order
+  (summed time): the original against its replay (must be identical), and the original
+  against a recording of the same conversation with a changed system prompt (every call
+  must differ); reported: seconds, ms per call, ms per run.
+
+Usage::
+
+    python bench/replay.py                  # N = 50, 200, 800 (~2.5 minutes on 2 vCPU)
+    python bench/replay.py --quick          # N = 50, 200
+    python bench/replay.py --repeat 5 --json replay.json
+    python bench/replay.py --profile 800    # only: cProfile of replaying and diffing N=800
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (
+    ITERATIONS_PER_TURN,
+    MODEL,
+    QUICK_SIZES,
+    RESULT_CHARS,
+    SIZES,
+    SYSTEM,
+    Conversation,
+    environment,
+    median,
+    print_environment,
+    remove_db,
+    repeats_for,
+    user_text,
+)
+
+import agentfootprint as af
+
+CHANGED_SYSTEM = SYSTEM + " Answer in one paragraph."
+
+
+class NoModel:
+    """A provider that must never be reached: a replay answers from the recording."""
+
+    name = "no-model"
+
+    async def complete(self, request: Any) -> af.LLMResponse:
+        raise RuntimeError("the replay called the model")
+
+
+def make_agent(conv: Conversation, provider: Any, store: Any, system: str = SYSTEM) -> af.Agent:
+    """The agent of ``common.run_agent_conversation`` (same options), for any provider."""
+    return af.Agent(
+        provider=provider,
+        model=MODEL,
+        system=system,
+        tools=[conv.tool()],
+        store=store,
+        record_receipt=True,
+    )
+
+
+def record(conv: Conversation, store: Any, system: str = SYSTEM) -> tuple[float, list[str], int]:
+    """(summed run_sync seconds, run ids in order, model calls) of one recording.
+
+    The loop of ``common.run_agent_conversation``, with the system prompt as a parameter.
+    """
+    agent = make_agent(conv, conv.provider(), store, system)
+    seconds = 0.0
+    previous: af.RunResult | None = None
+    run_ids: list[str] = []
+    calls = 0
+    for turn, planned in enumerate(conv.turns):
+        message = user_text(turn)
+        t0 = time.perf_counter()
+        previous = agent.run_sync(message, continue_from=previous)
+        seconds += time.perf_counter() - t0
+        if previous.outcome != "answered" or previous.iterations != len(planned) + 1:
+            raise RuntimeError(f"turn {turn}: outcome {previous.outcome!r}")
+        run_ids.append(previous.run_id)
+        calls += previous.calls
+    return seconds, run_ids, calls
+
+
+def replay_all(
+    conv: Conversation, source: af.SqliteStore, run_ids: list[str], target: af.SqliteStore
+) -> tuple[float, list[str], int]:
+    """(summed replay_sync seconds, replay run ids, calls checked): one agent, runs in order."""
+    agent = make_agent(conv, NoModel(), target)
+    seconds = 0.0
+    replayed: list[str] = []
+    checked = 0
+    for run_id in run_ids:
+        t0 = time.perf_counter()
+        result = af.replay_sync(agent, source, run_id)
+        seconds += time.perf_counter() - t0
+        if result.result.outcome != "answered":
+            raise RuntimeError(f"replay of {run_id}: outcome {result.result.outcome!r}")
+        replayed.append(result.result.run_id)
+        checked += result.calls_checked
+    return seconds, replayed, checked
+
+
+def diff_all(
+    store_a: af.SqliteStore, runs_a: list[str], store_b: af.SqliteStore, runs_b: list[str]
+) -> tuple[float, list[af.RunDiff]]:
+    """(summed diff_runs seconds, the diffs): run i of A against run i of B."""
+    seconds = 0.0
+    diffs = []
+    for run_a, run_b in zip(runs_a, runs_b, strict=True):
+        t0 = time.perf_counter()
+        diffs.append(af.diff_runs(store_a, run_a, store_b, run_b))
+        seconds += time.perf_counter() - t0
+    return seconds, diffs
+
+
+def _open(path: Path) -> af.SqliteStore:
+    remove_db(path)
+    return af.SqliteStore(path)
+
+
+def _check(
+    n: int,
+    calls: int,
+    original: af.SqliteStore,
+    runs: list[str],
+    replayed: af.SqliteStore,
+    replay_runs: list[str],
+    same: list[af.RunDiff],
+    differ: list[af.RunDiff],
+) -> dict[str, Any]:
+    """Untimed checks of what the replay and the diffs must say (raises when one fails)."""
+    differing_calls = {(i, d.call) for i, rd in enumerate(differ) for d in rd.differences}
+    checks = {
+        "replay_identical": all(d.identical for d in same),
+        "replay_same_recording": all(
+            af.same_recording(original, a, replayed, b)
+            for a, b in zip(runs, replay_runs, strict=True)
+        ),
+        "changed_calls_differing": len(differing_calls),
+        "changed_differences": sum(len(rd.differences) for rd in differ),
+        "changed_kinds": sorted({d.kind for rd in differ for d in rd.differences}),
+        "replay_store_runs": len(replayed.runs()),
+    }
+    if not checks["replay_identical"]:
+        raise RuntimeError(f"N={n}: diff_runs found differences between a run and its replay")
+    if not checks["replay_same_recording"]:
+        raise RuntimeError(f"N={n}: a replay is not the same recording as its original")
+    if checks["changed_calls_differing"] != calls:
+        raise RuntimeError(
+            f"N={n}: {checks['changed_calls_differing']} of {calls} calls differ "
+            "with a changed system prompt; expected all"
+        )
+    return checks
+
+
+def measure_n(n: int, repeat: int, workdir: Path) -> dict[str, Any]:
+    conv = Conversation(n)
+    paths = {k: workdir / f"{k}-{n}.sqlite" for k in ("original", "replay", "changed")}
+    record_s: list[float] = []
+    replay_s: list[float] = []
+    same_identical_s: list[float] = []
+    changed_s: list[float] = []
+    calls = turns = 0
+    checks: dict[str, Any] = {}
+    for _ in range(repeat):
+        original, replayed, changed = (_open(p) for p in paths.values())
+        try:
+            gc.collect()
+            seconds, runs, calls = record(conv, original)
+            record_s.append(seconds)
+            turns = len(runs)
+            gc.collect()
+            seconds, replay_runs, checked = replay_all(conv, original, runs, replayed)
+            replay_s.append(seconds)
+            if checked != calls:
+                raise RuntimeError(f"replay checked {checked} calls of {calls}")
+            _, changed_runs, changed_calls = record(conv, changed, CHANGED_SYSTEM)
+            assert changed_calls == calls
+            gc.collect()
+            seconds, same = diff_all(original, runs, replayed, replay_runs)
+            same_identical_s.append(seconds)
+            gc.collect()
+            seconds, differ = diff_all(original, runs, changed, changed_runs)
+            changed_s.append(seconds)
+            checks = _check(n, calls, original, runs, replayed, replay_runs, same, differ)
+        finally:
+            for store in (original, replayed, changed):
+                store.close()
+            for path in paths.values():
+                remove_db(path)
+    return {
+        "n": n,
+        "turns": turns,
+        "calls": calls,
+        "repeat": repeat,
+        "record_seconds": median(record_s),
+        "replay_seconds": median(replay_s),
+        "diff_identical_seconds": median(same_identical_s),
+        "diff_changed_seconds": median(changed_s),
+        "all": {
+            "record": record_s,
+            "replay": replay_s,
+            "diff_identical": same_identical_s,
+            "diff_changed": changed_s,
+        },
+        "checks": checks,
+    }
+
+
+def _ms(seconds: float, count: int) -> float:
+    return 1000 * seconds / count
+
+
+def print_tables(results: list[dict[str, Any]]) -> None:
+    print()
+    print("Replay against recording (SQLite; ms per model call, median of the repeats)")
+    header = (
+        f"{'N':>5} {'runs':>5} {'calls':>6} {'rep':>3} {'record s':>9} {'replay s':>9} "
+        f"{'record ms/call':>15} {'replay ms/call':>15} {'replay/record':>14}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        rec, rep, calls = r["record_seconds"], r["replay_seconds"], r["calls"]
+        print(
+            f"{r['n']:>5} {r['turns']:>5} {calls:>6} {r['repeat']:>3} {rec:>9.3f} {rep:>9.3f} "
+            f"{_ms(rec, calls):>15.3f} {_ms(rep, calls):>15.3f} {rep / rec:>13.2f}x"
+        )
+    print()
+    print("diff_runs over every run pair of two conversations (summed, median of the repeats)")
+    header = (
+        f"{'N':>5} {'runs':>5} {'calls':>6} {'vs replay s':>12} {'ms/call':>8} {'ms/run':>7} "
+        f"{'vs changed s':>13} {'ms/call':>8} {'ms/run':>7} {'differing calls':>16}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        calls, runs = r["calls"], r["turns"]
+        same, changed = r["diff_identical_seconds"], r["diff_changed_seconds"]
+        print(
+            f"{r['n']:>5} {runs:>5} {calls:>6} {same:>12.3f} {_ms(same, calls):>8.3f} "
+            f"{_ms(same, runs):>7.2f} {changed:>13.3f} {_ms(changed, calls):>8.3f} "
+            f"{_ms(changed, runs):>7.2f} {r['checks']['changed_calls_differing']:>7} of "
+            f"{calls:<6}"
+        )
+    for r in results:
+        c = r["checks"]
+        print(
+            f"  N={r['n']}: replay identical {c['replay_identical']}, same_recording "
+            f"{c['replay_same_recording']}; changed system: {c['changed_differences']} "
+            f"differences ({', '.join(c['changed_kinds'])}); replay store holds "
+            f"{c['replay_store_runs']} runs"
+        )
+    if len(results) > 1:
+        first, last = results[0], results[-1]
+
+        def growth(key: str) -> float:
+            return (last[key] / last["calls"]) / (first[key] / first["calls"])
+
+        print(
+            f"  ms/call growth N={first['n']} -> N={last['n']}: record "
+            f"{growth('record_seconds'):.2f}x, replay {growth('replay_seconds'):.2f}x, "
+            f"diff vs replay {growth('diff_identical_seconds'):.2f}x, diff vs changed "
+            f"{growth('diff_changed_seconds'):.2f}x (1.00x is linear)"
+        )
+
+
+def _profiled(label: str, n: int, top: int, fn: Any) -> tuple[str, Any]:
+    profiler = cProfile.Profile()
+    t0 = time.perf_counter()
+    profiler.enable()
+    value = fn()
+    profiler.disable()
+    elapsed = time.perf_counter() - t0
+    out = io.StringIO()
+    out.write(f"\n=== cProfile: {label}, N={n} ({elapsed:.2f} s under the profiler)\n")
+    stats = pstats.Stats(profiler, stream=out).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    return out.getvalue(), value
+
+
+def profile(n: int, top: int, workdir: Path) -> str:
+    """cProfile of replaying, then diffing against the replay, the N-iteration conversation."""
+    conv = Conversation(n)
+    original = _open(workdir / "p-original.sqlite")
+    replayed = _open(workdir / "p-replay.sqlite")
+    warm = _open(workdir / "p-warm.sqlite")
+    try:
+        _, runs, calls = record(conv, original)
+        replay_all(conv, original, runs[:2], warm)  # imports and first-call costs
+        text, (_, replay_runs, _) = _profiled(
+            f"replay_sync of every run ({len(runs)} runs, {calls} calls)",
+            n,
+            top,
+            lambda: replay_all(conv, original, runs, replayed),
+        )
+        more, _ = _profiled(
+            "diff_runs of every run against its replay",
+            n,
+            top,
+            lambda: diff_all(original, runs, replayed, replay_runs),
+        )
+    finally:
+        for store in (original, replayed, warm):
+            store.close()
+    return text + more
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 50, 200 only")
+    parser.add_argument(
+        "--repeat", type=int, default=None, help="repetitions (default 3 for N<=200, 1 above)"
+    )
+    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
+    parser.add_argument("--profile", type=int, metavar="N", help="only profile replay and diff")
+    parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
+    args = parser.parse_args(argv)
+
+    env = environment()
+    print_environment(env)
+    with tempfile.TemporaryDirectory(prefix="afp-replay-") as tmp:
+        workdir = Path(tmp)
+        if args.profile:
+            print(profile(args.profile, args.top, workdir))
+            return 0
+        sizes = QUICK_SIZES if args.quick else SIZES
+        print(
+            f"# {ITERATIONS_PER_TURN} tool-call iterations per turn, {RESULT_CHARS}-char results, "
+            f"N = {', '.join(map(str, sizes))}"
+        )
+        results = []
+        for n in sizes:
+            repeat = repeats_for(n, args.repeat)
+            print(f"... N={n} ({repeat} repetition{'s' if repeat > 1 else ''})", flush=True)
+            results.append(measure_n(n, repeat, workdir))
+    print_tables(results)
+    if args.json:
+        args.json.write_text(json.dumps({"environment": env, "results": results}, indent=2) + "\n")
+        print(f"\nfigures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
