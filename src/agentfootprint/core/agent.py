@@ -194,6 +194,8 @@ class Agent:
         )
         try:
             await run.execute()
+            if replay is not None:
+                replay.finish()  # a replay that made fewer calls fails before it closes
         except BaseException as exc:
             self._close_failed(run, exc)
             if isinstance(exc, RunError) and exc.run_id is None:

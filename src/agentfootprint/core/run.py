@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agentfootprint.core.chart import Chart
     from agentfootprint.core.options import AgentConfig
 
-__all__ = ["Lineage", "RunState", "StageContext"]
+__all__ = ["Lineage", "ReplayInput", "RunState", "StageContext"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -47,6 +47,15 @@ class Lineage:
     #: the committed form of live objects (the boundary's memo), and the parent's policy
     memo: dict[int, tuple[Any, Any]] | None = None
     policy: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReplayInput:
+    """A replayed run's input as the original recorded it: the ``user_message`` and the
+    history's user ``content`` (under a policy, two different commitments of one text)."""
+
+    user_message: Any
+    content: Any
 
 
 @dataclass(kw_only=True, slots=True)

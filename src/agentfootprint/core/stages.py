@@ -34,7 +34,7 @@ from agentfootprint.core.events import (
     TurnStart,
 )
 from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.run import StageContext, recordable, structured_details
+from agentfootprint.core.run import ReplayInput, StageContext, recordable, structured_details
 from agentfootprint.core.scope import to_json_value
 from agentfootprint.core.tools import (
     ToolContext,
@@ -63,10 +63,13 @@ async def seed(ctx: StageContext) -> None:
     run, s = ctx.run, ctx.scope
     config = run.config
     message = run.input_message
+    content = message
+    if isinstance(message, ReplayInput):  # a replay restores both recorded forms as they were
+        message, content = message.user_message, message.content
     s.set("agent", {"id": config.id, "name": config.name})
     s.set("model", config.model)
     s.set("params", config.params)
-    s.append("history", [{"role": "user", "content": message}])
+    s.append("history", [{"role": "user", "content": content}])
     s.set("user_message", message)
     s.set("iteration", 1)
     s.set("usage", {"input": 0, "output": 0, "calls": 0})

@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
+from agentfootprint.core.run import ReplayInput
 from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.replay.read import Receipt, RunReader
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.verify.canonical import canon, parse
+from agentfootprint.verify.commitments import is_commitment
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests
 from agentfootprint.verify.verifier import RowSource
 
@@ -78,7 +80,11 @@ class Recording:
                 continue
             stage = step.body["stage"]
             if stage == "seed":
-                self.message = state.get("user_message")
+                history = state.get("history", [])
+                first = history[history_before] if len(history) > history_before else {}
+                self.message = ReplayInput(
+                    user_message=state.get("user_message"), content=first.get("content")
+                )
             elif stage == "call-llm":
                 response = state.get("last_response")
                 self.responses.append(copy.deepcopy(response) if response is not answered else None)
@@ -233,6 +239,16 @@ class _ReplayHooks:
             raise found
         self.checked += 1
 
+    def finish(self) -> None:
+        """At the end of the replayed run: the original made no more calls than this."""
+        if self.until is None and self.checked < len(self.recording.calls):
+            raise ReplayDivergence(
+                f"the replay made {self.checked} calls, the original {len(self.recording.calls)}",
+                call=self.checked,
+                kind="calls",
+                original_run=self.recording.run_id,
+            )
+
     def tool_answer(self, call: dict[str, Any]) -> tuple[str, bool] | None:
         if not self.replaying(self.call):
             return None
@@ -245,8 +261,11 @@ class _ReplayHooks:
                 original_run=self.recording.run_id,
             )
         name, arguments, content, is_error = recorded
+        comparable = not (is_commitment(arguments) or is_commitment(call["arguments"]))
         if name != call["name"] or (
-            arguments is not None and _canonical(arguments) != _canonical(call["arguments"])
+            arguments is not None
+            and comparable  # two commitments of one value differ by salt: not comparable
+            and _canonical(arguments) != _canonical(call["arguments"])
         ):
             raise ReplayDivergence(
                 f"tool call {call['id']}: the replay calls {call['name']} with other arguments "
@@ -356,14 +375,6 @@ async def replay(
         replay=hooks,
         open_extra=link,
     )
-    if until is None and hooks.checked < len(recording.calls):
-        raise ReplayDivergence(
-            f"the replay made {hooks.checked} calls, the original {len(recording.calls)}",
-            call=hooks.checked,
-            kind="calls",
-            original_run=run_id,
-            run_id=result.run_id,
-        )
     return ReplayResult(
         original_run=run_id, result=result, calls_checked=hooks.checked, forked_at=until
     )
