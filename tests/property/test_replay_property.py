@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 import agentfootprint as af
 from agentfootprint.store.base import EventStore
+from agentfootprint.testing.replay import NoModel, silent_twins
 from agentfootprint.testing.strategies import (
     Recorded,
     RunSpec,
@@ -46,35 +47,9 @@ from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.commitments import parse_json_container
 
 
-class NoModel:
-    """A provider that must never be asked."""
-
-    name = "no-model"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, request: Any) -> af.LLMResponse:
-        self.calls += 1
-        raise AssertionError("the replay called the model")
-
-
-def silent_twins(spec: RunSpec, executed: list[str]) -> list[af.Tool]:
+def spec_twins(spec: RunSpec, executed: list[str]) -> list[af.Tool]:
     """The spec's tools (same schemas) whose execution is logged and fails."""
-
-    def twin(tool: af.Tool) -> af.Tool:
-        def execute(arguments: Any) -> Any:
-            executed.append(tool.name)
-            raise AssertionError(f"the replay ran tool {tool.name}")
-
-        return af.define_tool(
-            name=tool.name,
-            description=tool.description,
-            input_schema=dict(tool.input_schema),
-            execute=execute,
-        )
-
-    return [twin(make_tool(tool)) for tool in spec.tools]
+    return silent_twins([make_tool(tool) for tool in spec.tools], executed)
 
 
 def integral_float_in_json_text(value: Any) -> bool:
@@ -133,7 +108,7 @@ def replay_every_turn(
     """Replay each turn with an unchanged agent; each replay is byte-identical."""
     kwargs, _, _ = build_run(spec, **overrides)
     executed: list[str] = []
-    kwargs["tools"] = silent_twins(spec, executed)
+    kwargs["tools"] = spec_twins(spec, executed)
     target = source if same_store else af.MemoryStore()
     provider = NoModel()
     agent = af.Agent(provider=provider, store=target, **kwargs)

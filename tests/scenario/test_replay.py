@@ -24,40 +24,10 @@ from agentfootprint.errors import RunNotFoundError
 from agentfootprint.replay.replayer import Recording, _ReplayHooks, replay
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
+from agentfootprint.testing.replay import NoModel, silent_twins
 from agentfootprint.verify.canonical import parse
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-class NoModel:
-    """A provider that must never be asked: a replay answers every call from the recording."""
-
-    name = "no-model"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, request: Any) -> af.LLMResponse:
-        self.calls += 1
-        raise AssertionError("the replay called the model")
-
-
-def silent_twins(tools: Any, executed: list[str]) -> list[af.Tool]:
-    """Tools with the same model-visible schema whose execution is an error (and is logged)."""
-
-    def twin(tool: af.Tool) -> af.Tool:
-        def execute(args: Any) -> Any:
-            executed.append(tool.name)
-            raise AssertionError(f"the replay ran tool {tool.name}")
-
-        return af.define_tool(
-            name=tool.name,
-            description=tool.description,
-            input_schema=dict(tool.input_schema),
-            execute=execute,
-        )
-
-    return [twin(tool) for tool in tools]
 
 
 def logged_tools(tools: Any, executed: list[str]) -> list[af.Tool]:

@@ -41,7 +41,7 @@ from agentfootprint.store.writer import RunWriter, new_run_id
 from agentfootprint.verify.canonical import canon, check_ijson
 from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, parse_json_container
 from agentfootprint.verify.request import PROJECTION, REQUEST_VERSION
-from agentfootprint.verify.verifier import LOG_FORMAT, Verifier
+from agentfootprint.verify.verifier import LOG_FORMAT, shared_verifier
 
 __all__ = ["Agent", "RunResult", "StoppedEarly", "open_store"]
 
@@ -119,7 +119,6 @@ class Agent:
         self.chart = build_chart(self.config.react_mode)
         self._bus = EventBus()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
-        self._verifier: Verifier | None = None
 
     def close(self) -> None:
         """Close the store if this agent opened it (a path or the default memory store)."""
@@ -347,10 +346,9 @@ class Agent:
         cached = self._lineages.get(parent_id)
         if cached is not None:
             return cached
-        if self._verifier is None:
-            self._verifier = Verifier(self.store)
+        verifier = shared_verifier(self.store)
         try:
-            verified = self._verifier.verify(parent_id)
+            verified = verifier.verify(parent_id)
         except RunNotFoundError as exc:
             raise ContinuationError(
                 f"cannot continue run {parent_id}: it is not in this agent's store"
@@ -380,5 +378,5 @@ class Agent:
             policy=verified.policy,
             receipt_lists={k: list(v) for k, v in verified.receipt_lists.items()},
             outcome=str(outcome),
-            hasher=self._verifier.hasher_after(parent_id),
+            hasher=verifier.hasher_after(parent_id),
         )

@@ -12,7 +12,6 @@ on the way (a read never trusts an ancestor it has not checked).
 from __future__ import annotations
 
 import copy
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from agentfootprint.errors import RunNotFoundError, UsageError, VerificationErro
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
 from agentfootprint.verify.request import PIECE_KINDS, build_request
-from agentfootprint.verify.verifier import RowSource, Verifier
+from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 __all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]
 
@@ -46,22 +45,6 @@ class _Step:
     type: str
     body: dict[str, Any]
     commit: int  # the commit this event belongs to (or has just closed, for markers)
-
-
-_SHARED: weakref.WeakKeyDictionary[Any, Verifier] = weakref.WeakKeyDictionary()
-
-
-def shared_verifier(source: RowSource) -> Verifier:
-    """One verifier per source object for the read side: reading the runs of a long
-    conversation one by one verifies each ancestor once, not once per read. (Verified runs
-    are closed or a crash's prefix; neither changes, so the cache stays true.)"""
-    try:
-        found = _SHARED.get(source)
-    except TypeError:  # a source that cannot be weakly referenced: no sharing
-        return Verifier(source)
-    if found is None:
-        found = _SHARED[source] = Verifier(source)
-    return found
 
 
 class RunReader:

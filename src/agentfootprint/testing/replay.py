@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentfootprint.core.tools import Tool, define_tool
 from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.replay.replayer import ReplayResult, replay_sync
 from agentfootprint.store.sqlite import SqliteStore
@@ -115,3 +116,36 @@ def _open_read_only(path: Path, scratch: Path) -> Any:
     if wal.exists():  # committed pages not yet checkpointed into the main file
         shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
     return SqliteStore(copy)
+
+
+class NoModel:
+    """A provider that must never be asked: give it to an agent that replays, and a call
+    to the model fails the test (a replay answers every call from the recording)."""
+
+    name = "no-model"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: Any) -> Any:
+        self.calls += 1
+        raise AssertionError("the replay called the model")
+
+
+def silent_twins(tools: Any, executed: list[str]) -> list[Tool]:
+    """Tools with the same model-visible schemas whose execution fails (and is logged in
+    ``executed``): a replay answers every tool call from the recording."""
+
+    def twin(tool: Tool) -> Tool:
+        def execute(arguments: Any) -> Any:
+            executed.append(tool.name)
+            raise AssertionError(f"the replay ran tool {tool.name}")
+
+        return define_tool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=dict(tool.input_schema),
+            execute=execute,
+        )
+
+    return [twin(tool) for tool in tools]

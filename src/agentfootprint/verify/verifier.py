@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import re
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = [
     "RowSource",
     "RunVerification",
     "Verifier",
+    "shared_verifier",
     "verify_run",
 ]
 
@@ -704,6 +706,22 @@ def _piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str])
     return (
         f"call {call}: {len(actual)} {kind} pieces were served but the receipt lists {len(claimed)}"
     )
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, Verifier] = weakref.WeakKeyDictionary()
+
+
+def shared_verifier(source: RowSource) -> Verifier:
+    """One verifier per source object for the runtime and the read side: continuing, reading
+    or replaying the runs of a long conversation verifies each ancestor once. (Verified runs
+    are closed or a crash's prefix; neither changes, so the cache stays true.)"""
+    try:
+        found = _SHARED.get(source)
+    except TypeError:  # a source that cannot be weakly referenced: no sharing
+        return Verifier(source)
+    if found is None:
+        found = _SHARED[source] = Verifier(source)
+    return found
 
 
 def verify_run(source: RowSource, run_id: str) -> RunVerification:
