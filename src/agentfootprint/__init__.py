@@ -16,11 +16,12 @@ __version__ = "0.1.0"
 # others: an auditor's process can import agentfootprint.verify without the runtime.
 _LAZY: dict[str, str] = {
     "ReplayDivergence": "agentfootprint.errors",
-    "ReplayResult": "agentfootprint.replay.replayer",
-    "RunDiff": "agentfootprint.replay.diff",
-    "diff_runs": "agentfootprint.replay.diff",
-    "replay_sync": "agentfootprint.replay.replayer",
-    "same_recording": "agentfootprint.replay.diff",
+    "ReplayResult": "agentfootprint.audit.replayer",
+    "RunDiff": "agentfootprint.audit.diff",
+    "diff_runs": "agentfootprint.audit.diff",
+    "replay": "agentfootprint.audit.replayer",
+    "replay_sync": "agentfootprint.audit.replayer",
+    "same_recording": "agentfootprint.audit.diff",
     "BundleSource": "agentfootprint.verify.bundle",
     "DisclosureVault": "agentfootprint.store.vault",
     "ProvenValue": "agentfootprint.verify.verifier",
@@ -64,18 +65,21 @@ _LAZY: dict[str, str] = {
     "VerificationError": "agentfootprint.errors",
     "Verifier": "agentfootprint.verify.verifier",
     "build_request": "agentfootprint.verify.request",
-    "commit_value_at": "agentfootprint.replay.read",
+    "commit_value_at": "agentfootprint.audit.read",
     "define_tool": "agentfootprint.core.tools",
     "open_store": "agentfootprint.core.agent",
-    "receipt_at": "agentfootprint.replay.read",
+    "receipt_at": "agentfootprint.audit.read",
     "reply": "agentfootprint.core.providers.mock",
-    "served_at": "agentfootprint.replay.read",
-    "state_at": "agentfootprint.replay.read",
+    "served_at": "agentfootprint.audit.read",
+    "state_at": "agentfootprint.audit.read",
     "tool_call": "agentfootprint.core.providers.mock",
     "verify_run": "agentfootprint.verify.verifier",
 }
 
 if TYPE_CHECKING:
+    from agentfootprint.audit.diff import RunDiff, diff_runs, same_recording
+    from agentfootprint.audit.read import commit_value_at, receipt_at, served_at, state_at
+    from agentfootprint.audit.replayer import ReplayResult, replay, replay_sync
     from agentfootprint.core.agent import Agent, RunResult, StoppedEarly, open_store
     from agentfootprint.core.events import (
         AgentEvent,
@@ -105,9 +109,6 @@ if TYPE_CHECKING:
         UsageError,
         VerificationError,
     )
-    from agentfootprint.replay.diff import RunDiff, diff_runs, same_recording
-    from agentfootprint.replay.read import commit_value_at, receipt_at, served_at, state_at
-    from agentfootprint.replay.replayer import ReplayResult, replay_sync
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
@@ -176,6 +177,7 @@ __all__ = [
     "import_bundle",
     "open_store",
     "receipt_at",
+    "replay",
     "replay_sync",
     "reply",
     "same_recording",

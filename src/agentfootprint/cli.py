@@ -28,6 +28,7 @@ import click
 import orjson
 
 from agentfootprint import __version__
+from agentfootprint.audit.read import RunReader
 from agentfootprint.errors import (
     AgentFootprintError,
     ReplayDivergence,
@@ -37,7 +38,6 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
-from agentfootprint.replay.read import RunReader
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.transfer import export_runs, import_bundle
 from agentfootprint.store.vault import DisclosureVault, disclosures_document, read_disclosures
@@ -46,8 +46,8 @@ from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
 if TYPE_CHECKING:
+    from agentfootprint.audit.diff import PieceDifference, RunDiff
     from agentfootprint.core.agent import Agent, RunResult
-    from agentfootprint.replay.diff import PieceDifference, RunDiff
 
 __all__ = ["EXIT_DIFFERENT", "EXIT_INVALID", "EXIT_OK", "EXIT_UNSEALED", "EXIT_USAGE", "main"]
 
@@ -587,7 +587,7 @@ def replay_command(db: Path, run_id: str, factory: str, until: int | None, as_js
       1  diverged (DIVERGED and the diff are printed), or the replay failed otherwise
       2  usage: bad MODULE:FACTORY, import error, not an Agent, unknown run or DB
     """
-    from agentfootprint.replay.replayer import replay_sync
+    from agentfootprint.audit.replayer import replay_sync
 
     source = _open_log(db)
     agent: Agent | None = None
@@ -707,7 +707,7 @@ def diff_command(db_a: Path, rest: tuple[str, ...], as_json: bool, limit: int | 
       1  different (or a log does not verify: INVALID is printed)
       2  usage: wrong arguments, unknown run, DB could not be opened
     """
-    from agentfootprint.replay.diff import diff_runs
+    from agentfootprint.audit.diff import diff_runs
 
     if len(rest) == 2:
         (run_a, run_b), db_b = rest, None

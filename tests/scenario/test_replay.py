@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
+from agentfootprint.audit.replayer import Recording, _ReplayHooks, replay
 from agentfootprint.core import hooks
 from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent, demo_script, demo_tools
 from agentfootprint.errors import RunNotFoundError
-from agentfootprint.replay.replayer import Recording, _ReplayHooks, replay
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
 from agentfootprint.testing.replay import NoModel, silent_twins
@@ -600,19 +600,17 @@ def test_replay_is_awaitable(demo: tuple[EventStore, af.RunResult, af.RunResult]
     assert_identical_replay(store, second, target, asyncio.run(main()))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: af.replay names both the function and the subpackage agentfootprint.replay; "
-    "once anything of the subpackage is imported (af.replay_sync, af.state_at, the pytest "
-    "plugin...), the import binds the package attribute and af.replay is the module",
-)
 def test_af_replay_is_the_replay_function() -> None:
+    """``af.replay`` stays the function once the subpackage is imported (it is ``audit``)."""
     code = (
+        "import inspect\n"
         "import agentfootprint as af\n"
-        "af.replay_sync\n"
-        "assert callable(af.replay), af.replay\n"
+        "af.replay_sync, af.state_at, af.diff_runs\n"
+        "import agentfootprint.audit.replayer\n"
+        "assert inspect.iscoroutinefunction(af.replay), af.replay\n"
         "from agentfootprint import replay\n"
-        "assert callable(replay), replay\n"
+        "from agentfootprint.audit import replay as same\n"
+        "assert replay is same is af.replay\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from agentfootprint.audit.read import RunReader
 from agentfootprint.core import hooks
 from agentfootprint.core.providers.mock import MockProvider
 from agentfootprint.errors import AgentFootprintError, VerificationError
-from agentfootprint.replay.read import RunReader
 from agentfootprint.store.base import EventReader
 from agentfootprint.verify.commitments import is_commitment, parse_json_container
 from agentfootprint.verify.verifier import RunVerification, Verifier

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentfootprint.audit.replayer import ReplayResult, replay_sync
 from agentfootprint.core.tools import Tool, define_tool
 from agentfootprint.errors import ReplayDivergence, UsageError
-from agentfootprint.replay.replayer import ReplayResult, replay_sync
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 

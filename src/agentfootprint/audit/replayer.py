@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from agentfootprint.audit.read import Receipt, RunReader
 from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
 from agentfootprint.core.run import ReplayInput
 from agentfootprint.errors import ReplayDivergence, UsageError
-from agentfootprint.replay.read import Receipt, RunReader
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.commitments import is_commitment
@@ -391,6 +391,5 @@ def replay_sync(
     except RuntimeError:
         return asyncio.run(replay(agent, store, run_id, until=until))
     raise UsageError(
-        "replay_sync() was called inside a running event loop; use "
-        "await agentfootprint.replay.replay(...)"
+        "replay_sync() was called inside a running event loop; use await agentfootprint.replay(...)"
     )

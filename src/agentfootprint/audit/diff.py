@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentfootprint.replay.read import Receipt, RunReader
-from agentfootprint.replay.replayer import piece_diff
+from agentfootprint.audit.read import Receipt, RunReader
+from agentfootprint.audit.replayer import piece_diff
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.request import PIECE_KINDS
 from agentfootprint.verify.verifier import RowSource
