@@ -570,16 +570,27 @@ def _echo_json(document: Any) -> None:
     help="Fork at call K: calls before K are replayed and checked, call K onward goes "
     "to the agent's own provider and tools (live).",
 )
+@click.option(
+    "--disclosures",
+    "vault",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="VAULT",
+    help="The disclosure vault the original was recorded with: a run recorded under a "
+    "redaction policy replays byte for byte when its commitments can be opened (read only; "
+    "the replay's own disclosures go to the agent's vault).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
-def replay_command(db: Path, run_id: str, factory: str, until: int | None, as_json: bool) -> None:
+def replay_command(
+    db: Path, run_id: str, factory: str, until: int | None, vault: Path | None, as_json: bool
+) -> None:
     """Replay RUN_ID of DB with the agent FACTORY builds: no model call, no tool runs.
 
     DB is a database or an export bundle. Each call is answered with the response the
     original received and each tool call with its recorded result; before each call the
     request the agent builds now is checked, piece by piece, against the original's
     receipt. The first difference stops the replay: its call, kind (system, messages,
-    tools, model, params, tool-call, calls), piece position, both digests and a unified
-    diff are printed. The replay is recorded as a run of the agent's own store.
+    tools, model, params, tool-call, calls, redacted), piece position, both digests and a
+    unified diff are printed. The replay is recorded as a run of the agent's own store.
 
     \b
     Exit codes:
@@ -595,7 +606,7 @@ def replay_command(db: Path, run_id: str, factory: str, until: int | None, as_js
         with _cwd_on_path():
             agent = _build_agent(factory)
             try:
-                outcome = replay_sync(agent, source, run_id, until=until)
+                outcome = replay_sync(agent, source, run_id, until=until, disclosures=vault)
             except ReplayDivergence as exc:
                 _report_divergence(run_id, exc, as_json)
                 code = EXIT_DIFFERENT

@@ -100,8 +100,9 @@ def demo_script() -> list[Any]:
     ]
 
 
-def build_demo_agent(store: Any, *, provider: Any = None) -> Agent:
-    """The demo agent recording into ``store`` (a path or a store object)."""
+def build_demo_agent(store: Any, *, provider: Any = None, **options: Any) -> Agent:
+    """The demo agent recording into ``store`` (a path or a store object); ``options``
+    (``redact``, ``disclosures``...) are added to its own."""
     return Agent(
         provider=provider or MockProvider(demo_script()),
         model="scripted-travel-model",
@@ -116,4 +117,5 @@ def build_demo_agent(store: Any, *, provider: Any = None) -> Agent:
         temperature=0.2,
         max_tokens=512,
         max_iterations=6,
+        **options,
     )

@@ -48,6 +48,12 @@ FACTORIES = textwrap.dedent(
         return build_demo_agent(None, provider=MockProvider(["A different final answer."]))
 
 
+    def redacted():
+        from agentfootprint.store.redaction import conversation_redaction
+
+        return build_demo_agent(None, redact=conversation_redaction())
+
+
     def not_an_agent():
         return "an agent"
 
@@ -110,6 +116,8 @@ def invoke(runner: CliRunner, *args: str) -> Any:
                 "MODULE:FACTORY",
                 "current directory",
                 "--until",
+                "--disclosures",
+                "VAULT",
                 "--json",
                 "no model call",
                 "export bundle",
@@ -385,3 +393,26 @@ def test_state_from_a_bundle(workdir: Path, runner: CliRunner, runs: list[str]) 
     store.close()
     result = invoke(runner, "state", "demo.afp", runs[1], "--at", "0", "--path", "user_message")
     assert result.exit_code == EXIT_OK and orjson.loads(result.output) == DEMO_QUESTIONS[1]
+
+
+def test_replay_of_a_redacted_run_with_its_vault(runner: CliRunner, workdir: Path) -> None:
+    """Under conversation_redaction the replay needs the original's vault: without it the
+    command says so (exit 1), with it every call is identical (exit 0); the vault is read."""
+    agent = build_demo_agent(
+        "redacted.db", redact=af.conversation_redaction(), disclosures="redacted.vault.db"
+    )
+    first = agent.run_sync(DEMO_QUESTIONS[0])
+    agent.close()
+    vault_before = (workdir / "redacted.vault.db").read_bytes()
+    replay = ["replay", "redacted.db", first.run_id, "--agent", f"{MODULE}:redacted"]
+    without = invoke(runner, *replay)
+    assert without.exit_code == EXIT_DIFFERENT, without.output
+    assert "DIVERGED" in without.output and "redacted" in without.output
+    assert "--disclosures VAULT" in without.output
+    with_vault = invoke(runner, *replay, "--disclosures", "redacted.vault.db", "--json")
+    assert with_vault.exit_code == EXIT_OK, with_vault.output
+    outcome = orjson.loads(with_vault.output)
+    assert (outcome["outcome"], outcome["calls_checked"]) == ("identical", 4)
+    assert (workdir / "redacted.vault.db").read_bytes() == vault_before
+    missing = invoke(runner, *replay, "--disclosures", "absent.db")
+    assert missing.exit_code == EXIT_USAGE and "absent.db" in missing.output

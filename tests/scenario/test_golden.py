@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from agentfootprint.core.agent import Agent
-from agentfootprint.demo import build_demo_agent
+from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.errors import UsageError
+from agentfootprint.store.redaction import conversation_redaction
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.transfer import export_runs
 from agentfootprint.testing.replay import assert_replays
@@ -71,3 +72,26 @@ def test_a_factory_must_build_an_agent() -> None:
         assert_replays(lambda: "not an agent", GOLDEN)  # type: ignore[arg-type,return-value]
     with pytest.raises(UsageError, match="does not exist"):
         assert_replays(lambda: build_demo_agent(None), GOLDEN.with_name("absent.db"))
+
+
+def test_a_redacted_golden_run_replays_with_its_vault(tmp_path: Path) -> None:
+    """A golden run recorded under conversation_redaction() is gated with its vault (read
+    from a copy, left untouched); without it the gate fails saying the vault is needed."""
+    golden, vault = tmp_path / "golden.db", tmp_path / "golden.vault.db"
+    agent = build_demo_agent(golden, redact=conversation_redaction(), disclosures=vault)
+    first = agent.run_sync(DEMO_QUESTIONS[0])
+    agent.run_sync(DEMO_QUESTIONS[1], continue_from=first)
+    agent.close()
+    before = hashlib.sha256(vault.read_bytes()).hexdigest()
+
+    def factory() -> Agent:
+        return build_demo_agent(None, redact=conversation_redaction())
+
+    results = assert_replays(factory, golden, disclosures=vault)
+    assert [r.calls_checked for r in results] == [4, 2]
+    assert hashlib.sha256(vault.read_bytes()).hexdigest() == before
+    with pytest.raises(pytest.fail.Exception) as failed:
+        assert_replays(factory, golden)
+    assert "disclosure vault" in str(failed.value)
+    with pytest.raises(UsageError, match="does not exist"):
+        assert_replays(factory, golden, disclosures=tmp_path / "absent.db")

@@ -19,7 +19,7 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.audit.replayer import Recording, _ReplayHooks, replay
-from agentfootprint.core import hooks
+from agentfootprint.core import hooks, stages
 from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent, demo_script, demo_tools
 from agentfootprint.errors import RunNotFoundError
 from agentfootprint.store.base import EventStore
@@ -415,35 +415,57 @@ def test_different_temperature_diverges_in_params(
     failed_replay(target, error, second.run_id)
 
 
-def test_new_code_that_changes_a_tool_result_message_diverges_at_the_next_call() -> None:
-    """Recorded with argument validation off (the malformed call ran and failed); replayed with
-    ``enforce``, the new code answers with a teaching message instead: call 2 is served another
-    history, caught at the tool message."""
-    store = af.MemoryStore()
-    first, _ = record_demo(store, tool_arg_validation="off")
+def test_new_code_that_rewords_a_message_diverges_at_the_next_call(
+    demo: tuple[EventStore, af.RunResult, af.RunResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New code (here: a reworded validation teaching message) writes another tool message
+    for the call the original refused: call 2 is served another history, caught at that
+    message with both wordings in the diff."""
+    store, first, _ = demo
     tool_message = first.state["history"][4]
-    assert tool_message["role"] == "tool" and "TypeError" in tool_message["content"]
-    error, target = diverge(store, first, tool_arg_validation="enforce")
+    assert (
+        tool_message["role"] == "tool"
+        and "did not match its input schema" in (tool_message["content"])
+    )
+    monkeypatch.setattr(
+        stages, "teaching_message", lambda tool, issues: f"Call {tool.name} again, fixed."
+    )
+    error, target = diverge(store, first)
     assert (error.call, error.kind, error.position) == (2, "messages", 4)
-    assert_readable_diff(error, "TypeError", "did not match its input schema")
+    assert_readable_diff(error, "did not match its input schema", "Call convert_currency again")
     failed_replay(target, error, first.run_id)
     # the first two calls were replayed and receipted like the original's
     for k in range(2):
         assert af.receipt_at(target, error.run_id, k) == af.receipt_at(store, first.run_id, k)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: replaying with tool_arg_validation='off' (or 'warn') a run recorded with "
-    "'enforce' answers the malformed call with the recorded teaching message, which the new "
-    "code never produces (it would run the tool): the replay 'matches' instead of diverging",
-)
+def test_validation_turned_on_is_caught_at_the_tool_call() -> None:
+    """Recorded with argument validation off (the malformed call ran, and failed); replayed
+    with ``enforce``, the new code refuses a call the original ran: caught at that call."""
+    store = af.MemoryStore()
+    first, _ = record_demo(store, tool_arg_validation="off")
+    tool_message = first.state["history"][4]
+    assert tool_message["role"] == "tool" and "TypeError" in tool_message["content"]
+    error, target = diverge(store, first, tool_arg_validation="enforce")
+    assert (error.call, error.kind, error.position) == (1, "tool-call", 0)
+    assert "the original ran the tool, the replay does not" in str(error)
+    assert_readable_diff(error, "TypeError", "did not match its input schema")
+    failed_replay(target, error, first.run_id)
+    assert af.receipt_at(target, error.run_id, 1) == af.receipt_at(store, first.run_id, 1)
+
+
 @pytest.mark.parametrize("mode", ["off", "warn"])
-def test_validation_turned_off_diverges(
+def test_validation_turned_off_is_caught_at_the_tool_call(
     demo: tuple[EventStore, af.RunResult, af.RunResult], mode: str
 ) -> None:
+    """Recorded with ``enforce`` (the malformed call was refused); replayed with validation off
+    or warning, the new code would run the tool: caught before it runs (no tool runs)."""
     store, first, _ = demo
-    diverge(store, first, tool_arg_validation=mode)
+    error, target = diverge(store, first, tool_arg_validation=mode)
+    assert (error.call, error.kind, error.position) == (1, "tool-call", 0)
+    assert "the replay would run the tool, the original did not" in str(error)
+    assert_readable_diff(error, "did not match its input schema", None)
+    failed_replay(target, error, first.run_id)
 
 
 def test_fewer_calls_diverge_with_kind_calls(
@@ -470,18 +492,31 @@ def test_fewer_calls_replay_run_is_closed_as_failed(
     failed_replay(target, error, first.run_id)
 
 
-def test_more_calls_diverge_with_kind_calls() -> None:
-    """Recorded with ``max_iterations=2`` (stopped early); the replay may iterate further and
-    asks for a call the recording does not have."""
+def test_more_iterations_depart_at_the_tool_calls_the_original_left_pending() -> None:
+    """Recorded with ``max_iterations=2`` (stopped early with call 1's tool calls pending); the
+    replay may iterate further: it departs when it answers a tool call the original never ran,
+    before it asks for a call the recording does not have."""
     store = af.MemoryStore()
     first, _ = record_demo(store, max_iterations=2)
     assert first.outcome == "stopped_early" and first.calls == 2
     error, target = diverge(store, first, max_iterations=6)
-    assert (error.call, error.kind, error.position) == (2, "calls", None)
+    assert (error.call, error.kind, error.position) == (1, "tool-call", 0)
+    assert "ended the turn here" in str(error)
     failed_replay(target, error, first.run_id)
 
 
-def test_tool_answer_refuses_calls_that_depart_from_the_recording(
+def test_a_call_beyond_the_recording_diverges_with_kind_calls(
+    demo: tuple[EventStore, af.RunResult, af.RunResult],
+) -> None:
+    store, first, _ = demo
+    hooks = _ReplayHooks(Recording(store, first.run_id), None)
+    with pytest.raises(af.ReplayDivergence) as beyond:
+        hooks.check_receipt(first.calls, None, {})  # type: ignore[arg-type]
+    assert (beyond.value.call, beyond.value.kind) == (first.calls, "calls")
+    assert f"the original ({first.calls} calls) did not" in str(beyond.value)
+
+
+def test_tool_calls_are_checked_in_order_against_the_recording(
     demo: tuple[EventStore, af.RunResult, af.RunResult],
 ) -> None:
     store, first, _ = demo
@@ -490,48 +525,57 @@ def test_tool_answer_refuses_calls_that_depart_from_the_recording(
     calls = [c for m in history if m["role"] == "assistant" for c in m.get("tool_calls", [])]
     results = {m["tool_call_id"]: m for m in history if m["role"] == "tool"}
     assert [c["id"] for c in calls] == list(results)
+    answered = recording.tool_calls
+    assert [None if a is None else len(a) for a in answered] == [1, 1, 1, None]
+    # call 1's arguments were refused by validation: the original did not run that tool
+    assert [a[0].ran for a in answered[:3] if a is not None] == [True, False, True]
+
+    def at(hooks: _ReplayHooks, k: int, call: dict[str, Any]) -> Any:
+        hooks.call, hooks.tool_index = k, 0
+        return hooks.tool_call(call)
 
     replaying = _ReplayHooks(recording, None)
     for k, call in enumerate(calls):
-        replaying.call = k
-        content, is_error = replaying.tool_answer(dict(call)) or ("", False)
-        assert content == results[call["id"]]["content"]
-        assert is_error is bool(results[call["id"]].get("is_error"))
+        entry = at(replaying, k, dict(call))
+        assert (entry.id, entry.name) == (call["id"], call["name"])
+        assert entry.content == results[call["id"]]["content"]
+        assert entry.is_error is bool(results[call["id"]].get("is_error"))
+        if entry.ran:
+            assert replaying.answer(entry) == (entry.content, entry.is_error)
+        else:
+            with pytest.raises(af.ReplayDivergence, match="the original did not"):
+                replaying.answer(entry)
     weather = calls[0]
     # the arguments as JSON text are the same call
-    replaying.call = 0
-    assert replaying.tool_answer({**weather, "arguments": '{"city": "Lisbon"}'}) is not None
+    assert at(replaying, 0, {**weather, "arguments": '{"city": "Lisbon"}'}) is not None
 
     with pytest.raises(af.ReplayDivergence) as unknown:
-        replaying.tool_answer({"id": "call_9_9", "name": "get_weather", "arguments": {}})
-    assert (unknown.value.call, unknown.value.kind) == (0, "tool-call")
+        at(replaying, 0, {"id": "call_9_9", "name": "get_weather", "arguments": {}})
+    assert (unknown.value.call, unknown.value.kind, unknown.value.position) == (0, "tool-call", 0)
     assert "call_9_9" in str(unknown.value)
 
+    with pytest.raises(af.ReplayDivergence) as extra:
+        replaying.tool_call(dict(weather))  # a second tool call in a reply that had one
+    assert (extra.value.call, extra.value.kind, extra.value.position) == (0, "tool-call", 1)
+    assert "not in the recording" in str(extra.value)
+
     with pytest.raises(af.ReplayDivergence) as other_args:
-        replaying.tool_answer({**weather, "arguments": {"city": "Oslo"}})
+        at(replaying, 0, {**weather, "arguments": {"city": "Oslo"}})
     assert (other_args.value.call, other_args.value.kind) == (0, "tool-call")
     assert other_args.value.original_run == first.run_id
     assert_readable_diff(other_args.value, '"city": "Lisbon"', '"city": "Oslo"')
 
     with pytest.raises(af.ReplayDivergence) as other_tool:
-        replaying.tool_answer({**weather, "name": "convert_currency"})
+        at(replaying, 0, {**weather, "name": "convert_currency"})
     assert other_tool.value.kind == "tool-call"
     assert "convert_currency" in other_tool.value.diff
 
     # a fork answers from the recording before its call, and leaves later calls to the tools
     forking = _ReplayHooks(recording, 1)
-    forking.call = 0
-    assert forking.tool_answer(dict(weather)) is not None
-    forking.call = 1
-    assert forking.tool_answer({"id": "new", "name": "get_weather", "arguments": {}}) is None
+    assert at(forking, 0, dict(weather)) is not None
+    assert at(forking, 1, {"id": "new", "name": "get_weather", "arguments": {}}) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Recording.tool_results is keyed by tool-call id only; a provider that reuses "
-    "an id (in one reply or across iterations) makes the unchanged replay diverge "
-    "('tool-call') because the later result overwrote the earlier one",
-)
 @pytest.mark.parametrize("where", ["across-iterations", "one-reply"])
 def test_reused_tool_call_ids_replay(where: str) -> None:
     def echo(args: Any) -> Any:
@@ -826,53 +870,89 @@ def test_redacted_run_replays_byte_identically(
     assert executed == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: when the model's tool-call arguments hold a redacted key, the replay serves "
-    "the recorded (committed) reply, and call-llm refuses it: ProviderCallError 'provider reply "
-    "cannot be recorded: ...['$commit']: the key '$commit' is reserved'",
-)
-def test_redacted_key_in_tool_call_arguments_replays() -> None:
-    store = af.MemoryStore()
-    policy = af.RedactionPolicy(keys=["ssn"])
-    script = [
-        af.reply(tool_calls=[af.tool_call("lookup_person", {"ssn": SSN})]),
-        "Found Ann.",
-        af.reply(tool_calls=[af.tool_call("lookup_person", '{"ssn": "987-65-4321"}')]),
-        "Found Bob.",
-    ]
-    first, _ = record_people(store, script, person_tool(type="object"), redact=policy)
-    agent = af.Agent(
+def redacted_replayer(tool: af.Tool, policy: af.RedactionPolicy, **options: Any) -> af.Agent:
+    return af.Agent(
         provider=NoModel(),
         model="m",
-        tools=silent_twins([person_tool(type="object")], []),
+        tools=silent_twins([tool], []),
         store=af.MemoryStore(),
         redact=policy,
+        **options,
     )
-    replayed = af.replay_sync(agent, store, first.run_id)
-    assert af.same_recording(store, first.run_id, agent.store, replayed.result.run_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a tool whose input schema names a redacted key (properties.ssn) has its "
-    "schema committed with a fresh salt on every run, so an unchanged replay diverges at "
-    "call 0, kind 'tools'",
-)
-def test_redacted_key_in_a_tool_schema_replays() -> None:
-    schema = {"type": "object", "properties": {"ssn": {"type": "string"}}}
+def assert_needs_the_vault(
+    agent: af.Agent, store: EventStore, original: str, call: int, kind: str
+) -> af.ReplayDivergence:
+    """Without the vault the replay stops with a divergence that says what to do, and the
+    replay run it leaves verifies (no commitment was recorded twice)."""
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(agent, store, original)
+    error = caught.value
+    assert (error.call, error.kind) == (call, kind), error
+    assert "disclosure vault" in str(error)
+    failed_replay(agent.store, error, original)
+    return error
+
+
+SSN_CALLS_SCRIPT = [
+    af.reply(tool_calls=[af.tool_call("lookup_person", {"ssn": SSN})]),
+    "Found Ann.",
+    af.reply(tool_calls=[af.tool_call("lookup_person", '{"ssn": "987-65-4321"}')]),
+    "Found Bob.",
+]
+
+
+def test_redacted_key_in_tool_call_arguments_replays_with_the_vault(tmp_path: Path) -> None:
+    """The model's tool-call arguments hold a redacted key: recorded in the reply and again in
+    the history (two commitments). With the vault the replay opens them and commits the same
+    values with the original's salts: byte-identical."""
+    store, vault = af.MemoryStore(), tmp_path / "vault.db"
+    policy = af.RedactionPolicy(keys=["ssn"])
+    runs = record_people(
+        store, SSN_CALLS_SCRIPT, person_tool(type="object"), redact=policy, disclosures=vault
+    )
+    agent = redacted_replayer(person_tool(type="object"), policy)
+    for original in runs:
+        replayed = af.replay_sync(agent, store, original.run_id, disclosures=vault)
+        assert af.same_recording(store, original.run_id, agent.store, replayed.result.run_id)
+        assert_no_clear_ssn(agent.store, replayed.result.run_id)
+
+
+def test_redacted_key_in_tool_call_arguments_without_the_vault_says_so() -> None:
     store = af.MemoryStore()
     policy = af.RedactionPolicy(keys=["ssn"])
-    first, _ = record_people(store, PERSON_SCRIPT, person_tool(**schema), redact=policy)
-    agent = af.Agent(
-        provider=NoModel(),
-        model="m",
-        tools=silent_twins([person_tool(**schema)], []),
-        store=af.MemoryStore(),
-        redact=policy,
+    first, _ = record_people(store, SSN_CALLS_SCRIPT, person_tool(type="object"), redact=policy)
+    agent = redacted_replayer(person_tool(type="object"), policy)
+    error = assert_needs_the_vault(agent, store, first.run_id, 0, "redacted")
+    assert error.position == 0 and "redacted arguments" in str(error)
+
+
+SCHEMA_WITH_SSN = {"type": "object", "properties": {"ssn": {"type": "string"}}}
+
+
+def test_redacted_key_in_a_tool_schema_replays_with_the_vault(tmp_path: Path) -> None:
+    store, vault = af.MemoryStore(), tmp_path / "vault.db"
+    policy = af.RedactionPolicy(keys=["ssn"])
+    runs = record_people(
+        store, PERSON_SCRIPT, person_tool(**SCHEMA_WITH_SSN), redact=policy, disclosures=vault
     )
-    replayed = af.replay_sync(agent, store, first.run_id)
-    assert af.same_recording(store, first.run_id, agent.store, replayed.result.run_id)
+    # the replaying agent keeps its own vault: the original's is read, never written
+    agent = redacted_replayer(person_tool(**SCHEMA_WITH_SSN), policy)
+    for original in runs:
+        replayed = af.replay_sync(agent, store, original.run_id, disclosures=vault)
+        assert af.same_recording(store, original.run_id, agent.store, replayed.result.run_id)
+
+
+def test_redacted_key_in_a_tool_schema_without_the_vault_diverges_in_tools() -> None:
+    """A schema committed with a fresh salt cannot equal the original's without its salt:
+    the divergence says the two pieces differ only by commitments and how to compare them."""
+    store = af.MemoryStore()
+    policy = af.RedactionPolicy(keys=["ssn"])
+    first, _ = record_people(store, PERSON_SCRIPT, person_tool(**SCHEMA_WITH_SSN), redact=policy)
+    agent = redacted_replayer(person_tool(**SCHEMA_WITH_SSN), policy)
+    error = assert_needs_the_vault(agent, store, first.run_id, 0, "tools")
+    assert error.position == 0 and "$commit" in error.diff
 
 
 def record_conversation_redacted(tmp_path: Path, with_vault: bool) -> tuple[EventStore, Any]:
@@ -886,50 +966,129 @@ def record_conversation_redacted(tmp_path: Path, with_vault: bool) -> tuple[Even
     return store, runs
 
 
-def conversation_replayer() -> af.Agent:
-    return af.Agent(
-        provider=NoModel(),
-        model="m",
-        tools=silent_twins([person_tool()], []),
-        store=af.MemoryStore(),
-        redact=af.conversation_redaction(),
-    )
+def conversation_replayer(**options: Any) -> af.Agent:
+    return redacted_replayer(person_tool(), af.conversation_redaction(), **options)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN GAP: under conversation_redaction() a text recorded under two keys (the "
-    "model's content in last_response and in the history) has two commitments with different "
-    "salts; the replay feeds the recorded reply, so both places get the same commitment. "
-    "Reproducing the original salts needs the vault (a salt oracle): not done yet",
-)
-@pytest.mark.unverified("the failed replay runs do not verify: see the next test")
-@pytest.mark.parametrize("with_vault", [False, True], ids=["no-vault", "vault"])
-def test_conversation_redaction_run_replays(tmp_path: Path, with_vault: bool) -> None:
-    store, runs = record_conversation_redacted(tmp_path, with_vault)
-    agent = conversation_replayer()
+@pytest.mark.parametrize("agent_vault", [False, True], ids=["vault-given", "agent-vault"])
+def test_conversation_redaction_run_replays_with_the_vault(
+    tmp_path: Path, agent_vault: bool
+) -> None:
+    """Every text of the conversation is committed, several of them twice (the reply in
+    ``last_response`` and in the history, the final answer): with the vault, opened and
+    committed again with the original's salts, in the original's order."""
+    store, runs = record_conversation_redacted(tmp_path, True)
+    vault = tmp_path / "vault.db"
+    agent = conversation_replayer(disclosures=vault if agent_vault else None)
     for original in runs:
-        replayed = af.replay_sync(agent, store, original.run_id)
+        replayed = af.replay_sync(
+            agent, store, original.run_id, disclosures=None if agent_vault else vault
+        )
         assert af.same_recording(store, original.run_id, agent.store, replayed.result.run_id)
+        assert replayed.result.answer == original.answer  # the replay handled the values
+    agent.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN GAP: under conversation_redaction() a text recorded under two keys (the "
-    "model's content in last_response and in the history) has two commitments with different "
-    "salts; the replay feeds the recorded reply, so both places get the same commitment. "
-    "Reproducing the original salts needs the vault (a salt oracle): not done yet",
-)
-@pytest.mark.unverified("verified explicitly: the failed replay run does not verify")
-def test_conversation_redaction_replay_run_verifies(tmp_path: Path) -> None:
-    store, (first, _) = record_conversation_redacted(tmp_path, False)
+def test_conversation_redaction_run_without_the_vault_says_so(tmp_path: Path) -> None:
+    store, (first, second) = record_conversation_redacted(tmp_path, False)
+    for original in (first, second):
+        agent = conversation_replayer()
+        error = assert_needs_the_vault(agent, store, original.run_id, 0, "redacted")
+        assert "redacted arguments" in str(error) or "second place" in str(error)
+
+
+def test_erased_disclosures_are_like_no_vault(tmp_path: Path) -> None:
+    store, (first, _) = record_conversation_redacted(tmp_path, True)
+    vault = af.DisclosureVault(tmp_path / "vault.db")
+    assert vault.erase(run_id=first.run_id) > 0
     agent = conversation_replayer()
-    try:
-        replay_run = af.replay_sync(agent, store, first.run_id).result.run_id
-    except af.ReplayDivergence as error:
-        assert error.run_id is not None
-        replay_run = error.run_id
-    verified(agent.store, replay_run)
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(agent, store, first.run_id, disclosures=vault)
+    assert caught.value.kind == "redacted"
+    failed_replay(agent.store, caught.value, first.run_id)
+    vault.close()
+
+
+def test_a_replay_records_under_the_original_policy_even_if_the_agent_has_none(
+    tmp_path: Path,
+) -> None:
+    """A replay never records what the original redacted: the agent's policy is joined with
+    the original's, so the vault's plaintext does not reach the replay's store."""
+    store, (first, _) = record_conversation_redacted(tmp_path, True)
+    agent = redacted_replayer(person_tool(), af.RedactionPolicy(keys=["unrelated"]))
+    replayed = af.replay_sync(agent, store, first.run_id, disclosures=tmp_path / "vault.db")
+    assert af.same_recording(store, first.run_id, agent.store, replayed.result.run_id)
+    assert_no_clear_ssn(agent.store, replayed.result.run_id)
+    assert all(b"Lisbon" not in e.body for e in agent.store.read(replayed.result.run_id))
+
+
+def test_a_changed_redacted_value_diverges_with_the_vault_and_is_not_printed(
+    tmp_path: Path,
+) -> None:
+    """With the vault, a change under a commitment is told from a new salt, and the diff
+    shows commitments only: a replay's error never prints a redacted value."""
+    store, vault = af.MemoryStore(), tmp_path / "vault.db"
+    policy = af.RedactionPolicy(keys=["ssn"])
+    first, _ = record_people(
+        store, PERSON_SCRIPT, person_tool(**SCHEMA_WITH_SSN), redact=policy, disclosures=vault
+    )
+    changed = {"type": "object", "properties": {"ssn": {"type": "string", "maxLength": 11}}}
+    agent = redacted_replayer(person_tool(**changed), policy)
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(agent, store, first.run_id, disclosures=vault)
+    error = caught.value
+    assert (error.call, error.kind, error.position) == (0, "tools", 0)
+    assert "a redacted value changed" in str(error)
+    assert "maxLength" not in str(error) and "$commit" in error.diff
+    failed_replay(agent.store, error, first.run_id)
+
+
+def test_new_code_under_conversation_redaction_diverges_without_printing_the_conversation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, vault = af.MemoryStore(), tmp_path / "vault.db"
+    policy = af.conversation_redaction()
+    first, _ = record_demo(store, redact=policy, disclosures=vault)
+    monkeypatch.setattr(
+        stages, "teaching_message", lambda tool, issues: f"Call {tool.name} again, fixed."
+    )
+    target = af.MemoryStore()
+    agent = replaying_agent(target, redact=policy)
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(agent, store, first.run_id, disclosures=vault)
+    error = caught.value
+    assert (error.call, error.kind, error.position) == (2, "messages", 4)
+    assert "a redacted value changed" in str(error)
+    assert "again, fixed" not in str(error) and "input schema" not in str(error)
+    failed_replay(target, error, first.run_id)
+    # and the unchanged agent replays both turns byte for byte
+    monkeypatch.undo()
+    unchanged = replaying_agent(af.MemoryStore(), redact=policy)
+    for original in record_demo(store, redact=policy, disclosures=vault):
+        replayed = af.replay_sync(unchanged, store, original.run_id, disclosures=vault)
+        assert af.same_recording(store, original.run_id, unchanged.store, replayed.result.run_id)
+
+
+def test_a_tampered_vault_never_makes_a_replay_match(tmp_path: Path) -> None:
+    """A disclosure that does not open its commitment is not used: neither to open a value
+    nor to lend its salt. Here every disclosure of the first turn claims another value."""
+    import sqlite3
+
+    store, path = af.MemoryStore(), tmp_path / "vault.db"
+    policy = af.conversation_redaction()
+    first, _ = record_people(store, PERSON_SCRIPT, person_tool(), redact=policy, disclosures=path)
+    with sqlite3.connect(path) as conn:
+        changed = conn.execute(
+            "UPDATE disclosures SET value = CAST('\"forged\"' AS BLOB) WHERE run_id = ?",
+            (first.run_id,),
+        ).rowcount
+    assert changed > 0
+    agent = conversation_replayer()
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(agent, store, first.run_id, disclosures=path)
+    assert caught.value.kind == "redacted"
+    assert "forged" not in str(caught.value)
+    failed_replay(agent.store, caught.value, first.run_id)
 
 
 # -- bad input ----------------------------------------------------------------------------------

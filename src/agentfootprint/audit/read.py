@@ -12,7 +12,7 @@ on the way (a read never trusts an ancestor it has not checked).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,11 +113,17 @@ class RunReader:
         return copy.deepcopy(final)
 
     # -- calls ------------------------------------------------------------------------------
-    def _calls(self, run_id: str) -> Iterator[tuple[dict[str, Any], Receipt | None]]:
-        """Each call's served request (state not copied: callers copy) and its receipt."""
+    def _calls(
+        self, run_id: str, observe: Callable[[_Step, dict[str, Any]], None] | None = None
+    ) -> Iterator[tuple[dict[str, Any], Receipt | None]]:
+        """Each call's served request (state not copied: callers copy) and its receipt.
+
+        ``observe(step, state)`` sees every event with the state before it (one pass)."""
         receipts_seen = False
         commit_start: dict[str, Any] = {}
         for step, state, lists in self._fold(run_id):
+            if observe is not None:
+                observe(step, state)
             if step.type == "run.open":
                 commit_start = dict(state)
             elif step.type == "receipt":

@@ -21,25 +21,43 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentfootprint.audit.read import Receipt, RunReader
+from agentfootprint.audit.read import Receipt, RunReader, _Step
+from agentfootprint.core.events import ArgsInvalid
 from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
 from agentfootprint.core.run import ReplayInput
 from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.store.base import EventStore, StoredEvent
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import is_commitment
+from agentfootprint.store.redaction import ReplayCommitments
+from agentfootprint.store.vault import DisclosureVault, open_vault
+from agentfootprint.verify.canonical import canon, member_order, parse
+from agentfootprint.verify.commitments import (
+    COMMIT_KEY,
+    Disclosure,
+    is_commitment,
+    iter_commitments,
+    parse_json_container,
+)
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests
 from agentfootprint.verify.verifier import RowSource
 
 if TYPE_CHECKING:
     from agentfootprint.core.agent import Agent, RunResult
 
-__all__ = ["Recording", "ReplayResult", "copy_ancestry", "replay", "replay_sync"]
+__all__ = [
+    "RecordedToolCall",
+    "Recording",
+    "ReplayResult",
+    "copy_ancestry",
+    "replay",
+    "replay_sync",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,63 +70,149 @@ class ReplayResult:
     forked_at: int | None = None
 
 
-class Recording:
-    """What a recorded run received: its input, responses, tool results and receipts."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecordedToolCall:
+    """One tool call of the recording and how the original answered it."""
 
-    def __init__(self, store: RowSource, run_id: str) -> None:
+    id: str
+    name: Any  #: a string, or a commitment when the policy names ``name``
+    arguments: Any  #: as the model sent them (from the recorded reply)
+    content: Any
+    is_error: bool
+    #: whether the original executed the tool (False: refused by argument validation, no
+    #: such tool, arguments not JSON; None: cannot tell, the evidence is redacted)
+    ran: bool | None
+
+
+class Recording:
+    """What a recorded run received: its input, responses, tool results and receipts.
+
+    With a disclosure ``vault``, the commitments in what the run received are opened (so
+    the replay handles the values the original handled) and the salts of every commitment
+    the run recorded are kept for the replay's boundary (:attr:`salts`).
+    """
+
+    def __init__(self, store: RowSource, run_id: str, *, vault: DisclosureVault | None = None):
         self.store = store
         self.run_id = run_id
-        events = [(e.type, parse(e.body)) for e in store.read(run_id)]
-        if not events or events[0][0] != "run.open":
-            raise UsageError(f"run {run_id} has no run.open: nothing to replay")
-        self.opened: dict[str, Any] = events[0][1]
-        parent = self.opened.get("parent")
-        self.parent_run_id: str | None = parent["run_id"] if isinstance(parent, dict) else None
-        self.message: Any = None
+        self.vault = vault
+        self.message: ReplayInput | None = None
         self.responses: list[dict[str, Any] | None] = []
-        self.tool_results: dict[str, tuple[Any, Any, Any, bool]] = {}
+        #: per call, the tool calls of its reply as the original answered them (None: the
+        #: original ran no tool of that reply, it ended the turn there)
+        self.tool_calls: list[list[RecordedToolCall] | None] = []
+        self.opened: dict[str, Any] = {}
+        self.parent_run_id: str | None = None
+        #: commitments of the starting state (a continued run's inheritance)
+        self.inherited: set[str] = set()
+        #: disclosures of the commitments the run recorded, in the order it recorded them:
+        #: its own first, then those it inherited and recorded again
+        self.salts: list[Disclosure] = []
+        self._inherited_salts: list[Disclosure] = []
+        self._redacted = False
+        self._seen: set[str] = set()
+        self._answered: Any = None  # the last_response object before the commit
+        self._history_before = 0
+        self._events: list[dict[str, Any]] = []
         self.reader = RunReader(store)
-        # one pass over the folded log: at each commit marker the state includes its writes
-        answered = None  # the last_response object before the commit (None: none yet)
-        history_before = 0
-        for step, state, _ in self.reader._fold(run_id):
-            if step.type == "run.open":
-                history_before = len(state.get("history", []))
-                answered = state.get("last_response")
-                continue
-            if step.type != "commit":
-                continue
-            stage = step.body["stage"]
-            if stage == "seed":
-                history = state.get("history", [])
-                first = history[history_before] if len(history) > history_before else {}
-                self.message = ReplayInput(
-                    user_message=state.get("user_message"), content=first.get("content")
-                )
-            elif stage == "call-llm":
-                response = state.get("last_response")
-                self.responses.append(copy.deepcopy(response) if response is not answered else None)
-            elif stage == "tool-calls":
-                self._note_tools(state.get("history", [])[history_before:])
-            answered = state.get("last_response")
-            history_before = len(state.get("history", []))
-        self.calls = list(self.reader._calls(run_id))  # (recorded request, receipt) per call
+        # one pass over the folded log: (recorded request, receipt) per call, and the rest
+        self.calls = list(self.reader._calls(run_id, observe=self._observe))
+        # an inherited commitment recorded again (a fresh walk of a value the parent
+        # committed, like a tool schema) comes after the run's own of the same key and value
+        self.salts += self._inherited_salts
 
-    def _note_tools(self, appended: list[Any]) -> None:
-        calls: dict[str, tuple[str, Any]] = {}
-        for message in appended:
-            if not isinstance(message, dict):
+    def _reveal(self, value: Any) -> Any:
+        return value if self.vault is None or not self._redacted else self.vault.reveal(value)
+
+    def _observe(self, step: _Step, state: dict[str, Any]) -> None:
+        """One event of the original, with the state before it (after, for a marker)."""
+        if self._redacted and self.vault is not None and step.type != "receipt":
+            self._keep_salts(step.body)
+        if step.type == "run.open":
+            self.opened = step.body
+            parent = step.body.get("parent")
+            self.parent_run_id = parent["run_id"] if isinstance(parent, dict) else None
+            self._redacted = step.body.get("policy") is not None
+            if self._redacted:
+                self.inherited = {digest for digest, _, _ in iter_commitments(state)}
+            self._history_before = len(state.get("history", []))
+            self._answered = state.get("last_response")
+            return
+        if step.type == "event":
+            self._events.append(step.body)
+            return
+        if step.type != "commit":
+            return
+        stage = step.body["stage"]
+        if stage == "seed":
+            history = state.get("history", [])
+            first = history[self._history_before] if len(history) > self._history_before else {}
+            self.message = ReplayInput(
+                user_message=self._reveal(state.get("user_message")),
+                content=self._reveal(first.get("content")),
+            )
+        elif stage == "call-llm":
+            response = state.get("last_response")
+            answered = response is not self._answered
+            self.responses.append(self._reveal(copy.deepcopy(response)) if answered else None)
+            self.tool_calls.append(None)
+        elif stage == "tool-calls" and self.tool_calls:
+            appended = state.get("history", [])[self._history_before :]
+            self.tool_calls[-1] = self._answers(appended, state)
+        self._events = []
+        self._answered = state.get("last_response")
+        self._history_before = len(state.get("history", []))
+
+    def _keep_salts(self, body: Any) -> None:
+        for digest in ordered_commitments(body):
+            if digest in self._seen:
                 continue
-            for call in message.get("tool_calls") or []:
-                calls[call["id"]] = (call["name"], call["arguments"])
-            if message.get("role") == "tool":
-                name, arguments = calls.get(message["tool_call_id"], (message.get("name"), None))
-                self.tool_results[message["tool_call_id"]] = (
-                    name,
-                    arguments,
-                    message["content"],
-                    bool(message.get("is_error")),
+            self._seen.add(digest)
+            assert self.vault is not None
+            found = self.vault.get(digest)
+            if found is not None and found.opens():
+                inherited = digest in self.inherited
+                (self._inherited_salts if inherited else self.salts).append(found)
+
+    def _answers(self, appended: list[Any], state: dict[str, Any]) -> list[RecordedToolCall]:
+        """The tool calls of the last reply, in order, with the results the original gave."""
+        reply = self.responses[-1] if self.responses else None
+        raw_calls = reply["tool_calls"] if reply else []
+        results = [m for m in appended if isinstance(m, dict) and m.get("role") == "tool"]
+        refused = [
+            event["payload"].get("tool_call_id")
+            for event in self._events
+            if event.get("name") == ArgsInvalid.kind and event["payload"].get("mode") == "enforce"
+        ]
+        names = [schema.get("name") for schema in state.get("tool_schemas", [])]
+        answers = []
+        for i, message in enumerate(results):
+            raw = raw_calls[i] if i < len(raw_calls) else {}
+            call_id, name = message["tool_call_id"], message.get("name")
+            arguments = self._reveal(raw.get("arguments"))
+            ran: bool | None
+            if refused and refused[0] == call_id:
+                refused.pop(0)
+                ran = False
+            elif not all(isinstance(n, str) for n in [*names, name]):
+                ran = None  # a tool name is redacted
+            elif name not in names:
+                ran = False
+            elif isinstance(arguments, str):
+                ran = _parses(arguments)
+            else:
+                ran = None if _holds_commitment(arguments) else True
+            answers.append(
+                RecordedToolCall(
+                    id=call_id,
+                    name=name,
+                    arguments=arguments,
+                    content=self._reveal(message["content"]),
+                    is_error=bool(message.get("is_error")),
+                    ran=ran,
                 )
+            )
+        return answers
 
     def response(self, k: int) -> LLMResponse:
         if k >= len(self.responses) or self.responses[k] is None:
@@ -132,6 +236,53 @@ class Recording:
         )
 
 
+def ordered_commitments(value: Any) -> Iterator[str]:
+    """The commitments in ``value`` in the order a boundary creates them (members in
+    canonical order, depth first; JSON text inside strings included)."""
+    kind = type(value)
+    if kind is dict:
+        if is_commitment(value):
+            yield value[COMMIT_KEY]
+            return
+        for key in sorted(value, key=member_order):
+            yield from ordered_commitments(value[key])
+    elif kind is list:
+        for item in value:
+            yield from ordered_commitments(item)
+    elif kind is str and COMMIT_KEY in value:
+        inner = parse_json_container(value)
+        if inner is not None:
+            yield from ordered_commitments(inner)
+
+
+def _masked(value: Any) -> Any:
+    """``value`` with every commitment replaced by one placeholder (JSON text included)."""
+    kind = type(value)
+    if kind is dict:
+        if is_commitment(value):
+            return {COMMIT_KEY: "*"}
+        return {k: _masked(v) for k, v in value.items()}
+    if kind is list:
+        return [_masked(v) for v in value]
+    if kind is str and COMMIT_KEY in value:
+        inner = parse_json_container(value)
+        if inner is not None:
+            return _masked(inner)
+    return value
+
+
+def _holds_commitment(value: Any) -> bool:
+    return next(ordered_commitments(value), None) is not None
+
+
+def _parses(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def _pretty(value: Any) -> list[str]:
     text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
     return (text + "\n").splitlines(keepends=True)
@@ -152,8 +303,11 @@ def compare(
     digests: RequestDigests,
     request: dict[str, Any],
     run_id: str,
+    explain: Callable[[Any, Any], str] | None = None,
 ) -> ReplayDivergence | None:
-    """The first difference between a call's recorded receipt and the replayed request."""
+    """The first difference between a call's recorded receipt and the replayed request.
+
+    ``explain(before, after)`` says more when two pieces differ only in commitments."""
     served, receipt = original
     if receipt is None:  # the original kept no receipts: compare the recorded requests
         if served == request:
@@ -187,9 +341,14 @@ def compare(
         before = served[kind][position] if position < len(served[kind]) else None
         after = request[kind][position] if position < len(request[kind]) else None
         what = "added" if before is None else "removed" if after is None else "changed"
+        hint = ""
+        if before is not None and after is not None and _masked(before) == _masked(after):
+            hint = "; the pieces differ only in commitments (redacted values): " + (
+                explain(before, after) if explain is not None else _VAULT_HINT
+            )
         return ReplayDivergence(
             f"call {call}: {kind} piece {position} {what} (original {len(want)} {kind} pieces, "
-            f"replay {len(got)})",
+            f"replay {len(got)}){hint}",
             call=call,
             kind=kind,
             position=position,
@@ -218,12 +377,22 @@ class _ReplayHooks:
         self.until = until
         self.checked = 0
         self.call = -1  # the call whose response the loop is acting on
+        self.tool_index = 0  # the next tool call of that response
+        #: the original's policy document (the replay records under it too) and what the
+        #: replay's boundary consults, when the original ran under a policy
+        self.policy: dict[str, Any] | None = recording.opened.get("policy")
+        self.commitments = (
+            None
+            if self.policy is None
+            else ReplayCommitments(recording.salts, recording.inherited, self.reused)
+        )
 
     def replaying(self, call: int) -> bool:
         return self.until is None or call < self.until
 
     def check_receipt(self, call: int, digests: RequestDigests, request: dict[str, Any]) -> None:
         self.call = call
+        self.tool_index = 0
         if not self.replaying(call):
             return
         if call >= len(self.recording.calls):
@@ -234,7 +403,14 @@ class _ReplayHooks:
                 kind="calls",
                 original_run=self.recording.run_id,
             )
-        found = compare(call, self.recording.calls[call], digests, request, self.recording.run_id)
+        found = compare(
+            call,
+            self.recording.calls[call],
+            digests,
+            request,
+            self.recording.run_id,
+            self.explain,
+        )
         if found is not None:
             raise found
         self.checked += 1
@@ -249,37 +425,124 @@ class _ReplayHooks:
                 original_run=self.recording.run_id,
             )
 
-    def tool_answer(self, call: dict[str, Any]) -> tuple[str, bool] | None:
+    def tool_call(self, call: dict[str, Any]) -> RecordedToolCall | None:
+        """The recorded tool call ``call`` must be, in order (None: a fork's live part)."""
         if not self.replaying(self.call):
             return None
-        recorded = self.recording.tool_results.get(call["id"])
-        if recorded is None:
+        k, index = self.call, self.tool_index
+        self.tool_index += 1
+        tool_calls = self.recording.tool_calls
+        recorded = tool_calls[k] if 0 <= k < len(tool_calls) else None
+        if recorded is None or index >= len(recorded):
+            answered = (
+                "the original ran none of this reply's tool calls: it ended the turn here"
+                if recorded is None
+                else f"the original answered {len(recorded)} tool calls of this reply"
+            )
+            raise self._departure(
+                f"call {k}: tool call {index} ({call['id']}, {call['name']}) is not in the "
+                f"recording ({answered})",
+                index,
+            )
+        entry = recorded[index]
+        if _holds_commitment(call["arguments"]):
             raise ReplayDivergence(
-                f"tool call {call['id']} ({call['name']}) is not in the recording",
-                call=self.call,
-                kind="tool-call",
+                f"call {k}: tool call {index} ({call['name']}) has redacted arguments the replay "
+                "cannot open; " + _VAULT_HINT,
+                call=k,
+                kind="redacted",
+                position=index,
                 original_run=self.recording.run_id,
             )
-        name, arguments, content, is_error = recorded
-        comparable = not (is_commitment(arguments) or is_commitment(call["arguments"]))
-        if name != call["name"] or (
-            arguments is not None
-            and comparable  # two commitments of one value differ by salt: not comparable
-            and _canonical(arguments) != _canonical(call["arguments"])
-        ):
-            raise ReplayDivergence(
-                f"tool call {call['id']}: the replay calls {call['name']} with other arguments "
-                f"than the recording ({name})",
-                call=self.call,
-                kind="tool-call",
-                diff=piece_diff(
-                    {"name": name, "arguments": arguments},
-                    {"name": call["name"], "arguments": call["arguments"]},
-                    f"tool call {call['id']}",
+        if (entry.id, entry.name) != (call["id"], call["name"]) or _canonical(
+            entry.arguments
+        ) != _canonical(call["arguments"]):
+            raise self._departure(
+                f"call {k}: tool call {index} departs from the recording: the replay calls "
+                f"{call['name']} ({call['id']}), the original {entry.name} ({entry.id})",
+                index,
+                piece_diff(
+                    {"id": entry.id, "name": entry.name, "arguments": entry.arguments},
+                    {"id": call["id"], "name": call["name"], "arguments": call["arguments"]},
+                    f"call {k} tool call {index}",
                 ),
-                original_run=self.recording.run_id,
             )
-        return content, is_error
+        return entry
+
+    def answer(self, entry: RecordedToolCall) -> tuple[Any, bool]:
+        """The recorded result, for a call the replay would run its tool on."""
+        if entry.ran is False:
+            raise self._departure(
+                f"call {self.call}: tool call {self.tool_index - 1} ({entry.name}, {entry.id}): "
+                "the replay would run the tool, the original did not (it answered with the "
+                "recorded error below: arguments refused by validation, no such tool, or "
+                "arguments that are not JSON)",
+                self.tool_index - 1,
+                piece_diff(entry.content, "(the tool's result)", "tool result"),
+            )
+        return entry.content, entry.is_error
+
+    def not_run(self, entry: RecordedToolCall, content: str) -> None:
+        """The replay answers a call without running its tool: so must the original have."""
+        if entry.ran is True:
+            raise self._departure(
+                f"call {self.call}: tool call {self.tool_index - 1} ({entry.name}, {entry.id}): "
+                "the original ran the tool, the replay does not",
+                self.tool_index - 1,
+                piece_diff(entry.content, content, "tool result"),
+            )
+
+    def explain(self, before: Any, after: Any) -> str:
+        """Two pieces that differ only in commitments: opened where possible (the values
+        are compared, never printed)."""
+        vault, made = self.recording.vault, self.commitments.made if self.commitments else {}
+        original = [d for d, _, _ in iter_commitments(before)]
+        replayed = [d for d, _, _ in iter_commitments(after)]
+        opened_before: list[Any] = []
+        for digest in original:
+            found = vault.get(digest) if vault is not None else None
+            if found is None or not found.opens():
+                return _VAULT_HINT
+            opened_before.append(canon(found.value))
+        if not all(digest in made or digest in original for digest in replayed):
+            return _VAULT_HINT
+        opened_after = [
+            opened_before[original.index(d)] if d in original else canon(made[d]) for d in replayed
+        ]
+        if opened_before == opened_after:
+            return "they hide the same values under other salts (committed in another order)"
+        return "a redacted value changed (both sides opened with the disclosures; not printed)"
+
+    def reused(self, digest: str, key: str | None) -> None:
+        """The boundary is about to record a recorded commitment in a second place."""
+        where = f" under {key!r}" if key is not None else ""
+        raise ReplayDivergence(
+            f"call {max(self.call, 0)}: the replay records the original's commitment "
+            f"{digest[:16]}...{where} in a second place, where the original recorded a "
+            "commitment of its own; whether both hide one value is known only by opening them: "
+            + _VAULT_HINT,
+            call=max(self.call, 0),
+            kind="redacted",
+            expected=None,
+            actual=digest,
+            original_run=self.recording.run_id,
+        )
+
+    def _departure(self, message: str, index: int, diff: str = "") -> ReplayDivergence:
+        return ReplayDivergence(
+            message,
+            call=self.call,
+            kind="tool-call",
+            position=index,
+            diff=diff,
+            original_run=self.recording.run_id,
+        )
+
+
+_VAULT_HINT = (
+    "replay with the disclosure vault the original was recorded with "
+    "(replay(..., disclosures=VAULT) or --disclosures VAULT)"
+)
 
 
 def _canonical(arguments: Any) -> bytes:
@@ -349,19 +612,46 @@ def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
 
 
 async def replay(
-    agent: Agent, store: RowSource, run_id: str, *, until: int | None = None
+    agent: Agent,
+    store: RowSource,
+    run_id: str,
+    *,
+    until: int | None = None,
+    disclosures: DisclosureVault | str | os.PathLike[str] | None = None,
 ) -> ReplayResult:
-    """Replay ``run_id`` from ``store`` with ``agent``; raise at the first divergence."""
+    """Replay ``run_id`` from ``store`` with ``agent``; raise at the first divergence.
+
+    ``disclosures``: the vault of the original run (default: the agent's own). A run
+    recorded under a redaction policy replays byte for byte when its commitments can be
+    opened; without the vault, only where no recorded commitment has to be copied.
+    """
     if until is not None and (isinstance(until, bool) or not isinstance(until, int) or until < 0):
         raise UsageError(f"until must be a call index >= 0, got {until!r}")
-    recording = Recording(store, run_id)
+    if isinstance(disclosures, str | os.PathLike) and not os.path.isfile(disclosures):
+        raise UsageError(f"disclosures: no vault at {os.fspath(disclosures)!r}")
+    vault = open_vault(disclosures) if disclosures is not None else agent.vault
+    try:
+        return await _replay(agent, store, run_id, until, vault)
+    finally:
+        if vault is not None and vault is not agent.vault and vault is not disclosures:
+            vault.close()  # opened here from a path
+
+
+async def _replay(
+    agent: Agent,
+    store: RowSource,
+    run_id: str,
+    until: int | None,
+    vault: DisclosureVault | None,
+) -> ReplayResult:
+    recording = Recording(store, run_id, vault=vault)
     if recording.message is None:
         raise UsageError(f"run {run_id} has no recorded input (its seed never committed)")
     lineage = None
     if recording.parent_run_id is not None:
         if agent.store is not store:
             copy_ancestry(store, agent.store, recording.parent_run_id)
-        lineage = agent._lineage(recording.parent_run_id)
+        lineage = agent._lineage(recording.parent_run_id, vault)
     hooks = _ReplayHooks(recording, until)
     link = (
         {"replay_of": run_id}
@@ -374,6 +664,7 @@ async def replay(
         provider=_ReplayProvider(recording, agent.config.provider, until),
         replay=hooks,
         open_extra=link,
+        replayed_policy=hooks.policy,
     )
     return ReplayResult(
         original_run=run_id, result=result, calls_checked=hooks.checked, forked_at=until
@@ -381,7 +672,12 @@ async def replay(
 
 
 def replay_sync(
-    agent: Agent, store: RowSource, run_id: str, *, until: int | None = None
+    agent: Agent,
+    store: RowSource,
+    run_id: str,
+    *,
+    until: int | None = None,
+    disclosures: DisclosureVault | str | os.PathLike[str] | None = None,
 ) -> ReplayResult:
     """:func:`replay` for code without an event loop."""
     import asyncio
@@ -389,7 +685,7 @@ def replay_sync(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(replay(agent, store, run_id, until=until))
+        return asyncio.run(replay(agent, store, run_id, until=until, disclosures=disclosures))
     raise UsageError(
         "replay_sync() was called inside a running event loop; use await agentfootprint.replay(...)"
     )

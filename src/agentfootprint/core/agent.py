@@ -38,8 +38,7 @@ from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_res
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.vault import DisclosureVault, open_vault
 from agentfootprint.store.writer import RunWriter, new_run_id
-from agentfootprint.verify.canonical import canon, check_ijson
-from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, parse_json_container
+from agentfootprint.verify.canonical import check_ijson
 from agentfootprint.verify.request import PROJECTION, REQUEST_VERSION
 from agentfootprint.verify.verifier import LOG_FORMAT, shared_verifier
 
@@ -167,10 +166,16 @@ class Agent:
         provider: Any = None,
         replay: Any = None,
         open_extra: dict[str, Any] | None = None,
+        replayed_policy: dict[str, Any] | None = None,
     ) -> RunResult:
-        """One run: ``provider`` and ``replay`` (answers and checks) are the replayer's."""
-        policy = self._policy(lineage)
-        boundary = Boundary(policy) if policy is not None else None
+        """One run: ``provider``, ``replay`` (answers and checks) and ``replayed_policy``
+        (the original's, joined with the agent's) are the replayer's."""
+        policy = self._policy(lineage, replayed_policy)
+        boundary = (
+            None
+            if policy is None
+            else Boundary(policy, replay=None if replay is None else replay.commitments)
+        )
         if boundary is not None and lineage is not None and lineage.memo:
             boundary.seed(lineage.memo)
         run_id = new_run_id()
@@ -237,15 +242,18 @@ class Agent:
             state=run.state,
         )
 
-    def _policy(self, lineage: Lineage | None) -> RedactionPolicy | None:
+    def _policy(
+        self, lineage: Lineage | None, replayed: dict[str, Any] | None = None
+    ) -> RedactionPolicy | None:
         """The run's policy: the agent's, joined with the one its parent ran under (a key
-        redacted once in a conversation stays redacted when it is continued)."""
-        own = self.config.redact
-        inherited = lineage.policy if lineage is not None else None
-        if inherited is None:
-            return own
-        parent = RedactionPolicy(keys=inherited["keys"], patterns=inherited["patterns"])
-        return parent if own is None else own | parent
+        redacted once in a conversation stays redacted when it is continued) and, for a
+        replay, the one the original ran under (a replay never records what it redacted)."""
+        policy = self.config.redact
+        for document in (lineage.policy if lineage is not None else None, replayed):
+            if document is not None:
+                other = RedactionPolicy(keys=document["keys"], patterns=document["patterns"])
+                policy = other if policy is None else policy | other
+        return policy
 
     def _close_failed(self, run: RunState, exc: BaseException) -> None:
         # if the store itself failed, nothing more can be written
@@ -297,7 +305,7 @@ class Agent:
 
     # -- conversations ------------------------------------------------------------------
     def _reopen(
-        self, committed: dict[str, Any]
+        self, committed: dict[str, Any], vault: DisclosureVault | None
     ) -> tuple[dict[str, Any], dict[int, tuple[Any, Any]]]:
         """Live state from recorded state: commitments the vault can open are opened.
 
@@ -307,43 +315,23 @@ class Agent:
         ``{"$commit": ...}`` where the value was.
         """
         memo: dict[int, tuple[Any, Any]] = {}
-        if self.vault is None:
+        if vault is None:
             return committed, memo
-        vault = self.vault
-
-        def reopen(value: Any) -> Any:
-            if is_commitment(value):
-                found = vault.get(value[COMMIT_KEY])
-                return value if found is None or not found.opens() else found.value
-            if type(value) is dict:
-                opened: Any = {k: reopen(v) for k, v in value.items()}
-            elif type(value) is list:
-                opened = [reopen(v) for v in value]
-            elif type(value) is str:
-                inner = parse_json_container(value)
-                if inner is None:
-                    return value
-                opened_inner = reopen(inner)
-                return value if opened_inner == inner else canon(opened_inner).decode("utf-8")
-            else:
-                return value
-            if opened == value:
-                return value
-            memo[id(opened)] = (opened, value)
-            return opened
-
-        return {key: reopen(value) for key, value in committed.items()}, memo
+        return {key: vault.reveal(value, memo) for key, value in committed.items()}, memo
 
     def _remember(self, lineage: Lineage) -> None:
         self._lineages[lineage.run_id] = lineage
         while len(self._lineages) > _LINEAGE_CACHE:
             self._lineages.popitem(last=False)
 
-    def _lineage(self, parent: str | RunResult) -> Lineage:
+    def _lineage(self, parent: str | RunResult, vault: DisclosureVault | None = None) -> Lineage:
+        """What continuing ``parent`` starts from; ``vault`` opens its state instead of the
+        agent's own (a replay reading the original's vault: such a lineage is not kept)."""
         parent_id = parent.run_id if isinstance(parent, RunResult) else parent
         if not isinstance(parent_id, str):
             raise UsageError(f"continue_from takes a run id or a RunResult, got {parent!r}")
-        cached = self._lineages.get(parent_id)
+        own = vault is None or vault is self.vault
+        cached = self._lineages.get(parent_id) if own else None
         if cached is not None:
             return cached
         verifier = shared_verifier(self.store)
@@ -366,7 +354,7 @@ class Agent:
             )
         info = self.store.run_info(parent_id)
         committed = dict(verified.final_state)
-        state, memo = self._reopen(committed)
+        state, memo = self._reopen(committed, self.vault if own else vault)
         return Lineage(
             run_id=parent_id,
             conversation_id=info.conversation_id,

@@ -79,7 +79,7 @@ class StageContext:
         if boundary is not None:
             payload = event.payload()
             pending = len(boundary.disclosures)
-            committed = boundary.commit(payload)
+            committed = boundary.commit(payload, recorded=recorded)
             if not recorded:  # listener-only commitments are never opened: drop theirs only
                 del boundary.disclosures[pending:]
             if committed is not payload:
@@ -129,8 +129,8 @@ class RunState:
         self.config = config
         self.input_message = message
         self.provider = provider if provider is not None else config.provider
-        #: a replay's hooks: ``check_receipt(call, digests, recorded_request)`` and
-        #: ``tool_answer(call) -> ToolOutcome | None`` (None: run the tool)
+        #: a replay's hooks (agentfootprint.audit.replayer): ``check_receipt``, and per tool
+        #: call ``tool_call`` (the recorded call, checked), ``answer`` / ``not_run``
         self.replay = replay
         self.chart = chart
         self.writer = writer
@@ -202,9 +202,14 @@ class RunState:
         }
         if kind == "decider" and decision is not None:
             marker["decision"] = decision
-        if error is not None:
-            marker["error"] = self.recorded_form({"error": error_record(error)})["error"]
-        stored = [self._committed_write(w) for w in writes]
+        try:
+            stored = [self._committed_write(w) for w in writes]
+            if error is not None:  # committed after the writes, in the order the log has them
+                marker["error"] = self.recorded_form({"error": error_record(error)})["error"]
+        except BaseException:
+            if self.boundary is not None:  # nothing of this commit is written: nor kept
+                self.boundary.take_disclosures()
+            raise
         batch: list[tuple[str, Any]] = [("receipt", r) for r in ctx.receipts]
         batch += [("event", e) for e in ctx.recorded]
         batch += [("write", w.body(self.commit_index)) for w in stored]

@@ -216,7 +216,9 @@ async def _one_call(ctx: StageContext, call: dict[str, Any], iteration: int) -> 
         )
     )
     started = time.perf_counter()
-    outcome = await _dispatch(ctx, call, iteration)
+    # a replay checks the call against the recording's, in order, before anything runs
+    expected = run.replay.tool_call(call) if run.replay is not None else None
+    outcome = await _dispatch(ctx, call, iteration, expected)
     await ctx.emit(
         ToolEnd(
             run_id=run.run_id,
@@ -231,20 +233,56 @@ async def _one_call(ctx: StageContext, call: dict[str, Any], iteration: int) -> 
     return outcome
 
 
-async def _dispatch(ctx: StageContext, call: dict[str, Any], iteration: int) -> ToolOutcome:
+async def _dispatch(
+    ctx: StageContext, call: dict[str, Any], iteration: int, expected: Any
+) -> ToolOutcome:
+    """Run the tool, or answer without running it; a replay answers from the recording
+    (``expected``, the recorded call) and never runs a tool."""
     run = ctx.run
     tool = run.config.tool(call["name"])
+    arguments: Any = None
+    refusal: ToolOutcome | None = None
     if tool is None:
         known = ", ".join(t.name for t in run.config.tools) or "none"
-        return ToolOutcome(
+        refusal = ToolOutcome(
             content=f"Error: there is no tool named '{call['name']}'. Available tools: {known}.",
             is_error=True,
         )
-    arguments, problem = _parse_arguments(call["arguments"])
-    if problem is not None:
-        return ToolOutcome(
-            content=f"Error: tool '{tool.name}' was not run: {problem}.", is_error=True
-        )
+    else:
+        arguments, problem = _parse_arguments(call["arguments"])
+        if problem is not None:
+            refusal = ToolOutcome(
+                content=f"Error: tool '{tool.name}' was not run: {problem}.", is_error=True
+            )
+        else:
+            refusal = await _validate(ctx, tool, call, arguments, iteration)
+    if refusal is not None:
+        if expected is not None:
+            run.replay.not_run(expected, refusal.content)
+        return refusal
+    assert tool is not None
+    if expected is not None:  # a replay answers from the recording: no side effects
+        content, is_error = run.replay.answer(expected)
+        return ToolOutcome(content=content, is_error=is_error)
+    tool_ctx = ToolContext(
+        run_id=run.run_id,
+        conversation_id=run.conversation_id,
+        tool_call_id=call["id"],
+        iteration=iteration,
+        tool=tool.name,
+    )
+    try:
+        value = await call_tool(tool, arguments, tool_ctx)
+    except Exception as exc:
+        return _raised(tool.name, exc)
+    return result_text(tool.name, value)
+
+
+async def _validate(
+    ctx: StageContext, tool: Any, call: dict[str, Any], arguments: Any, iteration: int
+) -> ToolOutcome | None:
+    """Argument validation by mode: the teaching message when ``enforce`` refuses."""
+    run = ctx.run
     mode = run.config.tool_arg_validation
     if mode != "off":
         issues = validate_arguments(tool, arguments)
@@ -261,22 +299,7 @@ async def _dispatch(ctx: StageContext, call: dict[str, Any], iteration: int) -> 
             )
             if mode == "enforce":
                 return ToolOutcome(content=teaching_message(tool, issues), is_error=True)
-    tool_ctx = ToolContext(
-        run_id=run.run_id,
-        conversation_id=run.conversation_id,
-        tool_call_id=call["id"],
-        iteration=iteration,
-        tool=tool.name,
-    )
-    if run.replay is not None:  # a replay answers from the recording: no side effects
-        recorded = run.replay.tool_answer(call)
-        if recorded is not None:
-            return ToolOutcome(content=recorded[0], is_error=recorded[1])
-    try:
-        value = await call_tool(tool, arguments, tool_ctx)
-    except Exception as exc:
-        return _raised(tool.name, exc)
-    return result_text(tool.name, value)
+    return None
 
 
 async def tool_calls(ctx: StageContext) -> None:

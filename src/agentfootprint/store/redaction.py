@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.errors import ReservedKeyError, UsageError
-from agentfootprint.verify.canonical import canon, json_path
+from agentfootprint.verify.canonical import canon, json_path, member_order
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
     Disclosure,
@@ -34,6 +35,7 @@ __all__ = [
     "RESERVED_STATE_KEYS",
     "Boundary",
     "RedactionPolicy",
+    "ReplayCommitments",
     "SaltSource",
     "conversation_redaction",
     "refuse_reserved_key",
@@ -212,13 +214,67 @@ def _find_commit_key(value: Any, path: tuple[str | int, ...]) -> tuple[str | int
     return None
 
 
+def _by_name(member: tuple[str, Any]) -> bytes:
+    return member_order(member[0])
+
+
+class ReplayCommitments:
+    """What a replay's boundary consults so an unchanged replay records the original's bytes.
+
+    ``salts``: the original run's disclosures (from its vault). A value committed again
+    under the same key gets the original's salt, hence the original's commitment; each
+    salt serves once, in the original's order, so no commitment is written twice.
+    ``inherited``: commitments of the run's starting state, which may be recorded again.
+    ``on_reuse(digest, key)`` is called (and should raise) when a recorded commitment that
+    could not be opened is about to be written a second time: the original committed that
+    place separately, and only opening both could tell whether they hide one value.
+    """
+
+    def __init__(
+        self,
+        salts: Iterable[Disclosure],
+        inherited: Iterable[str],
+        on_reuse: Callable[[str, str | None], None],
+    ) -> None:
+        self._salts: dict[tuple[str, bytes], deque[str]] = {}
+        for disclosure in salts:
+            key = (disclosure.key, canon(disclosure.value))
+            self._salts.setdefault(key, deque()).append(disclosure.salt)
+        self._inherited = frozenset(inherited)
+        self._written: set[str] = set()
+        self._on_reuse = on_reuse
+        #: what the replay committed (to tell a changed redacted value from a new salt)
+        self.made: dict[str, Any] = {}
+
+    def salt(self, key: str, value: Any) -> str | None:
+        """The original's salt for ``value`` under ``key`` (None: it has no more)."""
+        salts = self._salts.get((key, canon(value)))
+        return salts.popleft() if salts else None
+
+    def passing(self, digest: str, key: str | None) -> None:
+        """A commitment is about to be recorded (new, or carried from the recording)."""
+        if digest in self._inherited:
+            return
+        if digest in self._written:
+            self._on_reuse(digest, key)
+        self._written.add(digest)
+
+
 class Boundary:
     """Commits values by policy; keeps each new commitment's disclosure until taken."""
 
-    def __init__(self, policy: RedactionPolicy, *, salt: SaltSource = random_salt) -> None:
+    def __init__(
+        self,
+        policy: RedactionPolicy,
+        *,
+        salt: SaltSource = random_salt,
+        replay: ReplayCommitments | None = None,
+    ) -> None:
         self.policy = policy
         self._matches = policy.document.matcher()
         self._salt = salt
+        self._replay = replay
+        self._recording = True  # False while committing a payload only listeners see
         self.disclosures: list[Disclosure] = []
         # committed form of each container walked (keyed by identity, holding the object):
         # a value recorded twice (full mode, a continued run) keeps its commitments
@@ -238,15 +294,32 @@ class Boundary:
             return self._commitment(key, value)
         return self.commit(value)
 
-    def commit(self, value: Any) -> Any:
-        """The committed form of ``value`` (the same object when nothing in it matches)."""
-        return self._walk(value)[0]
+    def commit(self, value: Any, *, recorded: bool = True) -> Any:
+        """The committed form of ``value`` (the same object when nothing in it matches).
+
+        ``recorded=False``: the value goes to listeners only, never to the log (a replay's
+        salts and checks are kept for what is recorded)."""
+        if recorded:
+            return self._walk(value)[0]
+        self._recording = False
+        try:
+            return self._walk(value)[0]
+        finally:
+            self._recording = True
 
     def _commitment(self, key: str, value: Any) -> Any:
+        replay = self._replay if self._recording else None
         if is_commitment(value):  # idempotent: replayed and continued runs keep their digests
+            if replay is not None:
+                replay.passing(value[COMMIT_KEY], key)
             return value
-        salt = b64url(self._salt())
+        salt = replay.salt(key, value) if replay is not None else None
+        if salt is None:
+            salt = b64url(self._salt())
         digest = commitment_digest(salt, key, value)
+        if replay is not None:
+            replay.passing(digest, key)
+            replay.made[digest] = value
         self.disclosures.append(Disclosure(commitment=digest, salt=salt, key=key, value=value))
         return {COMMIT_KEY: digest}
 
@@ -257,7 +330,8 @@ class Boundary:
             if hit is not None and hit[0] is value:
                 return hit[1], hit[1] is not value
             result = self._walk_container(value, kind)
-            self.memo[id(value)] = (value, result[0])
+            if self._recording:  # a listener's commitments are never recorded: not reused
+                self.memo[id(value)] = (value, result[0])
             return result
         if kind is str:
             inner = parse_json_container(value)
@@ -269,11 +343,16 @@ class Boundary:
 
     def _walk_container(self, value: Any, kind: type) -> tuple[Any, bool]:
         if kind is dict:
-            if is_commitment(value):
+            if is_commitment(value):  # carried under a key the policy does not name
+                if self._replay is not None and self._recording:
+                    self._replay.passing(value[COMMIT_KEY], None)
                 return value, False
             changed = False
             out: dict[str, Any] = {}
-            for key, child in value.items():
+            # members in canonical order: commitments are made in the order a reader of
+            # the log meets them (a replay hands out the original's salts in that order)
+            members = value.items() if len(value) < 2 else sorted(value.items(), key=_by_name)
+            for key, child in members:
                 if self._matches(key):
                     new = self._commitment(key, child)
                     changed = changed or new is not child

@@ -16,13 +16,19 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from agentfootprint.errors import StoreError, UsageError
 from agentfootprint.store.sqlite import atomic, translate_errors
 from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.verify.commitments import (
+    COMMIT_KEY,
+    Disclosure,
+    is_commitment,
+    parse_json_container,
+)
 
 __all__ = ["DisclosureVault", "open_vault"]
 
@@ -67,6 +73,33 @@ class DisclosureVault:
         if row is None:
             return None
         return Disclosure(commitment=row[0], key=row[1], salt=row[2], value=parse(row[3]))
+
+    def reveal(self, value: Any, memo: dict[int, tuple[Any, Any]] | None = None) -> Any:
+        """``value`` with every commitment this vault can open replaced by its value (JSON
+        text inside strings too). Erased or unknown commitments stay in place. ``memo``
+        collects, for each container that changed, ``id(opened) -> (opened, recorded)``:
+        recording the opened container again then keeps its commitments."""
+        if is_commitment(value):
+            found = self.get(value[COMMIT_KEY])
+            return value if found is None or not found.opens() else found.value
+        kind = type(value)
+        if kind is dict:
+            opened: Any = {k: self.reveal(v, memo) for k, v in value.items()}
+        elif kind is list:
+            opened = [self.reveal(v, memo) for v in value]
+        elif kind is str:
+            inner = parse_json_container(value)
+            if inner is None:
+                return value
+            opened_inner = self.reveal(inner, memo)
+            return value if opened_inner == inner else canon(opened_inner).decode("utf-8")
+        else:
+            return value
+        if opened == value:
+            return value
+        if memo is not None:
+            memo[id(opened)] = (opened, value)
+        return opened
 
     def disclose(self, commitments: Iterable[str]) -> list[Disclosure]:
         """The disclosures for these commitments; a missing one is a :class:`UsageError`."""

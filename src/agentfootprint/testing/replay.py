@@ -44,12 +44,16 @@ def assert_replays(
     factory: Callable[[], Agent],
     golden_db: str | os.PathLike[str],
     run_id: str | None = None,
+    *,
+    disclosures: str | os.PathLike[str] | None = None,
 ) -> list[ReplayResult]:
     """Replay ``run_id`` (default: every run, in the order they opened) of ``golden_db``.
 
     Each run is replayed with a new agent from ``factory()``, closed afterwards. Every
     run is replayed; if any diverged, the test fails (``pytest.fail``, no traceback) with
     one report per diverged run. Returns the replays when all were identical.
+    ``disclosures``: the golden run's vault, for runs recorded under a redaction policy
+    that commits values the loop copies (``conversation_redaction()``); read only.
     """
     import pytest
 
@@ -61,6 +65,12 @@ def assert_replays(
     failures: list[str] = []
     results: list[ReplayResult] = []
     with tempfile.TemporaryDirectory(prefix="agentfootprint-golden-") as scratch:
+        vault_copy = None
+        if disclosures is not None:  # read from a copy: the golden vault is never touched
+            if not Path(disclosures).is_file():
+                raise UsageError(f"golden vault {disclosures} does not exist")
+            vault_copy = Path(scratch) / f"vault-{Path(disclosures).name}"
+            shutil.copyfile(disclosures, vault_copy)
         source = _open_read_only(path, Path(scratch))
         try:
             run_ids = [run_id] if run_id is not None else [i.run_id for i in source.runs()]
@@ -74,7 +84,7 @@ def assert_replays(
                         f"it returned {type(agent).__name__}"
                     )
                 try:
-                    results.append(replay_sync(agent, source, current))
+                    results.append(replay_sync(agent, source, current, disclosures=vault_copy))
                 except ReplayDivergence as exc:
                     failures.append(describe_divergence(exc, current, path))
                 finally:
