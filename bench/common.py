@@ -15,10 +15,15 @@ Nothing here calls a model: replies come from ``af.MockProvider``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import cProfile
+import io
+import json
 import os
 import platform
+import pstats
 import random
 import sqlite3
 import statistics
@@ -27,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import agentfootprint as af
@@ -391,3 +397,57 @@ def print_environment(env: dict[str, Any]) -> None:
 
 def verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("MET" if ok else "NOT MET")
+
+
+# -- what every script's command line and output share ----------------------------------
+def bench_arguments(
+    doc: str | None, *, repeat_default: int | None, repeat_help: str, profile_help: str
+) -> argparse.ArgumentParser:
+    """``--quick``, ``--repeat``, ``--json``, ``--profile N`` and ``--top``; scripts add more."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 50, 200 only")
+    parser.add_argument("--repeat", type=int, default=repeat_default, help=repeat_help)
+    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
+    parser.add_argument("--profile", type=int, metavar="N", help=profile_help)
+    parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
+    return parser
+
+
+def announce(sizes: Iterable[int], what: str = "") -> None:
+    """The line naming the conversation shape and the sizes measured."""
+    print(
+        f"# {ITERATIONS_PER_TURN} tool-call iterations per turn, {RESULT_CHARS}-char results, "
+        f"N = {', '.join(map(str, sizes))}{what}"
+    )
+
+
+def profiled(fn: Callable[[], Any]) -> tuple[cProfile.Profile, Any, float]:
+    """(profiler, value, seconds) of one call of ``fn`` under cProfile."""
+    profiler = cProfile.Profile()
+    t0 = time.perf_counter()
+    profiler.enable()
+    try:
+        value = fn()
+    finally:
+        profiler.disable()
+    return profiler, value, time.perf_counter() - t0
+
+
+def profile_report(
+    profiler: cProfile.Profile, title: str, top: int, *, cumulative: bool = True
+) -> str:
+    """``title``, then the top functions by cumulative time (optional) and by own time."""
+    out = io.StringIO()
+    out.write(title.rstrip("\n") + "\n")
+    stats = pstats.Stats(profiler, stream=out).strip_dirs()
+    if cumulative:
+        stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def write_figures(path: Path | None, figures: dict[str, Any]) -> None:
+    """Write ``figures`` (environment included by the caller) as JSON, when asked to."""
+    if path is not None:
+        path.write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"\nfigures written to {path}")

@@ -84,7 +84,7 @@ def _db_bytes(db_path: str) -> int:
     )
 
 
-def _build_graph(result_chars: int, counter: dict[str, int]) -> StateGraph:
+def _build_graph(result_chars: int, counter: dict[str, int]) -> StateGraph[MessagesState]:
     """The ReAct loop with scripted nodes. ``counter`` tracks node executions."""
 
     def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def _build_graph(result_chars: int, counter: dict[str, int]) -> StateGraph:
         assert isinstance(last, AIMessage) and last.tool_calls
         out = []
         for call in last.tool_calls:
-            i = int(call["id"].removeprefix("call_"))
+            i = int(str(call["id"]).removeprefix("call_"))
             out.append(
                 ToolMessage(
                     content=_tool_result(i, result_chars),

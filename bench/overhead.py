@@ -28,11 +28,9 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import gc
 import io
-import json
 import pstats
 import sys
 import tempfile
@@ -47,6 +45,8 @@ from common import (
     RESULT_CHARS,
     SIZES,
     Conversation,
+    announce,
+    bench_arguments,
     checkpoint_and_measure,
     db_breakdown,
     environment,
@@ -60,6 +60,7 @@ from common import (
     tool_result,
     user_text,
     verdict,
+    write_figures,
 )
 
 import agentfootprint as af
@@ -358,23 +359,16 @@ def profile(n: int, top: int, workdir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="N = 50, 200 only")
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=None,
-        help="timing repetitions (default 3 for N<=200, 1 above)",
+    parser = bench_arguments(
+        __doc__,
+        repeat_default=None,
+        repeat_help="timing repetitions (default 3 for N<=200, 1 above)",
+        profile_help="only profile one agent conversation of N",
     )
-    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
     parser.add_argument(
         "--keep-dir", type=Path, help="keep the agentfootprint databases here (for verify.py)"
     )
     parser.add_argument("--no-langgraph", action="store_true", help="skip the LangGraph peer")
-    parser.add_argument(
-        "--profile", type=int, metavar="N", help="only profile one agent conversation of N"
-    )
-    parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
     args = parser.parse_args(argv)
 
     env = environment()
@@ -390,10 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep_dir:
             args.keep_dir.mkdir(parents=True, exist_ok=True)
         sizes = QUICK_SIZES if args.quick else SIZES
-        print(
-            f"# {ITERATIONS_PER_TURN} tool-call iterations per turn, {RESULT_CHARS}-char results, "
-            f"N = {', '.join(map(str, sizes))}"
-        )
+        announce(sizes)
         results = []
         for n in sizes:
             repeat = repeats_for(n, args.repeat)
@@ -402,11 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(results)
     t = targets(results)
     print_targets(t)
-    if args.json:
-        args.json.write_text(
-            json.dumps({"environment": env, "results": results, "targets": t}, indent=2) + "\n"
-        )
-        print(f"\nfigures written to {args.json}")
+    write_figures(args.json, {"environment": env, "results": results, "targets": t})
     return 0
 
 

@@ -33,13 +33,10 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import cProfile
 import gc
 import io
 import json
 import os
-import pstats
 import sys
 import tempfile
 import time
@@ -60,6 +57,7 @@ from common import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     Conversation,
+    bench_arguments,
     call_id,
     checkpoint_and_measure,
     conversation_order,
@@ -67,9 +65,12 @@ from common import (
     final_text,
     median,
     print_environment,
+    profile_report,
+    profiled,
     remove_db,
     tool_result,
     user_text,
+    write_figures,
 )
 
 import agentfootprint as af
@@ -432,18 +433,16 @@ def profile(n: int, variant: str, top: int, workdir: Path) -> str:
     remove_db(workdir / "warm-up.sqlite")
     conv = PiiConversation(n)
     path = workdir / f"profile-{variant}-{n}.sqlite"
+    profiler, recording, _ = profiled(lambda: record(conv, path, variant))
     out = io.StringIO()
-    profiler = cProfile.Profile()
-    profiler.enable()
-    recording = record(conv, path, variant)
-    profiler.disable()
     out.write(
-        f"cProfile of recording the N={n} conversation, variant {variant} "
-        f"({recording.seconds:.2f} s in run_sync under the profiler)\n"
+        profile_report(
+            profiler,
+            f"cProfile of recording the N={n} conversation, variant {variant} "
+            f"({recording.seconds:.2f} s in run_sync under the profiler)",
+            top,
+        )
     )
-    stats = pstats.Stats(profiler, stream=out).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
     store = af.SqliteStore(path)
     try:
         order = conversation_order(store)
@@ -453,13 +452,12 @@ def profile(n: int, variant: str, top: int, workdir: Path) -> str:
             ("export_runs of the last run", lambda: export_runs(store, [order[-1]], bundle)),
             ("opening and verifying the bundle", lambda: verify_all(BundleSource(bundle), order)),
         ):
-            profiler = cProfile.Profile()
-            profiler.enable()
-            fn()
-            profiler.disable()
-            out.write(f"\ncProfile of {label} (N={n}, {variant})\n")
-            stats = pstats.Stats(profiler, stream=out).strip_dirs()
-            stats.sort_stats("tottime").print_stats(top)
+            profiler, _, _ = profiled(fn)
+            out.write(
+                profile_report(
+                    profiler, f"\ncProfile of {label} (N={n}, {variant})", top, cumulative=False
+                )
+            )
     finally:
         store.close()
         remove_db(path)
@@ -467,17 +465,13 @@ def profile(n: int, variant: str, top: int, workdir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="N = 50, 200 only")
-    parser.add_argument(
-        "--repeat", type=int, default=DEFAULT_REPEAT, help="repetitions for every N (median kept)"
-    )
-    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
-    parser.add_argument(
-        "--profile", type=int, metavar="N", help="only cProfile one conversation of N"
+    parser = bench_arguments(
+        __doc__,
+        repeat_default=DEFAULT_REPEAT,
+        repeat_help="repetitions for every N (median kept)",
+        profile_help="only cProfile one conversation of N",
     )
     parser.add_argument("--variant", choices=VARIANTS, default="keys3", help="for --profile")
-    parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
     args = parser.parse_args(argv)
 
     env = environment()
@@ -502,11 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(results)
     g = growth(results)
     print_growth(g)
-    if args.json:
-        args.json.write_text(
-            json.dumps({"environment": env, "results": results, "growth": g}, indent=2) + "\n"
-        )
-        print(f"\nfigures written to {args.json}")
+    write_figures(args.json, {"environment": env, "results": results, "growth": g})
     return 0
 
 

@@ -14,9 +14,10 @@ For each N (same conversation as ``overhead.py``: 4 tool-call iterations per tur
   copied per replay: the rest of the ancestry is already there). Reported: ms per model
   call for both, and replay / record;
 * **diff**: ``af.diff_runs`` over every run pair of two conversations, in order
-  (summed time): the original against its replay (must be identical), and the original
-  against a recording of the same conversation with a changed system prompt (every call
-  must differ); reported: seconds, ms per call, ms per run.
+  (summed time), through stores opened afresh (nothing verified earlier is cached): the
+  original against its replay (must be identical), and the original against a recording
+  of the same conversation with a changed system prompt (every call must differ);
+  reported: seconds, ms per call, ms per run.
 
 Usage::
 
@@ -28,48 +29,40 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import cProfile
+import contextlib
 import gc
-import io
-import json
-import pstats
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    ITERATIONS_PER_TURN,
     MODEL,
     QUICK_SIZES,
-    RESULT_CHARS,
     SIZES,
     SYSTEM,
     Conversation,
+    announce,
+    bench_arguments,
     environment,
     median,
     print_environment,
+    profile_report,
+    profiled,
     remove_db,
     repeats_for,
     user_text,
+    write_figures,
 )
 
 import agentfootprint as af
+from agentfootprint.testing import NoModel
 
 CHANGED_SYSTEM = SYSTEM + " Answer in one paragraph."
-
-
-class NoModel:
-    """A provider that must never be reached: a replay answers from the recording."""
-
-    name = "no-model"
-
-    async def complete(self, request: Any) -> af.LLMResponse:
-        raise RuntimeError("the replay called the model")
 
 
 def make_agent(conv: Conversation, provider: Any, store: Any, system: str = SYSTEM) -> af.Agent:
@@ -138,6 +131,16 @@ def diff_all(
     return seconds, diffs
 
 
+@contextlib.contextmanager
+def cold(path: Path) -> Iterator[af.SqliteStore]:
+    """The database at ``path`` through a new store object (its own, empty, verifier cache)."""
+    store = af.SqliteStore(path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def _open(path: Path) -> af.SqliteStore:
     remove_db(path)
     return af.SqliteStore(path)
@@ -201,11 +204,15 @@ def measure_n(n: int, repeat: int, workdir: Path) -> dict[str, Any]:
                 raise RuntimeError(f"replay checked {checked} calls of {calls}")
             _, changed_runs, changed_calls = record(conv, changed, CHANGED_SYSTEM)
             assert changed_calls == calls
+            # each diff reads stores opened afresh: no run verified by an earlier step is
+            # cached, so every diff verifies the ancestry it reads, as a new process would
             gc.collect()
-            seconds, same = diff_all(original, runs, replayed, replay_runs)
+            with cold(paths["original"]) as a, cold(paths["replay"]) as b:
+                seconds, same = diff_all(a, runs, b, replay_runs)
             same_identical_s.append(seconds)
             gc.collect()
-            seconds, differ = diff_all(original, runs, changed, changed_runs)
+            with cold(paths["original"]) as a, cold(paths["changed"]) as b:
+                seconds, differ = diff_all(a, runs, b, changed_runs)
             changed_s.append(seconds)
             checks = _check(n, calls, original, runs, replayed, replay_runs, same, differ)
         finally:
@@ -280,7 +287,7 @@ def print_tables(results: list[dict[str, Any]]) -> None:
         first, last = results[0], results[-1]
 
         def growth(key: str) -> float:
-            return (last[key] / last["calls"]) / (first[key] / first["calls"])
+            return float((last[key] / last["calls"]) / (first[key] / first["calls"]))
 
         print(
             f"  ms/call growth N={first['n']} -> N={last['n']}: record "
@@ -288,21 +295,6 @@ def print_tables(results: list[dict[str, Any]]) -> None:
             f"diff vs replay {growth('diff_identical_seconds'):.2f}x, diff vs changed "
             f"{growth('diff_changed_seconds'):.2f}x (1.00x is linear)"
         )
-
-
-def _profiled(label: str, n: int, top: int, fn: Any) -> tuple[str, Any]:
-    profiler = cProfile.Profile()
-    t0 = time.perf_counter()
-    profiler.enable()
-    value = fn()
-    profiler.disable()
-    elapsed = time.perf_counter() - t0
-    out = io.StringIO()
-    out.write(f"\n=== cProfile: {label}, N={n} ({elapsed:.2f} s under the profiler)\n")
-    stats = pstats.Stats(profiler, stream=out).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
-    return out.getvalue(), value
 
 
 def profile(n: int, top: int, workdir: Path) -> str:
@@ -314,17 +306,21 @@ def profile(n: int, top: int, workdir: Path) -> str:
     try:
         _, runs, calls = record(conv, original)
         replay_all(conv, original, runs[:2], warm)  # imports and first-call costs
-        text, (_, replay_runs, _) = _profiled(
-            f"replay_sync of every run ({len(runs)} runs, {calls} calls)",
-            n,
-            top,
-            lambda: replay_all(conv, original, runs, replayed),
+        profiler, (_, replay_runs, _), seconds = profiled(
+            lambda: replay_all(conv, original, runs, replayed)
         )
-        more, _ = _profiled(
-            "diff_runs of every run against its replay",
-            n,
+        text = profile_report(
+            profiler,
+            f"\n=== cProfile: replay_sync of every run ({len(runs)} runs, {calls} calls), "
+            f"N={n} ({seconds:.2f} s under the profiler)",
             top,
-            lambda: diff_all(original, runs, replayed, replay_runs),
+        )
+        profiler, _, seconds = profiled(lambda: diff_all(original, runs, replayed, replay_runs))
+        more = profile_report(
+            profiler,
+            f"\n=== cProfile: diff_runs of every run against its replay, N={n} "
+            f"({seconds:.2f} s under the profiler)",
+            top,
         )
     finally:
         for store in (original, replayed, warm):
@@ -333,15 +329,12 @@ def profile(n: int, top: int, workdir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="N = 50, 200 only")
-    parser.add_argument(
-        "--repeat", type=int, default=None, help="repetitions (default 3 for N<=200, 1 above)"
-    )
-    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
-    parser.add_argument("--profile", type=int, metavar="N", help="only profile replay and diff")
-    parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
-    args = parser.parse_args(argv)
+    args = bench_arguments(
+        __doc__,
+        repeat_default=None,
+        repeat_help="repetitions (default 3 for N<=200, 1 above)",
+        profile_help="only profile replay and diff",
+    ).parse_args(argv)
 
     env = environment()
     print_environment(env)
@@ -351,19 +344,14 @@ def main(argv: list[str] | None = None) -> int:
             print(profile(args.profile, args.top, workdir))
             return 0
         sizes = QUICK_SIZES if args.quick else SIZES
-        print(
-            f"# {ITERATIONS_PER_TURN} tool-call iterations per turn, {RESULT_CHARS}-char results, "
-            f"N = {', '.join(map(str, sizes))}"
-        )
+        announce(sizes)
         results = []
         for n in sizes:
             repeat = repeats_for(n, args.repeat)
             print(f"... N={n} ({repeat} repetition{'s' if repeat > 1 else ''})", flush=True)
             results.append(measure_n(n, repeat, workdir))
     print_tables(results)
-    if args.json:
-        args.json.write_text(json.dumps({"environment": env, "results": results}, indent=2) + "\n")
-        print(f"\nfigures written to {args.json}")
+    write_figures(args.json, {"environment": env, "results": results})
     return 0
 
 

@@ -32,13 +32,8 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import cProfile
 import gc
 import hashlib
-import io
-import json
-import pstats
 import sys
 import tempfile
 import time
@@ -51,14 +46,18 @@ from common import (
     QUICK_SIZES,
     SIZES,
     Conversation,
+    bench_arguments,
     checkpoint_and_measure,
     conversation_order,
     environment,
     median,
     print_environment,
+    profile_report,
+    profiled,
     remove_db,
     run_agent_conversation,
     verdict,
+    write_figures,
 )
 
 import agentfootprint as af
@@ -147,7 +146,7 @@ def count_hashed_bytes(store: af.SqliteStore, order: list[str]) -> tuple[int, in
             twin._h = self._h.copy()
             return twin
 
-    hashlib.sha256 = Counting  # type: ignore[assignment,misc]
+    hashlib.sha256 = Counting  # type: ignore[assignment]
     try:
         _verify_all(store, order)
     finally:
@@ -292,30 +291,24 @@ def profile(n: int, directory: Path, top: int) -> str:
     try:
         order = conversation_order(store)
         _verify_all(store, order[:1])  # warm up imports
-        profiler = cProfile.Profile()
-        profiler.enable()
-        _verify_all(store, order)
-        profiler.disable()
+        profiler, _, _ = profiled(lambda: _verify_all(store, order))
     finally:
         store.close()
-    out = io.StringIO()
-    out.write(f"cProfile of verifying the N={n} conversation ({len(order)} runs)\n")
-    stats = pstats.Stats(profiler, stream=out).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
-    return out.getvalue()
+    return profile_report(
+        profiler, f"cProfile of verifying the N={n} conversation ({len(order)} runs)", top
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="N = 50, 200 only")
-    parser.add_argument("--repeat", type=int, default=3, help="verification repetitions")
+    parser = bench_arguments(
+        __doc__,
+        repeat_default=3,
+        repeat_help="verification repetitions",
+        profile_help="only profile verification",
+    )
     parser.add_argument(
         "--dir", type=Path, help="reuse (or build and keep) the databases afp-<N>.sqlite here"
     )
-    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
-    parser.add_argument("--profile", type=int, metavar="N", help="only profile verification")
-    parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
     args = parser.parse_args(argv)
 
     env = environment()
@@ -335,11 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     t = targets(results)
     print_targets(t, results)
-    if args.json:
-        args.json.write_text(
-            json.dumps({"environment": env, "results": results, "target": t}, indent=2) + "\n"
-        )
-        print(f"\nfigures written to {args.json}")
+    write_figures(args.json, {"environment": env, "results": results, "target": t})
     return 0
 
 

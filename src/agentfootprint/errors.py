@@ -87,7 +87,9 @@ class ReplayDivergence(RunError):
     """A replay was served something the original was not, or departed from its tool calls.
 
     ``call`` is the call index, ``kind`` what differs (``system``, ``messages``, ``tools``,
-    ``model``, ``params``, ``tool-call``, ``calls``), ``position`` the piece's index,
+    ``model``, ``params``, ``request``, ``tool-call``, ``calls``, or ``redacted``: a value the
+    replay cannot compare without the disclosure vault), ``position`` the piece's (or tool
+    call's) index,
     ``expected`` / ``actual`` the digests (or values) and ``diff`` a unified diff of the
     recorded content from both logs.
     """

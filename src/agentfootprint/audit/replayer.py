@@ -36,7 +36,7 @@ from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault, open_vault
-from agentfootprint.verify.canonical import canon, member_order, parse
+from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
     Disclosure,
@@ -237,14 +237,14 @@ class Recording:
 
 
 def ordered_commitments(value: Any) -> Iterator[str]:
-    """The commitments in ``value`` in the order a boundary creates them (members in
-    canonical order, depth first; JSON text inside strings included)."""
+    """The commitments in ``value`` in the order a boundary creates them (members by sorted
+    name, depth first; JSON text inside strings included)."""
     kind = type(value)
     if kind is dict:
         if is_commitment(value):
             yield value[COMMIT_KEY]
             return
-        for key in sorted(value, key=member_order):
+        for key in sorted(value):
             yield from ordered_commitments(value[key])
     elif kind is list:
         for item in value:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.errors import ReservedKeyError, UsageError
-from agentfootprint.verify.canonical import canon, json_path, member_order
+from agentfootprint.verify.canonical import canon, json_path
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
     Disclosure,
@@ -214,10 +214,6 @@ def _find_commit_key(value: Any, path: tuple[str | int, ...]) -> tuple[str | int
     return None
 
 
-def _by_name(member: tuple[str, Any]) -> bytes:
-    return member_order(member[0])
-
-
 class ReplayCommitments:
     """What a replay's boundary consults so an unchanged replay records the original's bytes.
 
@@ -349,10 +345,10 @@ class Boundary:
                 return value, False
             changed = False
             out: dict[str, Any] = {}
-            # members in canonical order: commitments are made in the order a reader of
-            # the log meets them (a replay hands out the original's salts in that order)
-            members = value.items() if len(value) < 2 else sorted(value.items(), key=_by_name)
-            for key, child in members:
+            # members by sorted name, so the order commitments are made in can be read back
+            # from the log (a replay hands out the original's salts in that order)
+            for key in value if len(value) < 2 else sorted(value):
+                child = value[key]
                 if self._matches(key):
                     new = self._commitment(key, child)
                     changed = changed or new is not child

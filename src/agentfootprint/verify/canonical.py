@@ -33,7 +33,6 @@ __all__ = [
     "canon_object",
     "check_ijson",
     "json_path",
-    "member_order",
     "parse",
 ]
 
@@ -194,11 +193,6 @@ def canon(value: Any) -> bytes:
         except orjson.JSONEncodeError:  # e.g. orjson's own nesting limit: take the slow path
             pass
     return rfc8785.dumps(value)
-
-
-def member_order(name: str) -> bytes:
-    """Sort key putting object member names in JCS order (UTF-16 code units)."""
-    return name.encode("utf-16-be", "surrogatepass")
 
 
 def canon_object(members: Mapping[str, bytes]) -> bytes:
