@@ -1091,6 +1091,34 @@ def test_a_tampered_vault_never_makes_a_replay_match(tmp_path: Path) -> None:
     failed_replay(agent.store, caught.value, first.run_id)
 
 
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_fork_of_a_redacted_run_with_the_vault(tmp_path: Path, k: int) -> None:
+    """Calls before ``k`` reproduce the original's commitments; the live model is served the
+    opened values (as the original's model was), and the fork verifies with no clear value."""
+    store, vault = af.MemoryStore(), tmp_path / "vault.db"
+    policy = af.conversation_redaction()
+    first, _ = record_demo(store, redact=policy, disclosures=vault)
+    live = af.MockProvider(["A new answer."])
+    executed: list[str] = []
+    target = af.MemoryStore()
+    agent = af.Agent(
+        provider=live,
+        store=target,
+        **demo_options(tools=silent_twins(demo_tools(), executed), redact=policy),
+    )
+    forked = af.replay_sync(agent, store, first.run_id, until=k, disclosures=vault)
+    run = forked.result
+    assert (forked.calls_checked, run.calls, run.answer) == (k, k + 1, "A new answer.")
+    assert executed == []
+    for j in range(k + 1):
+        assert af.receipt_at(target, run.run_id, j) == af.receipt_at(store, first.run_id, j)
+    served = live.requests[0]
+    assert served["messages"][0]["content"] == DEMO_QUESTIONS[0]  # opened, not a commitment
+    question = DEMO_QUESTIONS[0].encode()
+    assert all(question not in row.body for row in target.read(run.run_id))
+    verified(target, run.run_id)
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 
