@@ -132,7 +132,10 @@ def demo(db: Path) -> None:
         f"  agentfootprint runs {db}\n"
         f"  agentfootprint show {db} {results[-1].run_id}\n"
         f"  agentfootprint served {db} {results[-1].run_id} 0\n"
-        f"  agentfootprint verify {db}"
+        f"  agentfootprint verify {db}\n"
+        f"Replay it against today's code (no model call):\n"
+        f"  agentfootprint replay {db} {results[-1].run_id} "
+        "--agent agentfootprint.demo:replay_agent"
     )
     store.close()
     sys.exit(worst)

@@ -13,7 +13,7 @@ from agentfootprint.core.agent import Agent
 from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
 from agentfootprint.core.tools import Tool, define_tool
 
-__all__ = ["DEMO_QUESTIONS", "build_demo_agent", "demo_tools"]
+__all__ = ["DEMO_QUESTIONS", "build_demo_agent", "demo_tools", "replay_agent"]
 
 DEMO_QUESTIONS = (
     "I'm flying to Lisbon on Friday with 400 USD. What's the weather, and how many euros is that?",
@@ -119,3 +119,9 @@ def build_demo_agent(store: Any, *, provider: Any = None, **options: Any) -> Age
         max_iterations=6,
         **options,
     )
+
+
+def replay_agent() -> Agent:
+    """The demo agent as ``agentfootprint replay --agent agentfootprint.demo:replay_agent``
+    builds it: today's code, recording its replays in memory."""
+    return build_demo_agent(None)

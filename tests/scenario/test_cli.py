@@ -100,6 +100,13 @@ def test_demo_records_a_verified_two_turn_conversation(demo_db: Path, runner: Cl
     assert again.output.count("VALID_UNSIGNED") == 2
     assert "stages: seed x1" in again.output and "call-llm x4" in again.output
     assert len(run_ids(demo_db)) == 4
+    # the replay command the demo suggests works as printed: both calls identical
+    line = next(
+        x for x in again.output.splitlines() if x.strip().startswith("agentfootprint replay")
+    )
+    replayed = runner.invoke(main, line.split()[1:])
+    assert replayed.exit_code == EXIT_OK, replayed.output
+    assert "REPLAYED" in replayed.output and "2 calls identical" in replayed.output
 
 
 def test_runs_show_served(demo_db: Path, runner: CliRunner) -> None:
