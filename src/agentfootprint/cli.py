@@ -592,13 +592,16 @@ def replay_command(
     original received and each tool call with its recorded result; before each call the
     request the agent builds now is checked, piece by piece, against the original's
     receipt. The first difference stops the replay: its call, kind (system, messages,
-    tools, model, params, tool-call, calls, redacted), piece position, both digests and a
-    unified diff are printed. The replay is recorded as a run of the agent's own store.
+    tools, model, params, request, tool-call, calls, redacted, policy, record), piece
+    position, both digests and a unified diff are printed. The original must verify; once
+    every request matched, the replay's rows must equal the original's. The replay is
+    recorded as a run of the agent's own store.
 
     \b
     Exit codes:
-      0  identical: every call served what the original was served
-      1  diverged (DIVERGED and the diff are printed), or the replay failed otherwise
+      0  identical: every call served, and every row recorded, as in the original
+      1  diverged (DIVERGED and the diff are printed), the original does not verify
+         (INVALID), or the replay failed otherwise
       2  usage: bad MODULE:FACTORY, import error, not an Agent, unknown run or DB
     """
     from agentfootprint.audit.replayer import replay_sync

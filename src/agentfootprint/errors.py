@@ -87,9 +87,10 @@ class ReplayDivergence(RunError):
     """A replay was served something the original was not, or departed from its tool calls.
 
     ``call`` is the call index, ``kind`` what differs (``system``, ``messages``, ``tools``,
-    ``model``, ``params``, ``request``, ``tool-call``, ``calls``, or ``redacted``: a value the
-    replay cannot compare without the disclosure vault), ``position`` the piece's (or tool
-    call's) index,
+    ``model``, ``params``, ``request``, ``tool-call``, ``calls``, ``redacted``: a value the
+    replay cannot compare without the disclosure vault, ``policy``: the agent redacts less
+    than the original, ``record``: every request matched but another row was recorded),
+    ``position`` the piece's (or tool call's, or row's) index,
     ``expected`` / ``actual`` the digests (or values) and ``diff`` a unified diff of the
     recorded content from both logs.
     """

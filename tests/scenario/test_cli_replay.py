@@ -416,3 +416,19 @@ def test_replay_of_a_redacted_run_with_its_vault(runner: CliRunner, workdir: Pat
     assert (workdir / "redacted.vault.db").read_bytes() == vault_before
     missing = invoke(runner, *replay, "--disclosures", "absent.db")
     assert missing.exit_code == EXIT_USAGE and "absent.db" in missing.output
+
+
+def test_replay_of_a_log_that_does_not_verify_is_refused(
+    runner: CliRunner, workdir: Path, runs: list[str]
+) -> None:
+    from agentfootprint.testing.tamper import read_rows, tampering
+
+    with tampering(workdir / "golden.db") as conn:
+        row = next(r for r in read_rows(conn, runs[0]) if r.type == "write")
+        conn.execute(
+            "UPDATE events SET body = ? WHERE run_id = ? AND seq = ?",
+            (row.body.replace(b"}", b" }", 1), runs[0], row.seq),
+        )
+    result = invoke(runner, "replay", "golden.db", runs[0], "--agent", f"{MODULE}:demo")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("INVALID") and f"seq {row.seq}" in result.output

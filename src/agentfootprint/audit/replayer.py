@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from agentfootprint.verify.commitments import (
     parse_json_container,
 )
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests
-from agentfootprint.verify.verifier import RowSource
+from agentfootprint.verify.verifier import Row, RowSource, shared_verifier
 
 if TYPE_CHECKING:
     from agentfootprint.core.agent import Agent, RunResult
@@ -74,8 +75,8 @@ class ReplayResult:
 class RecordedToolCall:
     """One tool call of the recording and how the original answered it."""
 
-    id: str
-    name: Any  #: a string, or a commitment when the policy names ``name``
+    id: Any  #: a string, or a commitment when the policy names ``id`` (no vault)
+    name: Any  #: likewise for ``name``
     arguments: Any  #: as the model sent them (from the recorded reply)
     content: Any
     is_error: bool
@@ -109,9 +110,10 @@ class Recording:
         #: its own first, then those it inherited and recorded again
         self.salts: list[Disclosure] = []
         self._inherited_salts: list[Disclosure] = []
+        #: why a call the original made got no reply (its call-llm commit's error), by call
+        self.failures: dict[int, str] = {}
         self._redacted = False
         self._seen: set[str] = set()
-        self._answered: Any = None  # the last_response object before the commit
         self._history_before = 0
         self._events: list[dict[str, Any]] = []
         self.reader = RunReader(store)
@@ -136,7 +138,6 @@ class Recording:
             if self._redacted:
                 self.inherited = {digest for digest, _, _ in iter_commitments(state)}
             self._history_before = len(state.get("history", []))
-            self._answered = state.get("last_response")
             return
         if step.type == "event":
             self._events.append(step.body)
@@ -152,15 +153,18 @@ class Recording:
                 content=self._reveal(first.get("content")),
             )
         elif stage == "call-llm":
+            # answered unless the stage failed (a reply equal to the previous one rewrites
+            # nothing, so the marker, not the state, tells)
+            answered = "error" not in step.body and "last_response" in state
+            if not answered:
+                self.failures[len(self.responses)] = _failure(step.body.get("error"))
             response = state.get("last_response")
-            answered = response is not self._answered
             self.responses.append(self._reveal(copy.deepcopy(response)) if answered else None)
             self.tool_calls.append(None)
         elif stage == "tool-calls" and self.tool_calls:
             appended = state.get("history", [])[self._history_before :]
             self.tool_calls[-1] = self._answers(appended, state)
         self._events = []
-        self._answered = state.get("last_response")
         self._history_before = len(state.get("history", []))
 
     def _keep_salts(self, body: Any) -> None:
@@ -175,25 +179,46 @@ class Recording:
                 (self._inherited_salts if inherited else self.salts).append(found)
 
     def _answers(self, appended: list[Any], state: dict[str, Any]) -> list[RecordedToolCall]:
-        """The tool calls of the last reply, in order, with the results the original gave."""
+        """The tool calls of the last reply, in order, with the results the original gave.
+
+        The loop appends the assistant's turn and then one result per tool call, in the
+        reply's order: results are taken by position (not by role, id or name, any of which
+        a policy may have committed). Ids, names and arguments come from the recorded reply.
+        """
         reply = self.responses[-1] if self.responses else None
-        raw_calls = reply["tool_calls"] if reply else []
-        results = [m for m in appended if isinstance(m, dict) and m.get("role") == "tool"]
-        refused = [
-            event["payload"].get("tool_call_id")
-            for event in self._events
-            if event.get("name") == ArgsInvalid.kind and event["payload"].get("mode") == "enforce"
+        raw_calls = reply.get("tool_calls") if isinstance(reply, dict) else None
+        calls = raw_calls if isinstance(raw_calls, list) else []
+        results = self._reveal(appended[1:])
+        findings = [
+            payload
+            for event in map(self._reveal, self._events)
+            if isinstance(event, dict)
+            and event.get("name") == ArgsInvalid.kind
+            and isinstance(payload := event.get("payload"), dict)
         ]
-        names = [schema.get("name") for schema in state.get("tool_schemas", [])]
+        # one args_invalid event per call enforce refused, in call order; when their ids or
+        # modes stay redacted, which error results were refusals cannot be told
+        legible = all(
+            isinstance(p.get("tool_call_id"), str) and isinstance(p.get("mode"), str)
+            for p in findings
+        )
+        refused = [p["tool_call_id"] for p in findings if p.get("mode") == "enforce"]
+        schemas = self._reveal(state.get("tool_schemas", []))
+        names = [s.get("name") if isinstance(s, dict) else None for s in schemas]
         answers = []
-        for i, message in enumerate(results):
-            raw = raw_calls[i] if i < len(raw_calls) else {}
-            call_id, name = message["tool_call_id"], message.get("name")
-            arguments = self._reveal(raw.get("arguments"))
+        for i, result in enumerate(results):
+            raw = calls[i] if i < len(calls) and isinstance(calls[i], dict) else {}
+            message = result if isinstance(result, dict) else {}
+            call_id = raw.get("id", message.get("tool_call_id"))
+            name = raw.get("name", message.get("name"))
+            arguments = raw.get("arguments")
+            is_error = message.get("is_error") is True
             ran: bool | None
-            if refused and refused[0] == call_id:
+            if refused and refused[0] == call_id and is_error:  # a refusal is an error result
                 refused.pop(0)
                 ran = False
+            elif is_error and not legible:
+                ran = None
             elif not all(isinstance(n, str) for n in [*names, name]):
                 ran = None  # a tool name is redacted
             elif name not in names:
@@ -207,8 +232,8 @@ class Recording:
                     id=call_id,
                     name=name,
                     arguments=arguments,
-                    content=self._reveal(message["content"]),
-                    is_error=bool(message.get("is_error")),
+                    content=message.get("content"),
+                    is_error=is_error,
                     ran=ran,
                 )
             )
@@ -216,15 +241,30 @@ class Recording:
 
     def response(self, k: int) -> LLMResponse:
         if k >= len(self.responses) or self.responses[k] is None:
+            failed = self.failures.get(k)
+            why = (
+                "which the recording does not have"
+                if k >= len(self.responses)
+                else "which failed in the original (nothing to answer it with; the calls "
+                f"before it matched): {failed}"
+            )
             raise ReplayDivergence(
-                f"replay of run {self.run_id} asked for call {k}, which the recording "
-                f"{'does not have' if k >= len(self.responses) else 'did not answer'}",
+                f"replay of run {self.run_id} asked for call {k}, {why}",
                 call=k,
                 kind="calls",
                 original_run=self.run_id,
             )
         recorded = self.responses[k]
         assert recorded is not None
+        redacted = _redacted_reply_structure(recorded)
+        if redacted is not None:
+            raise ReplayDivergence(
+                f"call {k}: the recorded reply's {redacted} is redacted, so the reply cannot be "
+                "rebuilt; " + _VAULT_HINT,
+                call=k,
+                kind="redacted",
+                original_run=self.run_id,
+            )
         return LLMResponse(
             content=recorded["content"],
             tool_calls=tuple(
@@ -234,6 +274,25 @@ class Recording:
             usage=Usage(input=recorded["usage"]["input"], output=recorded["usage"]["output"]),
             stop_reason=recorded["stop_reason"],
         )
+
+
+def _redacted_reply_structure(reply: dict[str, Any]) -> str | None:
+    """What of a recorded reply the loop needs as plain values is a commitment, if any."""
+    calls = reply.get("tool_calls")
+    if not isinstance(calls, list):
+        return "tool_calls"
+    for call in calls:
+        if not isinstance(call, dict):
+            return "tool call"
+        for field in ("id", "name"):
+            if not isinstance(call.get(field), str):
+                return f"tool call {field}"
+    usage = reply.get("usage")
+    if not isinstance(usage, dict) or not all(
+        type(usage.get(field)) is int for field in ("input", "output")
+    ):
+        return "usage"
+    return None
 
 
 def ordered_commitments(value: Any) -> Iterator[str]:
@@ -255,20 +314,53 @@ def ordered_commitments(value: Any) -> Iterator[str]:
             yield from ordered_commitments(inner)
 
 
-def _masked(value: Any) -> Any:
+def _commitments_alike(value: Any) -> Any:
     """``value`` with every commitment replaced by one placeholder (JSON text included)."""
     kind = type(value)
     if kind is dict:
         if is_commitment(value):
             return {COMMIT_KEY: "*"}
-        return {k: _masked(v) for k, v in value.items()}
+        return {k: _commitments_alike(v) for k, v in value.items()}
     if kind is list:
-        return [_masked(v) for v in value]
+        return [_commitments_alike(v) for v in value]
     if kind is str and COMMIT_KEY in value:
         inner = parse_json_container(value)
         if inner is not None:
-            return _masked(inner)
+            return _commitments_alike(inner)
     return value
+
+
+REDACTED = "<redacted>"
+
+
+def _masked(value: Any, redacts: Callable[[str], bool]) -> Any:
+    """``value`` with what sits under a redacted key replaced by ``<redacted>`` (JSON text
+    inside strings included; commitments are shown as they are)."""
+    kind = type(value)
+    if kind is dict:
+        if is_commitment(value):
+            return value
+        return {
+            k: REDACTED if redacts(k) and not is_commitment(v) else _masked(v, redacts)
+            for k, v in value.items()
+        }
+    if kind is list:
+        return [_masked(v, redacts) for v in value]
+    if kind is str:
+        inner = parse_json_container(value)
+        if inner is not None:
+            masked = _masked(inner, redacts)
+            return value if masked == inner else canon(masked).decode("utf-8")
+    return value
+
+
+def _failure(error: Any) -> str:
+    """A recorded error record, as a line (its type, and its message when not redacted)."""
+    if not isinstance(error, dict):
+        return "no error was recorded"
+    message = error.get("message")
+    text = str(error.get("type", "error"))
+    return f"{text}: {message}" if isinstance(message, str) else text
 
 
 def _holds_commitment(value: Any) -> bool:
@@ -310,7 +402,7 @@ def compare(
     ``explain(before, after)`` says more when two pieces differ only in commitments."""
     served, receipt = original
     if receipt is None:  # the original kept no receipts: compare the recorded requests
-        if served == request:
+        if canon(served) == canon(request):  # as JSON: True is not 1
             return None
         return ReplayDivergence(
             f"call {call}: the request differs from the original's",
@@ -342,7 +434,11 @@ def compare(
         after = request[kind][position] if position < len(request[kind]) else None
         what = "added" if before is None else "removed" if after is None else "changed"
         hint = ""
-        if before is not None and after is not None and _masked(before) == _masked(after):
+        if (
+            before is not None
+            and after is not None
+            and canon(_commitments_alike(before)) == canon(_commitments_alike(after))
+        ):
             hint = "; the pieces differ only in commitments (redacted values): " + (
                 explain(before, after) if explain is not None else _VAULT_HINT
             )
@@ -386,6 +482,10 @@ class _ReplayHooks:
             if self.policy is None
             else ReplayCommitments(recording.salts, recording.inherited, self.reused)
         )
+        #: keys the replay records under (set by replay()): values under them are never shown
+        self.redacts: Callable[[str], bool] = lambda key: False
+        #: keys and patterns of the original's policy the agent's own policy lacks
+        self.policy_gap: list[str] = []
 
     def replaying(self, call: int) -> bool:
         return self.until is None or call < self.until
@@ -394,7 +494,10 @@ class _ReplayHooks:
         self.call = call
         self.tool_index = 0
         if not self.replaying(call):
+            if self.commitments is not None:  # the live part commits with fresh salts only
+                self.commitments.live = True
             return
+        self._check_policy(call)
         if call >= len(self.recording.calls):
             raise ReplayDivergence(
                 f"call {call}: the replay makes a call the original ({len(self.recording.calls)} "
@@ -415,15 +518,72 @@ class _ReplayHooks:
             raise found
         self.checked += 1
 
-    def finish(self) -> None:
-        """At the end of the replayed run: the original made no more calls than this."""
-        if self.until is None and self.checked < len(self.recording.calls):
+    def _check_policy(self, call: int) -> None:
+        if self.policy_gap:
+            gap, self.policy_gap = self.policy_gap, []
+            raise ReplayDivergence(
+                "the agent's redaction policy lacks what the original was recorded under ("
+                + ", ".join(gap)
+                + "): its runs would record those values in clear (this replay recorded them "
+                "committed, under the original's policy)",
+                call=call,
+                kind="policy",
+                original_run=self.recording.run_id,
+            )
+
+    def finish(self, store: RowSource, run_id: str) -> None:
+        """At the end of the replayed run: the original made no more calls than this, and
+        (not for a fork) the replay recorded what the original recorded, row for row."""
+        if self.until is not None:
+            return
+        self._check_policy(self.checked)
+        if self.checked < len(self.recording.calls):
             raise ReplayDivergence(
                 f"the replay made {self.checked} calls, the original {len(self.recording.calls)}",
                 call=self.checked,
                 kind="calls",
                 original_run=self.recording.run_id,
             )
+        self._same_record(store, run_id)
+
+    def _same_record(self, store: RowSource, run_id: str) -> None:
+        """Every row but ``run.open`` (and the close, not written yet) byte for byte: what is
+        not served (recorded findings such as ``args_invalid``, state the model never sees)
+        must match too, or the replay is not the original's recording."""
+        original = [
+            e for e in self.recording.store.read(self.recording.run_id) if e.type != "run.open"
+        ]
+        replayed = [e for e in store.read(run_id) if e.type != "run.open"]
+        calls = commits = 0
+        for index, (a, b) in enumerate(itertools.zip_longest(original, replayed)):
+            if a is not None and a.type == "run.close" and b is None:
+                return  # the replay's close is written after this check
+            if a is None or b is None or (a.type, bytes(a.body)) != (b.type, bytes(b.body)):
+                mine = a if a is not None else b
+                assert mine is not None
+                before = parse(a.body) if a is not None else None
+                after = parse(b.body) if b is not None else None
+                hint = ""
+                if (
+                    before is not None
+                    and after is not None
+                    and canon(_commitments_alike(before)) == canon(_commitments_alike(after))
+                ):
+                    hint = "; the rows differ only in commitments (redacted values): " + (
+                        self.explain(before, after)
+                    )
+                raise ReplayDivergence(
+                    f"call {calls}: every request matched, but the recording differs at row "
+                    f"{index + 1} (commit {commits}): the original recorded "
+                    f"{_row(a)}, the replay {_row(b)}{hint}",
+                    call=calls,
+                    kind="record",
+                    position=index + 1,
+                    diff=piece_diff(before, after, f"row {index + 1}"),
+                    original_run=self.recording.run_id,
+                )
+            calls += a.type == "receipt"
+            commits += a.type == "commit"
 
     def tool_call(self, call: dict[str, Any]) -> RecordedToolCall | None:
         """The recorded tool call ``call`` must be, in order (None: a fork's live part)."""
@@ -440,32 +600,32 @@ class _ReplayHooks:
                 else f"the original answered {len(recorded)} tool calls of this reply"
             )
             raise self._departure(
-                f"call {k}: tool call {index} ({call['id']}, {call['name']}) is not in the "
+                f"call {k}: tool call {index} ({self._shown_call(call)}) is not in the "
                 f"recording ({answered})",
                 index,
             )
         entry = recorded[index]
         if _holds_commitment(call["arguments"]):
             raise ReplayDivergence(
-                f"call {k}: tool call {index} ({call['name']}) has redacted arguments the replay "
-                "cannot open; " + _VAULT_HINT,
+                f"call {k}: tool call {index} has redacted arguments the replay cannot open; "
+                + _VAULT_HINT,
                 call=k,
                 kind="redacted",
                 position=index,
                 original_run=self.recording.run_id,
             )
-        if (entry.id, entry.name) != (call["id"], call["name"]) or _canonical(
-            entry.arguments
-        ) != _canonical(call["arguments"]):
+        mine = {"id": call["id"], "name": call["name"], "arguments": call["arguments"]}
+        theirs = {"id": entry.id, "name": entry.name, "arguments": entry.arguments}
+        if (
+            canon(theirs["id"]) != canon(mine["id"])
+            or canon(theirs["name"]) != canon(mine["name"])
+            or _canonical(entry.arguments) != _canonical(call["arguments"])
+        ):
             raise self._departure(
                 f"call {k}: tool call {index} departs from the recording: the replay calls "
-                f"{call['name']} ({call['id']}), the original {entry.name} ({entry.id})",
+                f"{self._shown_call(call)}, the original {self._shown_call(theirs)}",
                 index,
-                piece_diff(
-                    {"id": entry.id, "name": entry.name, "arguments": entry.arguments},
-                    {"id": call["id"], "name": call["name"], "arguments": call["arguments"]},
-                    f"call {k} tool call {index}",
-                ),
+                piece_diff(self._shown(theirs), self._shown(mine), f"call {k} tool call {index}"),
             )
         return entry
 
@@ -473,12 +633,16 @@ class _ReplayHooks:
         """The recorded result, for a call the replay would run its tool on."""
         if entry.ran is False:
             raise self._departure(
-                f"call {self.call}: tool call {self.tool_index - 1} ({entry.name}, {entry.id}): "
-                "the replay would run the tool, the original did not (it answered with the "
-                "recorded error below: arguments refused by validation, no such tool, or "
-                "arguments that are not JSON)",
+                f"call {self.call}: tool call {self.tool_index - 1} "
+                f"({self._shown_call(entry)}): the replay would run the tool, the original did "
+                "not (it answered with the recorded error below: arguments refused by "
+                "validation, no such tool, or arguments that are not JSON)",
                 self.tool_index - 1,
-                piece_diff(entry.content, "(the tool's result)", "tool result"),
+                piece_diff(
+                    self._shown({"content": entry.content}),
+                    {"content": "(the tool's result)"},
+                    "tool result",
+                ),
             )
         return entry.content, entry.is_error
 
@@ -486,11 +650,26 @@ class _ReplayHooks:
         """The replay answers a call without running its tool: so must the original have."""
         if entry.ran is True:
             raise self._departure(
-                f"call {self.call}: tool call {self.tool_index - 1} ({entry.name}, {entry.id}): "
-                "the original ran the tool, the replay does not",
+                f"call {self.call}: tool call {self.tool_index - 1} "
+                f"({self._shown_call(entry)}): the original ran the tool, the replay does not",
                 self.tool_index - 1,
-                piece_diff(entry.content, content, "tool result"),
+                piece_diff(
+                    self._shown({"content": entry.content}),
+                    self._shown({"content": content}),
+                    "tool result",
+                ),
             )
+
+    def _shown(self, value: Any) -> Any:
+        """``value`` as a divergence may print it: what the replay's policy redacts is
+        replaced (the opened values of a vault never reach a message or a log)."""
+        return _masked(value, self.redacts)
+
+    def _shown_call(self, call: Any) -> str:
+        if isinstance(call, RecordedToolCall):
+            call = {"id": call.id, "name": call.name}
+        shown = self._shown({"id": call["id"], "name": call["name"]})
+        return f"{shown['name']}, {shown['id']}"
 
     def explain(self, before: Any, after: Any) -> str:
         """Two pieces that differ only in commitments: opened where possible (the values
@@ -498,7 +677,9 @@ class _ReplayHooks:
         vault, made = self.recording.vault, self.commitments.made if self.commitments else {}
         original = [d for d, _, _ in iter_commitments(before)]
         replayed = [d for d, _, _ in iter_commitments(after)]
-        opened_before: list[Any] = []
+        if not original and not replayed:
+            return "they differ in their encoding only"
+        opened_before: list[bytes] = []
         for digest in original:
             found = vault.get(digest) if vault is not None else None
             if found is None or not found.opens():
@@ -537,6 +718,19 @@ class _ReplayHooks:
             diff=diff,
             original_run=self.recording.run_id,
         )
+
+
+def _row(event: Row | None) -> str:
+    if event is None:
+        return "nothing more"
+    body = parse(event.body)
+    if event.type == "event" and isinstance(body, dict):
+        return f"event {body.get('name')}"
+    if event.type == "commit" and isinstance(body, dict):
+        return f"the marker of stage {body.get('stage')}"
+    if event.type == "write" and isinstance(body, dict):
+        return f"the write {body.get('verb')} {body.get('path')!r}"
+    return f"a {event.type}"
 
 
 _VAULT_HINT = (
@@ -644,6 +838,8 @@ async def _replay(
     until: int | None,
     vault: DisclosureVault | None,
 ) -> ReplayResult:
+    # the original is evidence first: a log that does not verify is not replayed
+    shared_verifier(store).verify(run_id)
     recording = Recording(store, run_id, vault=vault)
     if recording.message is None:
         raise UsageError(f"run {run_id} has no recorded input (its seed never committed)")
@@ -653,6 +849,19 @@ async def _replay(
             copy_ancestry(store, agent.store, recording.parent_run_id)
         lineage = agent._lineage(recording.parent_run_id, vault)
     hooks = _ReplayHooks(recording, until)
+    own = agent._policy(lineage)
+    recorded_under = agent._policy(lineage, hooks.policy)
+    if recorded_under is not None:
+        hooks.redacts = recorded_under.document.matcher()
+    if hooks.policy is not None:
+        hooks.policy_gap = [
+            *(f"key {k!r}" for k in hooks.policy["keys"] if own is None or k not in own.keys),
+            *(
+                f"pattern {p!r}"
+                for p in hooks.policy["patterns"]
+                if own is None or p not in own.patterns
+            ),
+        ]
     link = (
         {"replay_of": run_id}
         if until is None

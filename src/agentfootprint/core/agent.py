@@ -199,7 +199,9 @@ class Agent:
         try:
             await run.execute()
             if replay is not None:
-                replay.finish()  # a replay that made fewer calls fails before it closes
+                # a replay that made fewer calls, or recorded anything else, fails before it
+                # closes
+                replay.finish(self.store, run_id)
         except BaseException as exc:
             self._close_failed(run, exc)
             if isinstance(exc, RunError) and exc.run_id is None:

@@ -241,9 +241,13 @@ class ReplayCommitments:
         self._on_reuse = on_reuse
         #: what the replay committed (to tell a changed redacted value from a new salt)
         self.made: dict[str, Any] = {}
+        #: set once a fork goes live: its new values get fresh salts, never the original's
+        self.live = False
 
     def salt(self, key: str, value: Any) -> str | None:
         """The original's salt for ``value`` under ``key`` (None: it has no more)."""
+        if self.live:
+            return None
         salts = self._salts.get((key, canon(value)))
         return salts.popleft() if salts else None
 
