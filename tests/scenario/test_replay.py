@@ -31,7 +31,8 @@ from replay_support import (
 )
 
 import agentfootprint as af
-from agentfootprint.audit.replayer import Recording, _ReplayHooks, replay
+from agentfootprint.audit.recording import Recording
+from agentfootprint.audit.replayer import _ReplayHooks, replay
 from agentfootprint.core import hooks, stages
 from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent, demo_script, demo_tools
 from agentfootprint.errors import RunNotFoundError

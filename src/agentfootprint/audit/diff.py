@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agentfootprint.audit.divergence import piece_diff
 from agentfootprint.audit.read import Receipt, RunReader
-from agentfootprint.audit.replayer import piece_diff
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.request import PIECE_KINDS
 from agentfootprint.verify.verifier import RowSource

@@ -1,0 +1,181 @@
+"""How a replay finds and shows a difference: piece comparison, diffs, masking.
+
+``compare`` checks a replayed request against the original's receipt piece by piece;
+``piece_diff`` renders two recorded values as a unified diff of indented JSON; ``masked``
+hides what a redaction policy covers before anything is shown (a replay's messages and logs
+never carry a value the vault opened).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from agentfootprint.audit.read import Receipt
+from agentfootprint.errors import ReplayDivergence
+from agentfootprint.verify.canonical import canon, parse
+from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, parse_json_container
+from agentfootprint.verify.request import PIECE_KINDS, RequestDigests
+from agentfootprint.verify.verifier import Row
+
+__all__ = [
+    "REDACTED",
+    "VAULT_HINT",
+    "commitments_alike",
+    "compare",
+    "describe_row",
+    "masked",
+    "piece_diff",
+]
+
+
+VAULT_HINT = (
+    "replay with the disclosure vault the original was recorded with "
+    "(replay(..., disclosures=VAULT) or --disclosures VAULT)"
+)
+
+
+def commitments_alike(value: Any) -> Any:
+    """``value`` with every commitment replaced by one placeholder (JSON text included)."""
+    kind = type(value)
+    if kind is dict:
+        if is_commitment(value):
+            return {COMMIT_KEY: "*"}
+        return {k: commitments_alike(v) for k, v in value.items()}
+    if kind is list:
+        return [commitments_alike(v) for v in value]
+    if kind is str and COMMIT_KEY in value:
+        inner = parse_json_container(value)
+        if inner is not None:
+            return commitments_alike(inner)
+    return value
+
+
+REDACTED = "<redacted>"
+
+
+def masked(value: Any, redacts: Callable[[str], bool]) -> Any:
+    """``value`` with what sits under a redacted key replaced by ``<redacted>`` (JSON text
+    inside strings included; commitments are shown as they are)."""
+    kind = type(value)
+    if kind is dict:
+        if is_commitment(value):
+            return value
+        return {
+            k: REDACTED if redacts(k) and not is_commitment(v) else masked(v, redacts)
+            for k, v in value.items()
+        }
+    if kind is list:
+        return [masked(v, redacts) for v in value]
+    if kind is str:
+        inner = parse_json_container(value)
+        if inner is not None:
+            shown = masked(inner, redacts)
+            return value if shown == inner else canon(shown).decode("utf-8")
+    return value
+
+
+def _pretty(value: Any) -> list[str]:
+    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    return (text + "\n").splitlines(keepends=True)
+
+
+def piece_diff(before: Any, after: Any, label: str) -> str:
+    """A unified diff of two recorded values, as readable JSON."""
+    return "".join(
+        difflib.unified_diff(
+            _pretty(before), _pretty(after), fromfile=f"original {label}", tofile=f"replay {label}"
+        )
+    )
+
+
+def compare(
+    call: int,
+    original: tuple[dict[str, Any], Receipt | None],
+    digests: RequestDigests,
+    request: dict[str, Any],
+    run_id: str,
+    explain: Callable[[Any, Any], str] | None = None,
+) -> ReplayDivergence | None:
+    """The first difference between a call's recorded receipt and the replayed request.
+
+    ``explain(before, after)`` says more when two pieces differ only in commitments."""
+    served, receipt = original
+    if receipt is None:  # the original kept no receipts: compare the recorded requests
+        if canon(served) == canon(request):  # as JSON: True is not 1
+            return None
+        return ReplayDivergence(
+            f"call {call}: the request differs from the original's",
+            call=call,
+            kind="request",
+            diff=piece_diff(served, request, f"call {call}"),
+            original_run=run_id,
+        )
+    for field in ("model", "params"):
+        if canon(getattr(receipt, field)) != canon(getattr(digests, field)):
+            return ReplayDivergence(
+                f"call {call}: {field} differs: {getattr(receipt, field)!r} was served, the "
+                f"replay serves {getattr(digests, field)!r}",
+                call=call,
+                kind=field,
+                expected=str(getattr(receipt, field)),
+                actual=str(getattr(digests, field)),
+                original_run=run_id,
+            )
+    for kind in PIECE_KINDS:
+        want, got = list(getattr(receipt, kind)), digests.pieces(kind)
+        if want == got:
+            continue
+        position = next(
+            (i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
+            min(len(want), len(got)),
+        )
+        before = served[kind][position] if position < len(served[kind]) else None
+        after = request[kind][position] if position < len(request[kind]) else None
+        what = "added" if before is None else "removed" if after is None else "changed"
+        hint = ""
+        if (
+            before is not None
+            and after is not None
+            and canon(commitments_alike(before)) == canon(commitments_alike(after))
+        ):
+            hint = "; the pieces differ only in commitments (redacted values): " + (
+                explain(before, after) if explain is not None else VAULT_HINT
+            )
+        return ReplayDivergence(
+            f"call {call}: {kind} piece {position} {what} (original {len(want)} {kind} pieces, "
+            f"replay {len(got)}){hint}",
+            call=call,
+            kind=kind,
+            position=position,
+            expected=want[position] if position < len(want) else None,
+            actual=got[position] if position < len(got) else None,
+            diff=piece_diff(before, after, f"call {call} {kind}[{position}]"),
+            original_run=run_id,
+        )
+    if receipt.request != digests.request:  # pieces equal, so only the encoding could differ
+        return ReplayDivergence(
+            f"call {call}: request digest differs",
+            call=call,
+            kind="request",
+            expected=receipt.request,
+            actual=digests.request,
+            original_run=run_id,
+        )
+    return None
+
+
+def describe_row(event: Row | None) -> str:
+    if event is None:
+        return "nothing more"
+    body = parse(event.body)
+    if event.type == "event" and isinstance(body, dict):
+        return f"event {body.get('name')}"
+    if event.type == "commit" and isinstance(body, dict):
+        return f"the marker of stage {body.get('stage')}"
+    if event.type == "write" and isinstance(body, dict):
+        return f"the write {body.get('verb')} {body.get('path')!r}"
+    return f"a {event.type}"

@@ -1,0 +1,298 @@
+"""What a recorded run received, read back for a replay: input, replies, tool results.
+
+:class:`Recording` folds the original's log once and keeps what a replay answers with: the
+input (both recorded forms), each call's reply, each reply's tool calls with the results the
+original gave and whether it ran the tool, the receipts, and, given the disclosure vault, the
+opened values and the salts of every commitment the run recorded (in log order).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from agentfootprint.audit.divergence import VAULT_HINT
+from agentfootprint.audit.read import RunReader, _Step
+from agentfootprint.core.events import ArgsInvalid
+from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
+from agentfootprint.core.run import ReplayInput
+from agentfootprint.errors import ReplayDivergence
+from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.verify.commitments import (
+    COMMIT_KEY,
+    Disclosure,
+    is_commitment,
+    iter_commitments,
+    parse_json_container,
+)
+from agentfootprint.verify.verifier import RowSource
+
+__all__ = ["RecordedToolCall", "Recording", "holds_commitment", "ordered_commitments"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecordedToolCall:
+    """One tool call of the recording and how the original answered it."""
+
+    id: Any  #: a string, or a commitment when the policy names ``id`` (no vault)
+    name: Any  #: likewise for ``name``
+    arguments: Any  #: as the model sent them (from the recorded reply)
+    content: Any
+    is_error: bool
+    #: whether the original executed the tool (False: refused by argument validation, no
+    #: such tool, arguments not JSON; None: cannot tell, the evidence is redacted)
+    ran: bool | None
+
+
+class Recording:
+    """What a recorded run received: its input, responses, tool results and receipts.
+
+    With a disclosure ``vault``, the commitments in what the run received are opened (so
+    the replay handles the values the original handled) and the salts of every commitment
+    the run recorded are kept for the replay's boundary (:attr:`salts`).
+    """
+
+    def __init__(self, store: RowSource, run_id: str, *, vault: DisclosureVault | None = None):
+        self.store = store
+        self.run_id = run_id
+        self.vault = vault
+        self.message: ReplayInput | None = None
+        self.responses: list[dict[str, Any] | None] = []
+        #: per call, the tool calls of its reply as the original answered them (None: the
+        #: original ran no tool of that reply, it ended the turn there)
+        self.tool_calls: list[list[RecordedToolCall] | None] = []
+        self.opened: dict[str, Any] = {}
+        self.parent_run_id: str | None = None
+        #: commitments of the starting state (a continued run's inheritance)
+        self.inherited: set[str] = set()
+        #: disclosures of the commitments the run recorded, in the order it recorded them:
+        #: its own first, then those it inherited and recorded again
+        self.salts: list[Disclosure] = []
+        self._inherited_salts: list[Disclosure] = []
+        #: why a call the original made got no reply (its call-llm commit's error), by call
+        self.failures: dict[int, str] = {}
+        self._redacted = False
+        self._seen: set[str] = set()
+        self._history_before = 0
+        self._events: list[dict[str, Any]] = []
+        self.reader = RunReader(store)
+        # one pass over the folded log: (recorded request, receipt) per call, and the rest
+        self.calls = list(self.reader._calls(run_id, observe=self._observe))
+        # an inherited commitment recorded again (a fresh walk of a value the parent
+        # committed, like a tool schema) comes after the run's own of the same key and value
+        self.salts += self._inherited_salts
+
+    def _reveal(self, value: Any) -> Any:
+        return value if self.vault is None or not self._redacted else self.vault.reveal(value)
+
+    def _observe(self, step: _Step, state: dict[str, Any]) -> None:
+        """One event of the original, with the state before it (after, for a marker)."""
+        if self._redacted and self.vault is not None and step.type != "receipt":
+            self._keep_salts(step.body)
+        if step.type == "run.open":
+            self.opened = step.body
+            parent = step.body.get("parent")
+            self.parent_run_id = parent["run_id"] if isinstance(parent, dict) else None
+            self._redacted = step.body.get("policy") is not None
+            if self._redacted:
+                self.inherited = {digest for digest, _, _ in iter_commitments(state)}
+            self._history_before = len(state.get("history", []))
+            return
+        if step.type == "event":
+            self._events.append(step.body)
+            return
+        if step.type != "commit":
+            return
+        stage = step.body["stage"]
+        if stage == "seed":
+            history = state.get("history", [])
+            first = history[self._history_before] if len(history) > self._history_before else {}
+            self.message = ReplayInput(
+                user_message=self._reveal(state.get("user_message")),
+                content=self._reveal(first.get("content")),
+            )
+        elif stage == "call-llm":
+            # answered unless the stage failed (a reply equal to the previous one rewrites
+            # nothing, so the marker, not the state, tells)
+            answered = "error" not in step.body and "last_response" in state
+            if not answered:
+                self.failures[len(self.responses)] = _failure(step.body.get("error"))
+            response = state.get("last_response")
+            self.responses.append(self._reveal(copy.deepcopy(response)) if answered else None)
+            self.tool_calls.append(None)
+        elif stage == "tool-calls" and self.tool_calls:
+            appended = state.get("history", [])[self._history_before :]
+            self.tool_calls[-1] = self._answers(appended, state)
+        self._events = []
+        self._history_before = len(state.get("history", []))
+
+    def _keep_salts(self, body: Any) -> None:
+        for digest in ordered_commitments(body):
+            if digest in self._seen:
+                continue
+            self._seen.add(digest)
+            assert self.vault is not None
+            found = self.vault.get(digest)
+            if found is not None and found.opens():
+                inherited = digest in self.inherited
+                (self._inherited_salts if inherited else self.salts).append(found)
+
+    def _answers(self, appended: list[Any], state: dict[str, Any]) -> list[RecordedToolCall]:
+        """The tool calls of the last reply, in order, with the results the original gave.
+
+        The loop appends the assistant's turn and then one result per tool call, in the
+        reply's order: results are taken by position (not by role, id or name, any of which
+        a policy may have committed). Ids, names and arguments come from the recorded reply.
+        """
+        reply = self.responses[-1] if self.responses else None
+        raw_calls = reply.get("tool_calls") if isinstance(reply, dict) else None
+        calls = raw_calls if isinstance(raw_calls, list) else []
+        results = self._reveal(appended[1:])
+        findings = [
+            payload
+            for event in map(self._reveal, self._events)
+            if isinstance(event, dict)
+            and event.get("name") == ArgsInvalid.kind
+            and isinstance(payload := event.get("payload"), dict)
+        ]
+        # one args_invalid event per call enforce refused, in call order; when their ids or
+        # modes stay redacted, which error results were refusals cannot be told
+        legible = all(
+            isinstance(p.get("tool_call_id"), str) and isinstance(p.get("mode"), str)
+            for p in findings
+        )
+        refused = [p["tool_call_id"] for p in findings if p.get("mode") == "enforce"]
+        schemas = self._reveal(state.get("tool_schemas", []))
+        names = [s.get("name") if isinstance(s, dict) else None for s in schemas]
+        answers = []
+        for i, result in enumerate(results):
+            raw = calls[i] if i < len(calls) and isinstance(calls[i], dict) else {}
+            message = result if isinstance(result, dict) else {}
+            call_id = raw.get("id", message.get("tool_call_id"))
+            name = raw.get("name", message.get("name"))
+            arguments = raw.get("arguments")
+            is_error = message.get("is_error") is True
+            ran: bool | None
+            if refused and refused[0] == call_id and is_error:  # a refusal is an error result
+                refused.pop(0)
+                ran = False
+            elif is_error and not legible:
+                ran = None
+            elif not all(isinstance(n, str) for n in [*names, name]):
+                ran = None  # a tool name is redacted
+            elif name not in names:
+                ran = False
+            elif isinstance(arguments, str):
+                ran = _parses(arguments)
+            else:
+                ran = None if holds_commitment(arguments) else True
+            answers.append(
+                RecordedToolCall(
+                    id=call_id,
+                    name=name,
+                    arguments=arguments,
+                    content=message.get("content"),
+                    is_error=is_error,
+                    ran=ran,
+                )
+            )
+        return answers
+
+    def response(self, k: int) -> LLMResponse:
+        if k >= len(self.responses) or self.responses[k] is None:
+            failed = self.failures.get(k)
+            why = (
+                "which the recording does not have"
+                if k >= len(self.responses)
+                else "which failed in the original (nothing to answer it with; the calls "
+                f"before it matched): {failed}"
+            )
+            raise ReplayDivergence(
+                f"replay of run {self.run_id} asked for call {k}, {why}",
+                call=k,
+                kind="calls",
+                original_run=self.run_id,
+            )
+        recorded = self.responses[k]
+        assert recorded is not None
+        redacted = _redacted_reply_structure(recorded)
+        if redacted is not None:
+            raise ReplayDivergence(
+                f"call {k}: the recorded reply's {redacted} is redacted, so the reply cannot be "
+                "rebuilt; " + VAULT_HINT,
+                call=k,
+                kind="redacted",
+                original_run=self.run_id,
+            )
+        return LLMResponse(
+            content=recorded["content"],
+            tool_calls=tuple(
+                ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                for c in recorded["tool_calls"]
+            ),
+            usage=Usage(input=recorded["usage"]["input"], output=recorded["usage"]["output"]),
+            stop_reason=recorded["stop_reason"],
+        )
+
+
+def _redacted_reply_structure(reply: dict[str, Any]) -> str | None:
+    """What of a recorded reply the loop needs as plain values is a commitment, if any."""
+    calls = reply.get("tool_calls")
+    if not isinstance(calls, list):
+        return "tool_calls"
+    for call in calls:
+        if not isinstance(call, dict):
+            return "tool call"
+        for field in ("id", "name"):
+            if not isinstance(call.get(field), str):
+                return f"tool call {field}"
+    usage = reply.get("usage")
+    if not isinstance(usage, dict) or not all(
+        type(usage.get(field)) is int for field in ("input", "output")
+    ):
+        return "usage"
+    return None
+
+
+def ordered_commitments(value: Any) -> Iterator[str]:
+    """The commitments in ``value`` in the order a boundary creates them (members by sorted
+    name, depth first; JSON text inside strings included)."""
+    kind = type(value)
+    if kind is dict:
+        if is_commitment(value):
+            yield value[COMMIT_KEY]
+            return
+        for key in sorted(value):
+            yield from ordered_commitments(value[key])
+    elif kind is list:
+        for item in value:
+            yield from ordered_commitments(item)
+    elif kind is str and COMMIT_KEY in value:
+        inner = parse_json_container(value)
+        if inner is not None:
+            yield from ordered_commitments(inner)
+
+
+def _failure(error: Any) -> str:
+    """A recorded error record, as a line (its type, and its message when not redacted)."""
+    if not isinstance(error, dict):
+        return "no error was recorded"
+    message = error.get("message")
+    text = str(error.get("type", "error"))
+    return f"{text}: {message}" if isinstance(message, str) else text
+
+
+def holds_commitment(value: Any) -> bool:
+    return next(ordered_commitments(value), None) is not None
+
+
+def _parses(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
