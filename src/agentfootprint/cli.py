@@ -617,7 +617,19 @@ def replay_command(
                 _report_divergence(run_id, exc, as_json)
                 code = EXIT_DIFFERENT
             except VerificationError as exc:
-                click.echo(f"INVALID   {exc}")
+                if as_json:
+                    _echo_json(
+                        {
+                            "run": run_id,
+                            "replay_run": None,
+                            "outcome": "invalid",
+                            "error": str(exc),
+                            "seq": exc.seq,
+                            "code": exc.code,
+                        }
+                    )
+                else:
+                    click.echo(f"INVALID   {exc}")
                 code = EXIT_INVALID
             except (UsageError, StoreError) as exc:
                 _fail(str(exc), EXIT_USAGE)
@@ -657,7 +669,7 @@ def _report_replayed(outcome: Any, as_json: bool) -> None:
                 "calls_checked": outcome.calls_checked,
                 "forked_at": outcome.forked_at,
                 "calls": result.calls,
-                "answer": result.answer,
+                "answer": outcome.answer_shown,
                 "divergence": None,
             }
         )
@@ -672,7 +684,7 @@ def _report_replayed(outcome: Any, as_json: bool) -> None:
             f"{outcome.calls_checked} calls identical, then {result.calls - outcome.calls_checked}"
             f" live (fork run {result.run_id}, {result.outcome})"
         )
-        click.echo(f"answer: {result.answer}")
+        click.echo(f"answer: {outcome.answer_shown}")
 
 
 def _report_divergence(run_id: str, exc: ReplayDivergence, as_json: bool) -> None:

@@ -413,6 +413,7 @@ def test_replay_of_a_redacted_run_with_its_vault(runner: CliRunner, workdir: Pat
     assert with_vault.exit_code == EXIT_OK, with_vault.output
     outcome = orjson.loads(with_vault.output)
     assert (outcome["outcome"], outcome["calls_checked"]) == ("identical", 4)
+    assert outcome["answer"] == "<redacted>"  # opened from the vault: never printed
     assert (workdir / "redacted.vault.db").read_bytes() == vault_before
     missing = invoke(runner, *replay, "--disclosures", "absent.db")
     assert missing.exit_code == EXIT_USAGE and "absent.db" in missing.output
@@ -432,3 +433,7 @@ def test_replay_of_a_log_that_does_not_verify_is_refused(
     result = invoke(runner, "replay", "golden.db", runs[0], "--agent", f"{MODULE}:demo")
     assert result.exit_code == 1, result.output
     assert result.output.startswith("INVALID") and f"seq {row.seq}" in result.output
+    as_json = invoke(runner, "replay", "golden.db", runs[0], "--agent", f"{MODULE}:demo", "--json")
+    assert as_json.exit_code == 1
+    outcome = orjson.loads(as_json.output)
+    assert (outcome["outcome"], outcome["seq"], outcome["replay_run"]) == ("invalid", row.seq, None)

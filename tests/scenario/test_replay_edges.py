@@ -181,7 +181,7 @@ def test_validation_between_warn_and_off_changes_the_recording(
     ).run_sync("hi")
     agent = replayer([tool("find", STRICT)], tool_arg_validation=replayed)
     error = diverges(agent, store, original.run_id)
-    assert (error.call, error.kind) == (1, "record")
+    assert (error.call, error.kind) == (0, "record")  # the tool-calls acting on reply 0
     assert "every request matched" in str(error) and "args_invalid" in str(error)
     assert error.diff.startswith("--- original row")
 
@@ -282,3 +282,101 @@ def test_a_fork_commits_its_live_values_with_fresh_salts() -> None:
     assert replaying.salt("other", "x") is None  # another key never gets the salt
     replaying.live = True  # a fork went live: the original's salts are not lent any more
     assert replaying.salt("content", "x") is None
+
+
+def test_a_raised_tool_and_a_refused_call_sharing_an_id_replay() -> None:
+    """One reply, two calls with id ``c1``: the first tool raises, the second call is refused
+    by validation. Each refusal goes to the error result that names its issues."""
+
+    def boom(args: Any) -> Any:
+        raise RuntimeError("tool failed")
+
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    failing = af.define_tool(name="t", description="A tool.", input_schema=schema, execute=boom)
+    calls = [af.tool_call("t", {"x": 1}, id="c1"), af.tool_call("t", {"x": "bad"}, id="c1")]
+    store = af.MemoryStore()
+    original = af.Agent(
+        provider=af.MockProvider([af.reply(tool_calls=calls), "done"]),
+        model="m",
+        tools=[failing],
+        store=store,
+    ).run_sync("hi")
+    results = [m["content"] for m in original.state["history"] if m["role"] == "tool"]
+    assert "raised RuntimeError" in results[0] and "did not match" in results[1]
+    identical(replayer([failing]), store, original.run_id)
+
+
+def test_a_redacted_error_flag_needs_the_vault(tmp_path: Path) -> None:
+    def boom(args: Any) -> Any:
+        raise RuntimeError("tool failed")
+
+    failing = af.define_tool(
+        name="t", description="A tool.", input_schema={"type": "object"}, execute=boom
+    )
+    script = [af.reply(tool_calls=[af.tool_call("t", {})]), "done"]
+    store, vault = af.MemoryStore(), tmp_path / "vault.db"
+    policy = af.RedactionPolicy(keys=["is_error"])
+    original = af.Agent(
+        provider=af.MockProvider(script),
+        model="m",
+        tools=[failing],
+        store=store,
+        redact=policy,
+        disclosures=vault,
+    ).run_sync("hi")
+    error = diverges(replayer([failing], redact=policy), store, original.run_id)
+    assert (error.call, error.kind, error.position) == (0, "redacted", 0)
+    identical(replayer([failing], redact=policy), store, original.run_id, disclosures=vault)
+
+
+def test_a_fork_that_never_went_live_is_checked_like_a_replay() -> None:
+    """``until`` beyond the calls the replay makes: nothing went live, so a replay that made
+    fewer calls, or recorded anything else, still diverges."""
+    script = [af.reply(tool_calls=[af.tool_call("find", {})]), "done"]
+    store = af.MemoryStore()
+    original = af.Agent(
+        provider=af.MockProvider(script), model="m", tools=[tool("find")], store=store
+    ).run_sync("hi")
+    fewer = diverges(replayer([tool("find")], max_iterations=1), store, original.run_id, until=5)
+    assert fewer.kind in {"calls", "tool-call"}
+    renamed = diverges(replayer([tool("find")], name="renamed"), store, original.run_id, until=5)
+    assert renamed.kind == "record" and "agent" in renamed.diff
+    forked = af.replay_sync(replayer([tool("find")]), store, original.run_id, until=5)
+    assert (forked.calls_checked, forked.forked_at) == (2, 5)
+
+
+def test_the_policy_check_applies_to_forks_and_matches_keys_by_the_agent_policy(
+    tmp_path: Path,
+) -> None:
+    script = [af.reply(tool_calls=[af.tool_call("find", {"ssn": SSN})]), "done"]
+    store, vault = af.MemoryStore(), tmp_path / "vault.db"
+    original = af.Agent(
+        provider=af.MockProvider(script),
+        model="m",
+        tools=[tool("find")],
+        store=store,
+        redact=af.RedactionPolicy(keys=["ssn"]),
+        disclosures=vault,
+    ).run_sync("hi")
+    live = af.Agent(
+        provider=af.MockProvider(["live"]), model="m", tools=[tool("find")], store=af.MemoryStore()
+    )
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(live, store, original.run_id, until=0, disclosures=vault)
+    assert (caught.value.call, caught.value.kind) == (0, "policy")
+    # a pattern that matches the key covers it
+    covering = replayer([tool("find")], redact=af.RedactionPolicy(patterns=["^ssn$"]))
+    identical(covering, store, original.run_id, disclosures=vault)
+
+
+def test_the_close_is_compared_too() -> None:
+    """A policy that commits the close's ``iterations`` changes only the close row."""
+    store = af.MemoryStore()
+    original = af.Agent(
+        provider=af.MockProvider(["done"]), model="m", tools=[tool()], store=store
+    ).run_sync("hi")
+    agent = replayer([tool()], redact=af.RedactionPolicy(keys=["iterations"]))
+    error = diverges(agent, store, original.run_id)
+    assert error.kind == "record" and "the close" in str(error)
+    closed = [row for row in agent.store.read(error.run_id) if row.type == "run.close"]
+    assert len(closed) == 1 and b'"failed"' in closed[0].body  # one close, the failed one

@@ -42,7 +42,7 @@ class RecordedToolCall:
     name: Any  #: likewise for ``name``
     arguments: Any  #: as the model sent them (from the recorded reply)
     content: Any
-    is_error: bool
+    is_error: bool | None  #: None: the flag is redacted (no vault)
     #: whether the original executed the tool (False: refused by argument validation, no
     #: such tool, arguments not JSON; None: cannot tell, the evidence is redacted)
     ran: bool | None
@@ -165,23 +165,30 @@ class Recording:
             isinstance(p.get("tool_call_id"), str) and isinstance(p.get("mode"), str)
             for p in findings
         )
-        refused = [p["tool_call_id"] for p in findings if p.get("mode") == "enforce"]
+        messages = [result if isinstance(result, dict) else {} for result in results]
+        flags = [_error_flag(message) for message in messages]
+        ids = [
+            (calls[i].get("id") if i < len(calls) and isinstance(calls[i], dict) else None)
+            or message.get("tool_call_id")
+            for i, message in enumerate(messages)
+        ]
+        refusals = _refusals(
+            [p for p in findings if p.get("mode") == "enforce"], ids, messages, flags
+        )
         schemas = self._reveal(state.get("tool_schemas", []))
         names = [s.get("name") if isinstance(s, dict) else None for s in schemas]
         answers = []
-        for i, result in enumerate(results):
+        for i, message in enumerate(messages):
             raw = calls[i] if i < len(calls) and isinstance(calls[i], dict) else {}
-            message = result if isinstance(result, dict) else {}
-            call_id = raw.get("id", message.get("tool_call_id"))
+            call_id = ids[i]
             name = raw.get("name", message.get("name"))
             arguments = raw.get("arguments")
-            is_error = message.get("is_error") is True
+            is_error = flags[i]
             ran: bool | None
-            if refused and refused[0] == call_id and is_error:  # a refusal is an error result
-                refused.pop(0)
+            if i in refusals:
                 ran = False
-            elif is_error and not legible:
-                ran = None
+            elif is_error is not False and not legible:
+                ran = None  # which error results were refusals cannot be told
             elif not all(isinstance(n, str) for n in [*names, name]):
                 ran = None  # a tool name is redacted
             elif name not in names:
@@ -275,6 +282,44 @@ def ordered_commitments(value: Any) -> Iterator[str]:
         inner = parse_json_container(value)
         if inner is not None:
             yield from ordered_commitments(inner)
+
+
+def _error_flag(message: dict[str, Any]) -> bool | None:
+    """A tool message's ``is_error`` (absent: False; a commitment left closed: None)."""
+    flag = message.get("is_error", False)
+    return flag if isinstance(flag, bool) else None
+
+
+def _refusals(
+    findings: list[dict[str, Any]],
+    ids: list[Any],
+    messages: list[dict[str, Any]],
+    flags: list[bool | None],
+) -> set[int]:
+    """Which results were refused by ``enforce``: each finding (in call order) goes to the
+    next error result with its id; among several, the one whose text names its issues (a
+    tool that raised may share the id of a refused call)."""
+    refused: set[int] = set()
+    start = 0
+    for finding in findings:
+        candidates = [
+            i
+            for i in range(start, len(messages))
+            if ids[i] == finding.get("tool_call_id") and flags[i] is not False
+        ]
+        if not candidates:
+            continue
+        issues = [i.get("message") for i in finding.get("issues") or [] if isinstance(i, dict)]
+        named = [
+            i
+            for i in candidates
+            if isinstance(messages[i].get("content"), str)
+            and all(isinstance(m, str) and m in messages[i]["content"] for m in issues)
+        ]
+        chosen = (named or candidates)[0]
+        refused.add(chosen)
+        start = chosen + 1
+    return refused
 
 
 def _failure(error: Any) -> str:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentfootprint.audit.divergence import (
+    REDACTED,
     VAULT_HINT,
     commitments_alike,
     compare,
@@ -67,6 +68,8 @@ class ReplayResult:
     result: RunResult
     calls_checked: int
     forked_at: int | None = None
+    #: the answer as it may be printed (``<redacted>`` when the run's policy covers it)
+    answer_shown: str = ""
 
 
 class _ReplayHooks:
@@ -90,6 +93,7 @@ class _ReplayHooks:
         self.redacts: Callable[[str], bool] = lambda key: False
         #: keys and patterns of the original's policy the agent's own policy lacks
         self.policy_gap: list[str] = []
+        self.live = False  # a fork asked its live provider
 
     def replaying(self, call: int) -> bool:
         return self.until is None or call < self.until
@@ -97,11 +101,12 @@ class _ReplayHooks:
     def check_receipt(self, call: int, digests: RequestDigests, request: dict[str, Any]) -> None:
         self.call = call
         self.tool_index = 0
+        self._check_policy(call)
         if not self.replaying(call):
+            self.live = True
             if self.commitments is not None:  # the live part commits with fresh salts only
                 self.commitments.live = True
             return
-        self._check_policy(call)
         if call >= len(self.recording.calls):
             raise ReplayDivergence(
                 f"call {call}: the replay makes a call the original ({len(self.recording.calls)} "
@@ -135,12 +140,13 @@ class _ReplayHooks:
                 original_run=self.recording.run_id,
             )
 
-    def finish(self, store: RowSource, run_id: str) -> None:
-        """At the end of the replayed run: the original made no more calls than this, and
-        (not for a fork) the replay recorded what the original recorded, row for row."""
-        if self.until is not None:
-            return
+    def finish(self, store: RowSource, run_id: str, close: dict[str, Any]) -> None:
+        """At the end of the replayed run (``close``: the body its ``run.close`` will have):
+        the original made no more calls than this, and the replay recorded what the
+        original recorded, row for row (a fork that went live is a new branch: not checked)."""
         self._check_policy(self.checked)
+        if self.live:
+            return
         if self.checked < len(self.recording.calls):
             raise ReplayDivergence(
                 f"the replay made {self.checked} calls, the original {len(self.recording.calls)}",
@@ -148,23 +154,21 @@ class _ReplayHooks:
                 kind="calls",
                 original_run=self.recording.run_id,
             )
-        self._same_record(store, run_id)
+        self._same_record(store, run_id, close)
 
-    def _same_record(self, store: RowSource, run_id: str) -> None:
-        """Every row but ``run.open`` (and the close, not written yet) byte for byte: what is
-        not served (recorded findings such as ``args_invalid``, state the model never sees)
-        must match too, or the replay is not the original's recording."""
+    def _same_record(self, store: RowSource, run_id: str, close: dict[str, Any]) -> None:
+        """Every row but ``run.open`` byte for byte, the close the replay is about to write
+        included: what is not served (recorded findings such as ``args_invalid``, state the
+        model never sees, the close) must match too, or it is not the original's recording."""
         original = [
             e for e in self.recording.store.read(self.recording.run_id) if e.type != "run.open"
         ]
-        replayed = [e for e in store.read(run_id) if e.type != "run.open"]
-        calls = commits = 0
+        replayed: list[Any] = [e for e in store.read(run_id) if e.type != "run.open"]
+        replayed.append(_Closing(body=canon(close)))
+        stages = _stages(original)
+        calls = 0
         for index, (a, b) in enumerate(itertools.zip_longest(original, replayed)):
-            if a is not None and a.type == "run.close" and b is None:
-                return  # the replay's close is written after this check
             if a is None or b is None or (a.type, bytes(a.body)) != (b.type, bytes(b.body)):
-                mine = a if a is not None else b
-                assert mine is not None
                 before = parse(a.body) if a is not None else None
                 after = parse(b.body) if b is not None else None
                 hint = ""
@@ -176,18 +180,22 @@ class _ReplayHooks:
                     hint = "; the rows differ only in commitments (redacted values): " + (
                         self.explain(before, after)
                     )
+                stage = stages[index] if index < len(stages) else None
+                # rows of a call-llm commit belong to that call; later ones act on its reply
+                call = calls if stage == "call-llm" else max(calls - 1, 0)
+                where = f"stage {stage}" if stage is not None else "the close"
                 raise ReplayDivergence(
-                    f"call {calls}: every request matched, but the recording differs at row "
-                    f"{index + 1} (commit {commits}): the original recorded "
+                    f"call {call}: every request matched, but the recording differs at row "
+                    f"{index + 1} ({where}): the original recorded "
                     f"{describe_row(a)}, the replay {describe_row(b)}{hint}",
-                    call=calls,
+                    call=call,
                     kind="record",
                     position=index + 1,
                     diff=piece_diff(before, after, f"row {index + 1}"),
                     original_run=self.recording.run_id,
                 )
-            calls += a.type == "receipt"
-            commits += a.type == "commit"
+            if a.type == "commit" and stages[index] == "call-llm":
+                calls += 1
 
     def tool_call(self, call: dict[str, Any]) -> RecordedToolCall | None:
         """The recorded tool call ``call`` must be, in order (None: a fork's live part)."""
@@ -247,6 +255,15 @@ class _ReplayHooks:
                     {"content": "(the tool's result)"},
                     "tool result",
                 ),
+            )
+        if entry.is_error is None:
+            raise ReplayDivergence(
+                f"call {self.call}: tool call {self.tool_index - 1}: whether the recorded result "
+                "is an error is redacted; " + VAULT_HINT,
+                call=self.call,
+                kind="redacted",
+                position=self.tool_index - 1,
+                original_run=self.recording.run_id,
             )
         return entry.content, entry.is_error
 
@@ -322,6 +339,30 @@ class _ReplayHooks:
             diff=diff,
             original_run=self.recording.run_id,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Closing:
+    """The ``run.close`` a replay is about to write, as a row to compare."""
+
+    body: bytes
+    type: str = "run.close"
+
+
+def _stages(rows: list[Any]) -> list[str | None]:
+    """For each row, the stage of the commit it belongs to (its marker's, which follows it);
+    None for rows outside commits (the close)."""
+    stages: list[str | None] = [None] * len(rows)
+    current: str | None = None
+    for index in range(len(rows) - 1, -1, -1):
+        row = rows[index]
+        if row.type == "commit":
+            body = parse(row.body)
+            current = body.get("stage") if isinstance(body, dict) else None
+        elif row.type in ("run.open", "run.close"):
+            current = None
+        stages[index] = current
+    return stages
 
 
 def _canonical(arguments: Any) -> bytes:
@@ -439,8 +480,11 @@ async def _replay(
     if recorded_under is not None:
         hooks.redacts = recorded_under.document.matcher()
     if hooks.policy is not None:
+        # keys by what the agent's policy matches; patterns as written (two patterns cannot
+        # be told equivalent)
+        covers = own.document.matcher() if own is not None else (lambda key: False)
         hooks.policy_gap = [
-            *(f"key {k!r}" for k in hooks.policy["keys"] if own is None or k not in own.keys),
+            *(f"key {k!r}" for k in hooks.policy["keys"] if not covers(k)),
             *(
                 f"pattern {p!r}"
                 for p in hooks.policy["patterns"]
@@ -461,7 +505,11 @@ async def _replay(
         replayed_policy=hooks.policy,
     )
     return ReplayResult(
-        original_run=run_id, result=result, calls_checked=hooks.checked, forked_at=until
+        original_run=run_id,
+        result=result,
+        calls_checked=hooks.checked,
+        forked_at=until,
+        answer_shown=REDACTED if hooks.redacts("final_answer") else result.answer,
     )
 
 

@@ -198,11 +198,17 @@ class Agent:
         )
         try:
             await run.execute()
+            stopped = run.state.get("stopped_early")
+            outcome = "stopped_early" if stopped else "answered"
+            iterations = int(run.state.get("iteration", 0))
+            close = run.close_body(outcome, {"iterations": iterations})
             if replay is not None:
-                # a replay that made fewer calls, or recorded anything else, fails before it
-                # closes
-                replay.finish(self.store, run_id)
+                # a replay that made fewer calls, or would record anything else (its close
+                # included), fails before it closes
+                replay.finish(self.store, run_id, close)
         except BaseException as exc:
+            if run.boundary is not None:  # a close that is not written keeps no disclosures
+                run.boundary.take_disclosures()
             self._close_failed(run, exc)
             if isinstance(exc, RunError) and exc.run_id is None:
                 exc.run_id = run_id
@@ -211,10 +217,7 @@ class Agent:
             raise RunError(
                 f"run {run_id} failed: {type(exc).__name__}: {exc}", run_id=run_id
             ) from exc
-        stopped = run.state.get("stopped_early")
-        outcome = "stopped_early" if stopped else "answered"
-        iterations = int(run.state.get("iteration", 0))
-        run.close(outcome, {"iterations": iterations})
+        run.write_close(close)
         self._remember(
             Lineage(
                 run_id=run_id,

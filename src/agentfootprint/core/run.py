@@ -254,13 +254,19 @@ class RunState:
             self.vault.put(self.run_id, disclosures)
 
     def close(self, outcome: str, extra: Mapping[str, Any]) -> None:
-        body = {
+        self.write_close(self.close_body(outcome, extra))
+
+    def close_body(self, outcome: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``run.close`` body as it will be recorded (committed under the policy)."""
+        return {
             "outcome": outcome,
             "commits": self.commit_index,
             "receipts": self.receipts,
             "calls": self.calls,
             **self.recorded_form(dict(extra)),
         }
+
+    def write_close(self, body: dict[str, Any]) -> None:
         self._keep_disclosures()
         self.writer.append([("run.close", body)])
 

@@ -97,7 +97,7 @@ class RedactionPolicy:
         self, keys: Iterable[str] = (), patterns: Iterable[str | re.Pattern[str]] = ()
     ) -> None:
         keys_t = _strings("keys", keys)
-        patterns_t = tuple(_pattern(p) for p in _items("patterns", patterns))
+        patterns_t = tuple(dict.fromkeys(_pattern(p) for p in _items("patterns", patterns)))
         if not keys_t and not patterns_t:
             raise UsageError(
                 "option 'redact': the policy names no key and no pattern; "
