@@ -283,7 +283,28 @@ def error_record(error: BaseException) -> dict[str, Any]:
     details = structured_details(cause)
     if details is not None:
         return {"type": type(error).__name__, "cause": type(cause).__name__, "details": details}
+    if carries_data(error):  # data that cannot be recorded as JSON: never as its repr
+        return {"type": type(error).__name__, "message": UNRECORDABLE}
     return {"type": type(error).__name__, "message": recordable(str(error))}
+
+
+#: What stands for structured exception data that cannot be recorded as JSON (not I-JSON, or
+#: holding the reserved key ``$commit``): its repr would put values the policy redacts in clear.
+UNRECORDABLE = "(structured data that cannot be recorded as JSON)"
+
+
+def carries_data(error: BaseException) -> bool:
+    """The exception was raised with one dict or list argument."""
+    return len(error.args) == 1 and isinstance(error.args[0], dict | list)
+
+
+def exception_text(error: BaseException) -> str:
+    """``Type: message`` for a recorded text; structured data is never written as a repr."""
+    if carries_data(error):
+        return f"{type(error).__name__}: " + (
+            "(structured data)" if structured_details(error) is not None else UNRECORDABLE
+        )
+    return f"{type(error).__name__}: {recordable(str(error))}"
 
 
 def structured_details(error: BaseException) -> Any:

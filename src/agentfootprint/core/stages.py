@@ -34,7 +34,12 @@ from agentfootprint.core.events import (
     TurnStart,
 )
 from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.run import ReplayInput, StageContext, recordable, structured_details
+from agentfootprint.core.run import (
+    ReplayInput,
+    StageContext,
+    exception_text,
+    structured_details,
+)
 from agentfootprint.core.scope import to_json_value
 from agentfootprint.core.tools import (
     ToolContext,
@@ -133,7 +138,7 @@ async def call_llm(ctx: StageContext) -> None:
     except Exception as exc:
         raise ProviderCallError(
             f"provider {getattr(run.provider, 'name', '?')!r} failed on call {call}: "
-            f"{type(exc).__name__}: {exc}",
+            + exception_text(exc),
             run_id=run.run_id,
         ) from exc
     if not isinstance(response, LLMResponse):
@@ -337,7 +342,7 @@ def _raised(tool_name: str, exc: Exception) -> ToolOutcome:
         error = {"tool": tool_name, "type": type(exc).__name__, "details": details}
         return ToolOutcome(content=canon({"error": error}).decode("utf-8"), is_error=True)
     return ToolOutcome(
-        content=f"Error: tool '{tool_name}' raised {type(exc).__name__}: " + recordable(str(exc)),
+        content=f"Error: tool '{tool_name}' raised " + exception_text(exc),
         is_error=True,
     )
 

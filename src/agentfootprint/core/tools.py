@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import copy
 import functools
 import inspect
 import re
@@ -185,7 +186,11 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[dict[str, Any]]:
         elif error.validator == "additionalProperties":
             issue["message"] = "unexpected argument(s) not in the schema"
         else:
-            issue["expected"] = expected if expected is not None else error.validator_value
+            # a copy: the schema's own object, recorded under a policy key in two issues,
+            # would share one commitment (the boundary keeps containers by identity)
+            issue["expected"] = copy.deepcopy(
+                expected if expected is not None else error.validator_value
+            )
             issue["message"] = f"expected {error.validator} {issue['expected']!r}"
         issues.append(issue)
     return issues

@@ -170,7 +170,7 @@ def _locate(value: Any, path: tuple[str | int, ...], max_depth: int) -> bool:
             if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
                 raise CanonicalFormError(
                     json_path(where),
-                    f"integer {item} is outside +-(2**53 - 1); send it as a string",
+                    "integer outside +-(2**53 - 1); send it as a string",
                 )
         elif kind is float:
             if math.isnan(item) or math.isinf(item):
