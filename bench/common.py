@@ -153,22 +153,23 @@ class AgentRun:
     run_ids: list[str]
 
 
-def run_agent_conversation(
-    conv: Conversation, store: Any, *, record_receipt: bool = True
-) -> AgentRun:
+def conversation_agent(conv: Conversation, provider: Any, store: Any, **options: Any) -> af.Agent:
+    """The benchmark's agent (model, system prompt, the conversation's tool); ``options``
+    (``system``, ``redact``, ``record_receipt``...) override or add to its own."""
+    return af.Agent(
+        provider=provider,
+        model=MODEL,
+        **{"system": SYSTEM, "tools": [conv.tool()], "store": store, **options},
+    )
+
+
+def run_agent_conversation(conv: Conversation, store: Any, **options: Any) -> AgentRun:
     """Run the conversation turn by turn, each turn continuing the previous result.
 
     ``store`` is anything ``af.Agent(store=...)`` takes. Only the ``run_sync``
     calls are timed (not building the script, the tool or the agent).
     """
-    agent = af.Agent(
-        provider=conv.provider(),
-        model=MODEL,
-        system=SYSTEM,
-        tools=[conv.tool()],
-        store=store,
-        record_receipt=record_receipt,
-    )
+    agent = conversation_agent(conv, conv.provider(), store, **options)
     seconds = 0.0
     previous: af.RunResult | None = None
     run_ids: list[str] = []
@@ -183,6 +184,8 @@ def run_agent_conversation(
                 f"turn {turn}: outcome {previous.outcome!r} after {previous.iterations} "
                 f"iterations; expected 'answered' after {len(planned) + 1}"
             )
+        if previous.answer != final_text(turn):
+            raise RuntimeError(f"turn {turn}: unexpected answer")
         run_ids.append(previous.run_id)
         iterations += previous.iterations - 1
         calls += previous.calls

@@ -49,11 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     ITERATIONS_PER_TURN,
-    MODEL,
     QUICK_SIZES,
     RESULT_CHARS,
     SIZES,
-    SYSTEM,
     TOOL_DESCRIPTION,
     TOOL_NAME,
     Conversation,
@@ -68,8 +66,8 @@ from common import (
     profile_report,
     profiled,
     remove_db,
+    run_agent_conversation,
     tool_result,
-    user_text,
     write_figures,
 )
 
@@ -157,41 +155,17 @@ class Recording:
 def record(conv: PiiConversation, path: Path, variant: str) -> Recording:
     """Record the conversation to a fresh SQLite file under ``variant``'s policy.
 
-    Same loop as ``common.run_agent_conversation`` (only ``run_sync`` is timed),
-    with ``redact=`` given to the agent.
+    ``common.run_agent_conversation`` (only ``run_sync`` is timed) with ``redact=``.
     """
     remove_db(path)
     store = af.SqliteStore(path)
     try:
-        agent = af.Agent(
-            provider=conv.provider(),
-            model=MODEL,
-            system=SYSTEM,
-            tools=[conv.tool()],
-            store=store,
-            redact=POLICIES[variant](),
-        )
-        seconds = 0.0
-        previous: af.RunResult | None = None
-        run_ids: list[str] = []
-        for turn, planned in enumerate(conv.turns):
-            message = user_text(turn)
-            t0 = time.perf_counter()
-            previous = agent.run_sync(message, continue_from=previous)
-            seconds += time.perf_counter() - t0
-            if previous.outcome != "answered" or previous.iterations != len(planned) + 1:
-                raise RuntimeError(
-                    f"{variant}, turn {turn}: outcome {previous.outcome!r} after "
-                    f"{previous.iterations} iterations; expected 'answered' after "
-                    f"{len(planned) + 1}"
-                )
-            if previous.answer != final_text(turn):
-                raise RuntimeError(f"{variant}, turn {turn}: unexpected answer")
-            run_ids.append(previous.run_id)
-        del agent, previous
+        run = run_agent_conversation(conv, store, redact=POLICIES[variant]())
     finally:
         store.close()
-    return Recording(seconds=seconds, run_ids=run_ids, db_bytes=checkpoint_and_measure(path))
+    return Recording(
+        seconds=run.seconds, run_ids=run.run_ids, db_bytes=checkpoint_and_measure(path)
+    )
 
 
 def verify_all(source: Any, order: list[str]) -> af.RunVerification:

@@ -41,13 +41,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    MODEL,
     QUICK_SIZES,
     SIZES,
     SYSTEM,
     Conversation,
     announce,
     bench_arguments,
+    conversation_agent,
     environment,
     median,
     print_environment,
@@ -55,7 +55,7 @@ from common import (
     profiled,
     remove_db,
     repeats_for,
-    user_text,
+    run_agent_conversation,
     write_figures,
 )
 
@@ -65,45 +65,17 @@ from agentfootprint.testing import NoModel
 CHANGED_SYSTEM = SYSTEM + " Answer in one paragraph."
 
 
-def make_agent(conv: Conversation, provider: Any, store: Any, system: str = SYSTEM) -> af.Agent:
-    """The agent of ``common.run_agent_conversation`` (same options), for any provider."""
-    return af.Agent(
-        provider=provider,
-        model=MODEL,
-        system=system,
-        tools=[conv.tool()],
-        store=store,
-        record_receipt=True,
-    )
-
-
 def record(conv: Conversation, store: Any, system: str = SYSTEM) -> tuple[float, list[str], int]:
-    """(summed run_sync seconds, run ids in order, model calls) of one recording.
-
-    The loop of ``common.run_agent_conversation``, with the system prompt as a parameter.
-    """
-    agent = make_agent(conv, conv.provider(), store, system)
-    seconds = 0.0
-    previous: af.RunResult | None = None
-    run_ids: list[str] = []
-    calls = 0
-    for turn, planned in enumerate(conv.turns):
-        message = user_text(turn)
-        t0 = time.perf_counter()
-        previous = agent.run_sync(message, continue_from=previous)
-        seconds += time.perf_counter() - t0
-        if previous.outcome != "answered" or previous.iterations != len(planned) + 1:
-            raise RuntimeError(f"turn {turn}: outcome {previous.outcome!r}")
-        run_ids.append(previous.run_id)
-        calls += previous.calls
-    return seconds, run_ids, calls
+    """(summed run_sync seconds, run ids in order, model calls) of one recording."""
+    run = run_agent_conversation(conv, store, system=system)
+    return run.seconds, run.run_ids, run.calls
 
 
 def replay_all(
     conv: Conversation, source: af.SqliteStore, run_ids: list[str], target: af.SqliteStore
 ) -> tuple[float, list[str], int]:
     """(summed replay_sync seconds, replay run ids, calls checked): one agent, runs in order."""
-    agent = make_agent(conv, NoModel(), target)
+    agent = conversation_agent(conv, NoModel(), target)
     seconds = 0.0
     replayed: list[str] = []
     checked = 0

@@ -356,12 +356,11 @@ def export_command(db: Path, run_ids: tuple[str, ...], out: Path) -> None:
     try:
         manifest = export_runs(store, list(run_ids), out)
     except VerificationError as exc:
-        store.close()
         _fail(f"not exported: {exc}", EXIT_INVALID)
     except AgentFootprintError as exc:
-        store.close()
         _fail(str(exc), EXIT_USAGE)
-    store.close()
+    finally:
+        store.close()
     counts = manifest["counts"]
     click.echo(f"exported {counts['runs']} runs ({counts['events']} events) to {out}")
 
@@ -383,12 +382,11 @@ def import_command(bundle: Path, db: Path) -> None:
     try:
         imported = import_bundle(source, store)
     except VerificationError as exc:
-        store.close()
         _fail(f"not imported: {exc}", EXIT_INVALID)
     except AgentFootprintError as exc:
-        store.close()
         _fail(str(exc), EXIT_USAGE)
-    store.close()
+    finally:
+        store.close()
     skipped = len(source.runs()) - len(imported)
     click.echo(
         f"imported {len(imported)} runs into {db}"

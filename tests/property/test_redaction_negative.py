@@ -26,11 +26,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -49,6 +48,7 @@ from agentfootprint.testing.tamper import (
     plain,
     read_rows,
     rewrite,
+    scratch_copy,
     tampering,
     verification_error,
 )
@@ -107,16 +107,9 @@ class Recorded:
     def __repr__(self) -> str:
         return f"Recorded(keys={self.keys}, text={self.text})"
 
-    @contextmanager
-    def copy(self) -> Iterator[Path]:
+    def copy(self) -> AbstractContextManager[Path]:
         """A fresh copy of the recorded database, removed afterwards."""
-        path = self.scratch_dir / f"copy{next(self.counter)}.db"
-        shutil.copyfile(self.path, path)
-        try:
-            yield path
-        finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return scratch_copy(self.path, self.scratch_dir / f"copy{next(self.counter)}.db")
 
     def disclosures(self, run_id: str) -> list[Disclosure]:
         vault = af.DisclosureVault(self.vaults[run_id])

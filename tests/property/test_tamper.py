@@ -17,10 +17,9 @@ test here needs ``@pytest.mark.unverified``.
 from __future__ import annotations
 
 import itertools
-import shutil
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from agentfootprint.testing.tamper import (
     read_rows,
     reencoded,
     rewrite,
+    scratch_copy,
     tampering,
     verification_error,
 )
@@ -76,16 +76,9 @@ class Recorded:
     def run_ids(self) -> list[str]:
         return [self.parent, self.child, self.full]
 
-    @contextmanager
-    def copy(self) -> Iterator[Path]:
+    def copy(self) -> AbstractContextManager[Path]:
         """A fresh copy of the recorded database, removed afterwards."""
-        path = self.scratch_dir / f"copy{next(self.counter)}.db"
-        shutil.copyfile(self.path, path)
-        try:
-            yield path
-        finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return scratch_copy(self.path, self.scratch_dir / f"copy{next(self.counter)}.db")
 
 
 def _lookup(args: dict[str, Any]) -> Any:

@@ -38,7 +38,7 @@ from agentfootprint.audit.divergence import (
 )
 from agentfootprint.audit.recording import RecordedToolCall, Recording, holds_commitment
 from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.errors import ReplayDivergence, UsageError
+from agentfootprint.errors import ReplayDivergence, RunNotFoundError, UsageError
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault, open_vault
@@ -47,7 +47,7 @@ from agentfootprint.verify.commitments import (
     iter_commitments,
 )
 from agentfootprint.verify.request import RequestDigests
-from agentfootprint.verify.verifier import RowSource, shared_verifier
+from agentfootprint.verify.verifier import RowSource, parent_of, shared_verifier
 
 if TYPE_CHECKING:
     from agentfootprint.core.agent import Agent, RunResult
@@ -410,25 +410,11 @@ def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
         try:
             target.run_info(current)
             break
-        except KeyError:
+        except RunNotFoundError:
             chain.append(current)
-        first = next(iter(source.read(current)))
-        parent = parse(first.body).get("parent")
-        current = parent["run_id"] if isinstance(parent, dict) else None
+        current = parent_of(source, current)
     for ancestor in reversed(chain):
-        rows = [
-            StoredEvent(
-                run_id=e.run_id,
-                seq=e.seq,
-                type=e.type,
-                ts=e.ts,
-                body=e.body,
-                event_hash=e.event_hash,
-                chain_hash=e.chain_hash,
-            )
-            for e in source.read(ancestor)
-        ]
-        target.append(rows)
+        target.append([StoredEvent.copy_of(row) for row in source.read(ancestor)])
 
 
 async def replay(

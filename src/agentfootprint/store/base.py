@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -40,6 +41,19 @@ class StoredEvent:
     def decoded(self) -> object:
         """The body parsed as JSON (fresh objects each call)."""
         return parse(self.body)
+
+    @classmethod
+    def copy_of(cls, row: Any) -> StoredEvent:
+        """A row of another source (a store, a bundle), exact bytes, ready to append."""
+        return cls(
+            run_id=row.run_id,
+            seq=row.seq,
+            type=row.type,
+            ts=row.ts,
+            body=bytes(row.body),
+            event_hash=bytes(row.event_hash),
+            chain_hash=bytes(row.chain_hash),
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -52,18 +52,6 @@ def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
                     f"({present.events} events, head {present.head.hex()[:16]}…)"
                 )
             continue
-        rows = [
-            StoredEvent(
-                run_id=r.run_id,
-                seq=r.seq,
-                type=r.type,
-                ts=r.ts,
-                body=r.body,
-                event_hash=r.event_hash,
-                chain_hash=r.chain_hash,
-            )
-            for r in bundle.read(run.run_id)
-        ]
-        store.append(rows)
+        store.append([StoredEvent.copy_of(row) for row in bundle.read(run.run_id)])
         imported.append(run.run_id)
     return imported

@@ -9,6 +9,7 @@ that bind content (receipts, commitments, structure) are left to catch the chang
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ __all__ = [
     "read_rows",
     "reencoded",
     "rewrite",
+    "scratch_copy",
     "tampering",
     "verification_error",
 ]
@@ -50,6 +52,18 @@ class Row(NamedTuple):
     @property
     def value(self) -> Any:
         return parse(self.body)
+
+
+@contextmanager
+def scratch_copy(path: Path, copy: Path) -> Iterator[Path]:
+    """``copy``: a copy of the database at ``path``, removed afterwards (with its journals),
+    so each tamper starts from the recorded bytes."""
+    shutil.copyfile(path, copy)
+    try:
+        yield copy
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{copy}{suffix}").unlink(missing_ok=True)
 
 
 def read_rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
