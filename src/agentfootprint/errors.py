@@ -2,8 +2,12 @@
 
 ``AgentFootprintError``
     ``UsageError``            misuse, raised at construction or call time (bad option, bad id)
+        ``FileError``           a named file cannot be used: missing, unreadable, unwritable
+            ``NotALogError``      the file is not an agentfootprint log (says what it is)
+            ``NotAVaultError``    the file is not a disclosure vault (says what it is)
     ``CanonicalFormError``    a value that cannot be hashed canonically (names the JSON path)
         ``ReservedKeyError``    input used ``$commit``, reserved for commitments
+        ``RecordTooLargeError`` a value whose recorded body would exceed the size limit
     ``RunError``              the run itself failed; carries ``run_id``
         ``ProviderCallError``   the provider raised; the log holds the failure and verifies
         ``ScriptExhaustedError`` the scripted mock provider has no reply left
@@ -24,7 +28,11 @@ __all__ = [
     "AppendOnlyError",
     "CanonicalFormError",
     "ContinuationError",
+    "FileError",
+    "NotALogError",
+    "NotAVaultError",
     "ProviderCallError",
+    "RecordTooLargeError",
     "ReplayDivergence",
     "ReservedKeyError",
     "RunError",
@@ -50,6 +58,23 @@ class UsageError(AgentFootprintError, ValueError):
         self.option = option
 
 
+class FileError(UsageError):
+    """A file named as input or output cannot be used (missing, a folder, no permission, no
+    room), or is not the kind of file asked for. ``path`` names it."""
+
+    def __init__(self, message: str, *, path: str | None = None, option: str | None = None):
+        super().__init__(message, option=option)
+        self.path = path
+
+
+class NotALogError(FileError):
+    """The file is not an agentfootprint log; the message says what it is instead."""
+
+
+class NotAVaultError(FileError):
+    """The file is not a disclosure vault; the message says what it is instead."""
+
+
 class CanonicalFormError(AgentFootprintError, ValueError):
     """A value is not I-JSON and cannot be canonicalised (RFC 8785)."""
 
@@ -61,6 +86,10 @@ class CanonicalFormError(AgentFootprintError, ValueError):
 
 class ReservedKeyError(CanonicalFormError):
     """Input used the key ``$commit``, which the log reserves for redaction commitments."""
+
+
+class RecordTooLargeError(CanonicalFormError):
+    """A value whose recorded body would exceed ``verify.limits.MAX_BODY_BYTES``."""
 
 
 class RunError(AgentFootprintError):

@@ -23,7 +23,14 @@ import orjson
 from agentfootprint.errors import StoreError
 from agentfootprint.verify.canonical import parse
 
-__all__ = ["EventReader", "EventStore", "RunInfo", "StoredEvent", "run_index_from_open"]
+__all__ = [
+    "EventReader",
+    "EventStore",
+    "IndexEntry",
+    "RunInfo",
+    "StoredEvent",
+    "run_index_from_open",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,6 +80,17 @@ class RunInfo:
         return self.last_type == "run.close"
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IndexEntry:
+    """One row of a store's run index exactly as stored (values not coerced: the index is
+    not evidence, and whole-file verification compares it with the events)."""
+
+    run_id: Any
+    conversation_id: Any
+    parent_run_id: Any
+    opened_at: Any
+
+
 def run_index_from_open(event: StoredEvent) -> tuple[str, str | None]:
     """``(conversation_id, parent_run_id)`` read from a ``run.open`` body."""
     try:
@@ -100,6 +118,15 @@ class EventReader(abc.ABC):
     @abc.abstractmethod
     def runs(self) -> list[RunInfo]:
         """Every run in the order they were opened (a parent always before its children)."""
+
+    @abc.abstractmethod
+    def run_ids(self) -> list[str]:
+        """Every run that has at least one event, found from the events themselves (never
+        from the index), in the order of each run's first stored row."""
+
+    @abc.abstractmethod
+    def index_entries(self) -> list[IndexEntry]:
+        """The run index as stored, for checking against the events."""
 
     @abc.abstractmethod
     def run_info(self, run_id: str) -> RunInfo:

@@ -6,7 +6,13 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from agentfootprint.errors import RunNotFoundError, StoreConflictError
-from agentfootprint.store.base import EventStore, RunInfo, StoredEvent, run_index_from_open
+from agentfootprint.store.base import (
+    EventStore,
+    IndexEntry,
+    RunInfo,
+    StoredEvent,
+    run_index_from_open,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -55,6 +61,22 @@ class MemoryStore(EventStore):
                 last_type=log[-1].type,
                 head=log[-1].chain_hash,
             )
+
+    def run_ids(self) -> list[str]:
+        with self._lock:
+            return [run_id for run_id, log in self._events.items() if log]
+
+    def index_entries(self) -> list[IndexEntry]:
+        with self._lock:
+            return [
+                IndexEntry(
+                    run_id=run_id,
+                    conversation_id=conversation,
+                    parent_run_id=parent,
+                    opened_at=self._events[run_id][0].ts,
+                )
+                for run_id, (conversation, parent) in self._index.items()
+            ]
 
     def runs(self) -> list[RunInfo]:
         with self._lock:

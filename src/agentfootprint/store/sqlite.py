@@ -27,7 +27,13 @@ from agentfootprint.errors import (
     StoreConflictError,
     StoreError,
 )
-from agentfootprint.store.base import EventStore, RunInfo, StoredEvent, run_index_from_open
+from agentfootprint.store.base import (
+    EventStore,
+    IndexEntry,
+    RunInfo,
+    StoredEvent,
+    run_index_from_open,
+)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteStore", "atomic", "translate_errors"]
 
@@ -220,6 +226,23 @@ class SqliteStore(EventStore):
         if row is None:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         return self._info(row)
+
+    def run_ids(self) -> list[str]:
+        with self._lock, translate_errors("listing runs from the events"):
+            rows = self._conn.execute(
+                "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def index_entries(self) -> list[IndexEntry]:
+        with self._lock, translate_errors("reading the run index"):
+            rows = self._conn.execute(
+                "SELECT run_id, conversation_id, parent_run_id, opened_at FROM runs ORDER BY rowid"
+            ).fetchall()
+        return [
+            IndexEntry(run_id=r[0], conversation_id=r[1], parent_run_id=r[2], opened_at=r[3])
+            for r in rows
+        ]
 
     def runs(self) -> list[RunInfo]:
         with self._lock, translate_errors("listing runs"):
