@@ -5,6 +5,7 @@
         ``FileError``           a named file cannot be used: missing, unreadable, unwritable
             ``NotALogError``      the file is not an agentfootprint log (says what it is)
             ``NotAVaultError``    the file is not a disclosure vault (says what it is)
+            ``NewerVersionError`` written by a newer format version: upgrade to read it
     ``CanonicalFormError``    a value that cannot be hashed canonically (names the JSON path)
         ``ReservedKeyError``    input used ``$commit``, reserved for commitments
         ``RecordTooLargeError`` a value whose recorded body would exceed the size limit
@@ -29,6 +30,7 @@ __all__ = [
     "CanonicalFormError",
     "ContinuationError",
     "FileError",
+    "NewerVersionError",
     "NotALogError",
     "NotAVaultError",
     "ProviderCallError",
@@ -73,6 +75,11 @@ class NotALogError(FileError):
 
 class NotAVaultError(FileError):
     """The file is not a disclosure vault; the message says what it is instead."""
+
+
+class NewerVersionError(FileError):
+    """The file was written by a newer version of the format (a schema or bundle version this
+    library does not know): it is not judged, neither valid nor invalid; upgrade to read it."""
 
 
 class CanonicalFormError(AgentFootprintError, ValueError):

@@ -76,7 +76,7 @@ class Site(NamedTuple):
     """One commitment in a row: its position in the row's walk, digest and key."""
 
     seq: int
-    index: int
+    index: int  # type: ignore[assignment]  # (a field named like tuple.index)
     digest: str
     key: str | None
 
@@ -295,7 +295,7 @@ def next_receipt(rows: Sequence[Row], seq: int) -> Row:
 def served_sites(recorded: Recorded, run_id: str) -> list[tuple[Site, Row]]:
     """Commitments in history writes that a later receipt serves, with that receipt."""
     rows = recorded.rows[run_id]
-    out = []
+    out: list[tuple[Site, Row]] = []
     for row in write_rows(rows, "history"):
         if any(r.type == "receipt" for r in rows[row.seq :]):
             out.extend((site, next_receipt(rows, row.seq)) for site in row_sites(row))
@@ -497,7 +497,15 @@ def _key_dropped_digest_kept(opened: dict[str, Any]) -> None:
 
 
 def _version(opened: dict[str, Any]) -> None:
-    opened["policy"]["v"] = 2
+    opened["policy"]["v"] = 3
+
+
+def _version_one(opened: dict[str, Any]) -> None:
+    opened["policy"]["v"] = 1  # (a version 1 document of the same keys has another digest)
+
+
+def _version_text(opened: dict[str, Any]) -> None:
+    opened["policy"]["v"] = "2"
 
 
 def _extra_member(opened: dict[str, Any]) -> None:
@@ -520,6 +528,8 @@ def _policy_gone(opened: dict[str, Any]) -> None:
         (_keys_unsorted, "not in its normal form"),
         (_key_repeated, "not in its normal form"),
         (_version, "malformed"),
+        (_version_one, "policy_digest does not match"),
+        (_version_text, "malformed"),
         (_extra_member, "malformed"),
         (_policy_gone, "malformed"),
     ],
@@ -624,7 +634,8 @@ def test_cli_verify_refuses_a_forged_disclosures_file(recorded: Recorded) -> Non
         opened = Path(tmp) / "opened.json"
         opened.write_bytes(orjson.dumps(document))
         result = CliRunner().invoke(
-            main, ["verify", str(recorded.path), "--run", recorded.keys, "--disclosures", opened]
+            main,
+            ["verify", str(recorded.path), "--run", recorded.keys, "--disclosures", str(opened)],
         )
     assert result.exit_code == 1, result.output
     assert "does not open" in result.output and "PROVEN" not in result.output
@@ -846,7 +857,7 @@ def _first_row(**fields: Any) -> Callable[[Bundle], Bundle]:
         pytest.param(_first_row(type=5), id="row-type-not-string"),
         pytest.param(_first_row(ts="1"), id="row-ts-string"),
         pytest.param(_first_row(event_hash="zz"), id="row-hash-not-hex"),
-        pytest.param(_manifest(lambda m: m.update(agentfootprint_bundle=2)), id="version"),
+        pytest.param(_manifest(lambda m: m.update(agentfootprint_bundle=0)), id="version"),
     ],
 )
 def test_a_malformed_bundle_with_consistent_framing_fails_closed(
@@ -877,8 +888,11 @@ def test_a_malformed_bundle_with_consistent_framing_fails_closed(
         ({"keys": ["ssn", None]}, "non-empty strings"),
         ({"patterns": "ssn"}, "must be a list"),
         ({"patterns": [""]}, "non-empty strings"),
-        ({"patterns": ["("]}, "not a regular expression"),
-        ({"patterns": ["[a-"]}, "not a regular expression"),
+        ({"patterns": ["("]}, "not RE2 syntax"),
+        ({"patterns": ["[a-"]}, "not RE2 syntax"),
+        ({"patterns": ["(?<!x)token"]}, "not RE2 syntax"),
+        ({"patterns": [r"(a)\1"]}, "not RE2 syntax"),
+        ({"patterns": [re.compile(r"(?=x)y")]}, "not RE2 syntax"),
         ({}, "names no key"),
         ({"keys": [], "patterns": []}, "names no key"),
         ({"patterns": [re.compile("ssn", re.IGNORECASE)]}, "without flags"),

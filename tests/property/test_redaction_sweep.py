@@ -12,7 +12,10 @@
 * (c) a disclosure vault holds the secrets the log does not; its disclosures prove every
   value, and erasing them removes the secrets from the vault file while the log verifies;
 * (d) commutation (DESIGN section 2): with a salt that is a function of (key, value),
-  ``commit(build_request(s)) == build_request(commit(s))``; committing is idempotent.
+  ``commit(build_request(s)) == build_request(commit(s))``; committing is idempotent;
+* (e) RFC 8259 corner cases (huge exponents, long integers, duplicate names, lone-surrogate
+  escapes, nesting beyond the walked depth, ``\\u``-escaped names, two levels of JSON text
+  with ``\\u005c\\u0075`` escapes): the same sweep, with JSON text spelled those ways.
 
 Tests marked ``xfail(strict=True, reason="BUG: ...")`` show defects found by this suite.
 """
@@ -29,7 +32,7 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner, Result
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agentfootprint as af
@@ -42,11 +45,14 @@ from agentfootprint.store.redaction import (
 )
 from agentfootprint.store.transfer import export_runs
 from agentfootprint.testing.redaction_strategies import (
+    CORNER_CASES,
     NOISE_KEYS,
     SECRET_KEYS,
+    PlantedOutcome,
     PlantedReply,
     PlantedRun,
     build_planted_agent,
+    corner_text,
     joined,
     json_text,
     key_policy,
@@ -132,7 +138,8 @@ def sweep(spec: PlantedRun, policy: RedactionPolicy) -> None:
             assert not missing, f"result.state does not hold {missing}"
 
         places: dict[str, bytes | str] = dict(store_files(db, "open"))
-        assert b"$commit" in b"".join(places.values())  # something was committed
+        stored = b"".join(v for v in places.values() if isinstance(v, bytes))
+        assert b"$commit" in stored  # something was committed
         manifest = export_runs(agent.store, [run_id], bundle)
         assert manifest["counts"]["runs"] == 1
         places["bundle"] = bundle.read_bytes()
@@ -185,6 +192,67 @@ def test_the_sweep_sees_a_leak() -> None:
     )
     with pytest.raises(AssertionError, match="planted secrets found"):
         sweep(spec, RedactionPolicy(keys=["email"]))
+
+
+# -- (e) RFC 8259 corner cases ---------------------------------------------------------------
+
+CORNER_SECRET = "S3CR3T" + "c0" * 16
+#: the defect's own cases: a fast parser refused these, and the value was recorded in clear
+DEFECT_TEXTS = (
+    '{"ssn": "' + CORNER_SECRET + '", "n": 1e400}',
+    '{"ssn": "' + CORNER_SECRET + '", "n": ' + "4" * 400 + "}",
+    "[" * 1100 + '{"ssn": "' + CORNER_SECRET + '"}' + "]" * 1100,
+)
+
+
+def corner_run(text: str, where: str) -> PlantedRun:
+    """One run whose tool result, user message or model text is ``text``."""
+    secret = (CORNER_SECRET,)
+    if where == "result":
+        return PlantedRun(
+            message="look it up",
+            replies=(PlantedReply("", ({"q": "x"},)), PlantedReply("done")),
+            outcomes=(PlantedOutcome("json_text", text),),
+            secrets=secret,
+            served=secret,
+            kept=secret,
+        )
+    if where == "message":
+        return PlantedRun(
+            message=text,
+            replies=(PlantedReply("ok"),),
+            outcomes=(),
+            secrets=secret,
+            served=secret,
+            kept=secret,
+        )
+    return PlantedRun(
+        message="hi", replies=(PlantedReply(text),), outcomes=(), secrets=secret, kept=secret
+    )
+
+
+@pytest.mark.parametrize("where", ["result", "message", "text"])
+@pytest.mark.parametrize("text", DEFECT_TEXTS, ids=["1e400", "400 digits", "1100 deep"])
+def test_json_text_a_fast_parser_refuses_is_committed_whole(text: str, where: str) -> None:
+    sweep(corner_run(text, where), RedactionPolicy(keys=["ssn"]))
+
+
+@pytest.mark.parametrize("case", CORNER_CASES)
+@pytest.mark.parametrize("where", ["result", "message", "text"])
+def test_each_corner_case_keeps_the_secret_out_of_the_log(case: str, where: str) -> None:
+    nested = {"email": CORNER_SECRET, "data": [1, {"q": "x"}]}
+    sweep(corner_run(corner_text(nested, case, 300), where), key_policy())
+
+
+@given(spec=planted_runs(rfc8259=True))
+@example(spec=corner_run(DEFECT_TEXTS[0], "result"))
+def test_rfc8259_corner_cases_never_reach_the_log(spec: PlantedRun) -> None:
+    sweep(spec, key_policy())
+
+
+@given(spec=planted_runs(rfc8259=True, free_text=True))
+def test_rfc8259_corner_cases_under_the_conversation_policy(spec: PlantedRun) -> None:
+    sweep(spec, text_policy())
 
 
 HOW = ("same agent", "fresh agent with the vault", "fresh agent without a vault")

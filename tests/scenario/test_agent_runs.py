@@ -7,10 +7,15 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import agentfootprint as af
+from agentfootprint.core.tools import ResultRoom, json_text_size, result_text
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
+from agentfootprint.verify import limits
 
 ADD_SCHEMA = {
     "type": "object",
@@ -427,3 +432,180 @@ def test_agent_closes_the_store_it_opened(tmp_path: Path) -> None:
     with af.Agent(provider=af.MockProvider(["x"]), model="m", store=shared) as agent:
         agent.run_sync("go")
     assert len(shared.runs()) == 1  # a store given to the agent stays open
+
+
+# -- what cannot be recorded (issue 8: the size limit, malformed replies) ----------------------
+
+
+@pytest.fixture
+def small_limit(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The body limit lowered (read at call time from verify.limits): tool results of one
+    reply may take 1000 bytes, a message as much."""
+    monkeypatch.setattr(limits, "MAX_BODY_BYTES", limits.MAX_ENVELOPE_BYTES + 1000)
+    return 1000
+
+
+def returning(*values: Any) -> af.Tool:
+    queue = list(values)
+    return af.define_tool(name="big", description="d", execute=lambda a: queue.pop(0))
+
+
+def run_calls(tool: af.Tool, calls: int) -> af.RunResult:
+    script: list[Any] = [af.reply(tool_calls=[af.tool_call("big", {}) for _ in range(calls)]), "ok"]
+    return af.Agent(provider=af.MockProvider(script), model="m", tools=[tool]).run_sync("go")
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        ("x" * 999, 1001),  # a string: its JSON text, quotes included
+        ('"' * 500, 1002),  # each quote is escaped: 2 bytes
+        ("\u0001" * 200, 1202),  # a control character is \u0001: 6 bytes
+        ({"a": "x" * 990}, 1004),  # JSON: its canonical text, as a string
+        (["\\" * 250], 1008),  # a backslash, escaped in the canonical text and again
+    ],
+)
+def test_a_tool_result_too_large_to_record_is_its_error_result(
+    small_limit: int, value: Any, size: int
+) -> None:
+    result = run_calls(returning(value), 1)
+    message = history_of(result)[2]
+    assert message["is_error"] is True
+    assert f"too large to record: {size} bytes" in message["content"]
+    assert f"over the {small_limit} bytes" in message["content"]
+    assert result.answer == "ok"  # the run goes on: the model is told
+
+
+@pytest.mark.parametrize(
+    "value", ["x" * 998, '"' * 499, "é" * 300, {"a": "x" * 986}, "\n" * 499, "a" * 160]
+)
+def test_a_result_that_fits_is_kept_whole(small_limit: int, value: Any) -> None:
+    """Sizes are exact at the limit (a bound only decides what clearly fits)."""
+    result = run_calls(returning(value), 1)
+    message = history_of(result)[2]
+    assert "is_error" not in message
+    expected = value if isinstance(value, str) else orjson.dumps(value).decode()
+    assert message["content"] == expected
+
+
+def test_the_results_of_one_reply_share_one_body(small_limit: int) -> None:
+    result = run_calls(returning("a" * 600, "b" * 300, "c" * 300), 3)
+    first, second, third = history_of(result)[2:5]
+    assert first["content"] == "a" * 600 and second["content"] == "b" * 300
+    assert third["is_error"] is True
+    assert "earlier tool results already take 904 bytes" in third["content"]
+
+
+def test_a_refused_result_replays_as_recorded(small_limit: int) -> None:
+    store = af.MemoryStore()
+    tool = returning("x" * 2000)
+    script: list[Any] = [call("big", {}), "ok"]
+    original = af.Agent(
+        provider=af.MockProvider(script), model="m", tools=[tool], store=store
+    ).run_sync("go")
+    assert history_of(original)[2]["is_error"] is True
+    with af.Agent(provider=af.MockProvider(["unused"]), model="m", tools=[tool]) as agent:
+        replayed = af.replay_sync(agent, store, original.run_id)
+        assert af.same_recording(store, original.run_id, agent.store, replayed.result.run_id)
+
+
+def test_a_user_message_too_large_to_record_writes_nothing(small_limit: int) -> None:
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m")
+    with pytest.raises(af.UsageError) as caught:
+        agent.run_sync("m" * 999)
+    assert caught.value.option == "message" and "1001 bytes" in str(caught.value)
+    assert agent.store.run_ids() == []
+    assert agent.run_sync("m" * 998).answer == "x"
+
+
+@pytest.mark.parametrize(
+    ("response", "named"),
+    [
+        (af.LLMResponse(content=None), "content"),  # type: ignore[arg-type]
+        (af.LLMResponse(stop_reason=3), "stop_reason"),  # type: ignore[arg-type]
+        (af.LLMResponse(usage=af.Usage(input=-1)), "usage"),
+        (af.LLMResponse(usage=af.Usage(output=2**60)), "usage"),
+        (af.LLMResponse(usage=None), "usage"),  # type: ignore[arg-type]
+        (af.LLMResponse(tool_calls=None), "tool_calls"),  # type: ignore[arg-type]
+        (af.LLMResponse(tool_calls=({"id": "c", "name": "add"},)), "tool_calls[0]"),  # type: ignore[arg-type]
+        (af.LLMResponse(tool_calls=(af.ToolCall(id=1, name="add"),)), "tool_calls[0]"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_malformed_provider_reply_fails_the_call_naming_the_field(
+    response: af.LLMResponse, named: str, verified_runs: VerifiedRuns
+) -> None:
+    class Adapter:  # an adapter with a bug: the dataclasses do not check their fields
+        name = "adapter"
+
+        async def complete(self, request: Any) -> af.LLMResponse:
+            return response
+
+    agent = af.Agent(provider=Adapter(), model="m")
+    with pytest.raises(af.ProviderCallError, match="malformed") as caught:
+        agent.run_sync("go")
+    assert named in str(caught.value) and caught.value.run_id is not None
+    assert verified_runs.results[-1].close is not None
+    assert verified_runs.results[-1].close["outcome"] == "failed"
+
+
+def test_a_provider_reply_too_large_to_record_fails_the_call(
+    monkeypatch: pytest.MonkeyPatch, verified_runs: VerifiedRuns
+) -> None:
+    monkeypatch.setattr(limits, "MAX_BODY_BYTES", limits.MAX_ENVELOPE_BYTES + 1000)
+    agent = af.Agent(provider=af.MockProvider(["r" * (limits.MAX_BODY_BYTES + 1)]), model="m")
+    with pytest.raises(af.ProviderCallError, match="too large to record") as caught:
+        agent.run_sync("go")
+    assert isinstance(caught.value.__cause__, af.RecordTooLargeError)
+    assert "$.last_response" in str(caught.value)
+    close = verified_runs.results[-1].close
+    assert close is not None and close["outcome"] == "failed"
+
+
+def test_a_write_too_large_to_record_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, verified_runs: VerifiedRuns
+) -> None:
+    """What cannot be recorded never reaches the log: the stage fails, the run is closed as
+    failed (and verifies), and the caller gets a RunError naming the key."""
+    monkeypatch.setattr(limits, "MAX_BODY_BYTES", limits.MAX_ENVELOPE_BYTES + 1000)
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m", system="s" * 70_000)
+    with pytest.raises(af.RunError, match=r"\$\.system_pieces") as caught:
+        agent.run_sync("go")
+    assert isinstance(caught.value.__cause__, af.RecordTooLargeError)
+    assert caught.value.run_id == verified_runs.results[-1].run_id
+    close = verified_runs.results[-1].close
+    assert close is not None and close["outcome"] == "failed"
+    assert agent.config.provider.requests == []  # type: ignore[attr-defined]
+
+
+json_results = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.text(max_size=400) | json_results, min_size=1, max_size=6),
+    limit=st.integers(min_value=0, max_value=1500),
+)
+@example(values=["a" * 300, "b" * 300, "c" * 300, "d"], limit=1000)
+@example(values=['"' * 300, "\u0001" * 100], limit=602)
+def test_the_result_room_admits_exactly_what_fits(values: list[Any], limit: int) -> None:
+    """Against exact sizes (the JSON text of each result, as recorded), in order: a result is
+    kept iff it fits beside what was kept and refused before it."""
+    room = ResultRoom()
+    room.limit = limit
+    used = 0
+    for value in values:
+        outcome = result_text("t", value)
+        exact = json_text_size(outcome.content)  # the slow way: encode the text
+        given_back = room.admit("t", outcome)
+        if used + exact <= limit:
+            assert given_back is outcome
+            used += exact
+        else:
+            assert given_back.is_error and "too large to record" in given_back.content
+            assert f"{exact} bytes" in given_back.content
+            used += json_text_size(given_back.content)
+    assert room.used <= max(used, limit)

@@ -1,4 +1,5 @@
-"""A conversation deeper than Python's recursion limit verifies, exports and continues."""
+"""A conversation deeper than Python's recursion limit verifies, exports, is read and
+continues (also with its run index gone: the chain is followed through the events)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import agentfootprint as af
+from agentfootprint.testing.tamper import tampering
 
 
 @pytest.mark.slow
@@ -30,6 +32,20 @@ def test_hundreds_of_continued_turns(tmp_path: Path) -> None:
         assert af.Verifier(source).verify(result.run_id).outcome is af.Outcome.VALID_UNSIGNED
         fresh = af.Agent(provider=af.MockProvider(["last"]), model="m", store=db)
         final = fresh.run_sync("one more", continue_from=result.run_id)
+        fresh.close()
+        # read by path (read-only), and continued with no run index at all: every fact of
+        # the chain comes from its events
+        assert len(af.state_at(db, final.run_id, -1)["history"]) == 2 * turns
+        assert af.served_at(db, final.run_id, 0)["messages"][-1]["content"] == "one more"
+        with tampering(db) as conn:
+            conn.execute("DELETE FROM runs")
+        bare = af.Agent(provider=af.MockProvider(["bare"]), model="m", store=db)
+        last = bare.run_sync("without an index", continue_from=final.run_id)
+        bare.close()
+        with af.SqliteStore(db, readonly=True) as store:
+            check = af.Verifier(store).verify(last.run_id)
     finally:
         sys.setrecursionlimit(old_limit)
     assert len(final.state["history"]) == 2 * (turns + 1)
+    assert last.conversation_id == final.conversation_id
+    assert len(check.ancestors) == turns + 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,3 +161,134 @@ def test_store_choices(tmp_path: Any) -> None:
     assert isinstance(make(store=str(tmp_path / "b.db")).store, af.SqliteStore)
     own = af.MemoryStore()
     assert make(store=own).store is own
+
+
+# -- the vault is never the log (issue 8, class 9) ---------------------------------------------
+
+
+def _redacting(**options: Any) -> af.Agent:
+    return make(redact=af.conversation_redaction(), **options)
+
+
+def _same_file_spellings(tmp_path: Path) -> list[tuple[str, Any, Any]]:
+    log = tmp_path / "runs.db"
+    (tmp_path / "sub").mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(log)
+    hard = tmp_path / "hard.db"
+    af.SqliteStore(log).close()
+    os.link(log, hard)
+    return [
+        ("the same path", log, log),
+        ("the same path as str and Path", str(log), log),
+        ("another spelling", log, tmp_path / "sub" / ".." / "runs.db"),
+        ("a symlink", log, link),
+        ("a hard link", log, hard),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_disclosures_that_are_the_log_are_refused(tmp_path: Path, index: int) -> None:
+    label, store, disclosures = _same_file_spellings(tmp_path)[index]
+    before = (tmp_path / "runs.db").read_bytes()
+    with pytest.raises(af.UsageError) as caught:
+        _redacting(store=store, disclosures=disclosures)
+    assert caught.value.option == "disclosures", label
+    assert "log" in str(caught.value)
+    assert (tmp_path / "runs.db").read_bytes() == before  # nothing was added to the log
+
+
+def test_disclosures_naming_a_new_file_twice_are_refused(tmp_path: Path) -> None:
+    """Neither file exists yet: the same path is still one file (nothing is created)."""
+    with pytest.raises(af.UsageError) as caught:
+        _redacting(store=tmp_path / "new.db", disclosures=str(tmp_path / "new.db"))
+    assert caught.value.option == "disclosures"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disclosures_equal_to_an_open_store_are_refused(tmp_path: Path) -> None:
+    store = af.SqliteStore(tmp_path / "runs.db")
+    try:
+        with pytest.raises(af.UsageError) as caught:
+            _redacting(store=store, disclosures=tmp_path / "runs.db")
+        assert caught.value.option == "disclosures"
+    finally:
+        store.close()
+
+
+def test_disclosures_that_are_another_log_are_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    with af.Agent(provider=af.MockProvider(["x"]), model="m", store=other) as agent:
+        agent.run_sync("go")
+    before = other.read_bytes()
+    with pytest.raises(af.NotAVaultError) as caught:
+        _redacting(store=tmp_path / "runs.db", disclosures=other)
+    assert caught.value.option == "disclosures" and "disclosures" in str(caught.value)
+    assert other.read_bytes() == before
+    assert not (tmp_path / "runs.db").exists()  # refused before the log was created
+
+
+def test_a_vault_as_the_store_is_refused(tmp_path: Path) -> None:
+    vault = tmp_path / "vault.db"
+    af.DisclosureVault(vault).close()
+    with pytest.raises(af.NotALogError) as caught:
+        make(store=vault)
+    assert caught.value.option == "store" and "store" in str(caught.value)
+
+
+def test_a_vault_of_its_own_is_accepted(tmp_path: Path) -> None:
+    with _redacting(store=tmp_path / "runs.db", disclosures=tmp_path / "vault.db") as agent:
+        result = agent.run_sync("hi")
+    assert result.answer == "hi"
+    with _redacting(store=tmp_path / "runs.db", disclosures=tmp_path / "vault.db") as again:
+        assert again.run_sync("more", continue_from=result.run_id).answer == "hi"
+
+
+@pytest.mark.parametrize("option", ["store", "disclosures"])
+def test_file_options_name_the_missing_folder(tmp_path: Path, option: str) -> None:
+    missing = tmp_path / "no-such-folder" / "x.db"
+    with pytest.raises(af.FileError) as caught:
+        _redacting(**{option: missing})
+    assert caught.value.option == option and option in str(caught.value)
+    assert caught.value.path == str(missing)
+
+
+@pytest.mark.parametrize("option", ["store", "disclosures"])
+def test_file_options_refuse_a_folder(tmp_path: Path, option: str) -> None:
+    with pytest.raises(af.FileError) as caught:
+        _redacting(**{option: tmp_path})
+    assert caught.value.option == option
+
+
+def test_a_failed_store_closes_the_vault_it_opened(tmp_path: Path) -> None:
+    (tmp_path / "not-a-log.db").write_bytes(b"plain text, not SQLite")
+    with pytest.raises(af.NotALogError):
+        _redacting(store=tmp_path / "not-a-log.db", disclosures=tmp_path / "vault.db")
+    # the vault was closed: it can be removed and opened again at once
+    af.DisclosureVault(tmp_path / "vault.db").close()
+
+
+@pytest.mark.parametrize("value", ["", b"x.db"])
+def test_a_store_path_must_be_a_non_empty_str(value: Any) -> None:
+    refused("store", store=value)
+
+
+def test_a_read_only_store_is_refused(tmp_path: Path) -> None:
+    af.SqliteStore(tmp_path / "runs.db").close()
+    with af.SqliteStore(tmp_path / "runs.db", readonly=True) as store:
+        error = refused("store", store=store)
+    assert "read-only" in str(error)
+
+
+@pytest.mark.parametrize("model", ['{"n": 1e400}', "[1, 2]", ' {"ssn": "x"}', "[" * 300])
+def test_a_model_name_that_is_json_text_is_refused(model: str) -> None:
+    # a redaction policy would rewrite it (walkable) or commit it whole (opaque), and the
+    # recorded model would then no longer be the one served
+    with pytest.raises(af.UsageError, match="option 'model'") as info:
+        af.Agent(provider=af.MockProvider(["x"]), model=model)
+    assert info.value.option == "model"
+
+
+@pytest.mark.parametrize("model", ["[local] llama", "{not json", "gpt-4o"])
+def test_model_names_that_only_look_like_json_are_kept(model: str) -> None:
+    af.Agent(provider=af.MockProvider(["x"]), model=model)

@@ -30,7 +30,7 @@ def test_policy_document_and_digest() -> None:
     policy = af.RedactionPolicy(keys=["ssn", "email", "ssn"], patterns=["(?i)token$"])
     assert policy.keys == ("ssn", "email")
     assert policy.document.to_json() == {
-        "v": 1,
+        "v": 2,
         "keys": ["email", "ssn"],
         "patterns": ["(?i)token$"],
     }
@@ -47,7 +47,9 @@ def test_policy_document_and_digest() -> None:
         ({"keys": "ssn"}, "must be a list"),
         ({"keys": [""]}, "non-empty strings"),
         ({"keys": [3]}, "non-empty strings"),
-        ({"patterns": ["("]}, "not a regular expression"),
+        ({"patterns": ["("]}, "not RE2 syntax"),
+        ({"patterns": ["(a)\\1"]}, "not RE2 syntax"),
+        ({"patterns": ["(?<=x)token"]}, "'(?<=x)token' is not RE2 syntax"),
         ({"patterns": [re.compile("x", re.IGNORECASE)]}, "without flags"),
         ({"keys": ["$commit"]}, "reserved"),
         ({"keys": ["history"]}, "matches 'history'"),
@@ -82,7 +84,9 @@ def test_matching_exact_pattern_and_long_keys() -> None:
     matches = af.RedactionPolicy(keys=["ssn"], patterns=["token"]).document.matcher()
     assert matches("ssn") and not matches("SSN") and not matches("ssn_")
     assert matches("api_token") and matches("token")
-    assert not matches("x" * 300 + "token")  # patterns skip keys over 256 chars
+    assert matches("x" * 300 + "token")  # RE2 (version 2) patterns apply at any key length
+    legacy = PolicyDocument(keys=("ssn",), patterns=("token",), version=1).matcher()
+    assert legacy("api_token") and not legacy("x" * 300 + "token")  # version 1: 256 chars
     long_exact = af.RedactionPolicy(keys=["k" * 300]).document.matcher()
     assert long_exact("k" * 300)  # exact keys match at any length
 
@@ -176,7 +180,7 @@ def test_redacted_run_records_commitments_and_serves_raw(tmp_path: Path) -> None
     proven = verified.check_disclosures(opened)
     assert {p.value for p in proven} == {"111-22-3333", "999-00-1234"}
     opened_body = next(iter(agent.store.read(result.run_id))).decoded()
-    assert opened_body["policy"] == {"v": 1, "keys": ["ssn"], "patterns": []}  # type: ignore[index]
+    assert opened_body["policy"] == {"v": 2, "keys": ["ssn"], "patterns": []}  # type: ignore[index]
 
 
 def test_reserved_key_in_input_is_refused(tmp_path: Path) -> None:
@@ -297,6 +301,7 @@ def test_a_policy_key_on_error_records(tmp_path: Path) -> None:
     assert all(p.value["details"] == {"account": "A-1", "reason": "denied"} for p in proven)
 
 
-def test_a_policy_version_must_be_the_integer_one() -> None:
+@pytest.mark.parametrize("version", [True, 1.0, 2.0, "2", 0, 3, None])
+def test_a_policy_version_must_be_the_integer_one_or_two(version: Any) -> None:
     with pytest.raises(ValueError, match="version"):
-        PolicyDocument.from_json({"v": True, "keys": ["a"], "patterns": []})
+        PolicyDocument.from_json({"v": version, "keys": ["a"], "patterns": []})

@@ -11,12 +11,15 @@ row timestamps, ``run.open``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentfootprint.audit.divergence import piece_diff
 from agentfootprint.audit.read import Receipt, RunReader
+from agentfootprint.audit.sources import check_index, check_run_id, naming_run, opened
+from agentfootprint.errors import UsageError
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.request import PIECE_KINDS
 from agentfootprint.verify.verifier import RowSource
@@ -66,20 +69,41 @@ def _calls(source: RowSource, run_id: str) -> list[tuple[dict[str, Any], Receipt
 
 
 def diff_runs(
-    source_a: RowSource,
+    source_a: RowSource | str | os.PathLike[str],
     run_a: str,
-    source_b: RowSource | None = None,
+    source_b: RowSource | str | os.PathLike[str] | None = None,
     run_b: str | None = None,
     *,
     limit: int | None = None,
 ) -> RunDiff:
-    """Compare two runs (``source_b`` defaults to ``source_a``); ``limit`` caps the list."""
+    """Compare two runs (``source_b`` defaults to ``source_a``); ``limit`` caps the list.
+
+    A source is a store or bundle, or the path of one (opened read-only for this call).
+    """
+    check_run_id(run_a, "run_a")
     if run_b is None:
-        raise ValueError("diff_runs needs two run ids: diff_runs(source_a, run_a, source_b, run_b)")
-    if limit is not None and limit < 1:
-        raise ValueError("limit must be at least 1")
-    calls_a = _calls(source_a, run_a)
-    calls_b = _calls(source_b if source_b is not None else source_a, run_b)
+        raise UsageError(
+            "run_b: diff_runs needs two run ids: diff_runs(source_a, run_a, source_b, run_b)",
+            option="run_b",
+        )
+    check_run_id(run_b, "run_b")
+    if limit is not None:
+        check_index(limit, "limit", 1, "how many differences to list at most")
+    with opened(source_a, "source_a") as rows_a, naming_run("run_a"):
+        calls_a = _calls(rows_a, run_a)
+    source = source_b if source_b is not None else source_a
+    with opened(source, "source_b") as rows_b, naming_run("run_b"):
+        calls_b = _calls(rows_b, run_b)
+    return _differences(run_a, calls_a, run_b, calls_b, limit)
+
+
+def _differences(
+    run_a: str,
+    calls_a: list[tuple[dict[str, Any], Receipt | None]],
+    run_b: str,
+    calls_b: list[tuple[dict[str, Any], Receipt | None]],
+    limit: int | None,
+) -> RunDiff:
     found: list[PieceDifference] = []
     for call, ((served_a, receipt_a), (served_b, receipt_b)) in enumerate(
         zip(calls_a, calls_b, strict=False)
@@ -141,10 +165,19 @@ def _digests(receipt: Receipt | None, kind: str, served: dict[str, Any]) -> Sequ
     return tuple(canon(piece).decode("utf-8") for piece in served[kind])
 
 
-def same_recording(source_a: RowSource, run_a: str, source_b: RowSource, run_b: str) -> bool:
+def same_recording(
+    source_a: RowSource | str | os.PathLike[str],
+    run_a: str,
+    source_b: RowSource | str | os.PathLike[str],
+    run_b: str,
+) -> bool:
     """Byte-equality of two recordings: every receipt body and every write, commit marker and
     event body equal, in order; only ``run.open``, run ids and ``ts`` may differ (and a
     ``run.close`` must match too)."""
-    rows_a = [(e.type, e.body) for e in source_a.read(run_a) if e.type != "run.open"]
-    rows_b = [(e.type, e.body) for e in source_b.read(run_b) if e.type != "run.open"]
-    return rows_a == rows_b
+    check_run_id(run_a, "run_a")
+    check_run_id(run_b, "run_b")
+    with opened(source_a, "source_a") as rows, naming_run("run_a"):
+        recorded_a = [(e.type, bytes(e.body)) for e in rows.read(run_a) if e.type != "run.open"]
+    with opened(source_b, "source_b") as rows, naming_run("run_b"):
+        recorded_b = [(e.type, bytes(e.body)) for e in rows.read(run_b) if e.type != "run.open"]
+    return recorded_a == recorded_b

@@ -17,7 +17,13 @@ import orjson
 from agentfootprint.audit.read import Receipt
 from agentfootprint.errors import ReplayDivergence
 from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, parse_json_container
+from agentfootprint.verify.commitments import (
+    COMMIT_KEY,
+    OPAQUE,
+    is_commitment,
+    parse_json_container,
+    read_json_text,
+)
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests
 from agentfootprint.verify.verifier import Row
 
@@ -58,8 +64,9 @@ REDACTED = "<redacted>"
 
 
 def masked(value: Any, redacts: Callable[[str], bool]) -> Any:
-    """``value`` with what sits under a redacted key replaced by ``<redacted>`` (JSON text
-    inside strings included; commitments are shown as they are)."""
+    """``value`` with what sits under a redacted key replaced by ``<redacted>`` (walkable JSON
+    text inside strings included, opaque JSON text replaced whole; commitments are shown as
+    they are)."""
     kind = type(value)
     if kind is dict:
         if is_commitment(value):
@@ -71,7 +78,9 @@ def masked(value: Any, redacts: Callable[[str], bool]) -> Any:
     if kind is list:
         return [masked(v, redacts) for v in value]
     if kind is str:
-        inner = parse_json_container(value)
+        inner = read_json_text(value)
+        if inner is OPAQUE:  # under a policy the boundary commits such text whole
+            return REDACTED
         if inner is not None:
             shown = masked(inner, redacts)
             return value if shown == inner else canon(shown).decode("utf-8")

@@ -12,10 +12,12 @@ on the way (a read never trusts an ancestor it has not checked).
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agentfootprint.audit.sources import check_index, check_run_id, naming_run, opened
 from agentfootprint.errors import RunNotFoundError, UsageError, VerificationError
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
@@ -90,8 +92,7 @@ class RunReader:
     # -- state ----------------------------------------------------------------------------
     def state_at(self, run_id: str, commit: int) -> dict[str, Any]:
         """State right after commit ``commit`` (``-1``: the starting state)."""
-        if isinstance(commit, bool) or not isinstance(commit, int) or commit < -1:
-            raise UsageError(f"commit must be an integer >= -1, got {commit!r}")
+        check_index(commit, "commit", -1, "a commit index, -1 for the starting state")
         commits = 0
         for step, state, _ in self._fold(run_id):
             if commit == -1:
@@ -100,7 +101,10 @@ class RunReader:
                 if step.commit == commit:  # its writes precede the marker
                     return copy.deepcopy(state)
                 commits += 1
-        raise UsageError(f"run {run_id} has {commits} commits; commit {commit} does not exist")
+        raise UsageError(
+            f"commit: run {run_id} has {commits} commits; commit {commit} does not exist",
+            option="commit",
+        )
 
     def commit_value_at(self, run_id: str, commit: int, path: str, default: Any = None) -> Any:
         """The value of one state key right after ``commit`` (``default`` when absent)."""
@@ -145,12 +149,11 @@ class RunReader:
                 commit_start = dict(state)  # the marker follows its writes: the next start
 
     def _call(self, run_id: str, k: int) -> tuple[dict[str, Any], Receipt | None]:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise UsageError(f"call index must be an integer >= 0, got {k!r}")
+        check_index(k, "k", 0, "a call index")
         for index, (request, receipt) in enumerate(self._calls(run_id)):
             if index == k:
                 return copy.deepcopy(request), receipt
-        raise UsageError(f"run {run_id} has no call {k}")
+        raise UsageError(f"k: run {run_id} has no call {k}", option="k")
 
     def served_requests(self, run_id: str) -> list[dict[str, Any]]:
         """Every request of the run, in call order, rebuilt in one pass over the log."""
@@ -165,23 +168,48 @@ class RunReader:
         return self._call(run_id, k)[1]
 
 
-def state_at(source: RowSource, run_id: str, commit: int) -> dict[str, Any]:
-    """State of ``run_id`` right after commit ``commit`` (``-1``: its starting state)."""
-    return RunReader(source).state_at(run_id, commit)
+def state_at(
+    source: RowSource | str | os.PathLike[str], run_id: str, commit: int
+) -> dict[str, Any]:
+    """State of ``run_id`` right after commit ``commit`` (``-1``: its starting state).
+
+    ``source``: a store or bundle, or the path of one (opened read-only for this call).
+    """
+    check_run_id(run_id)
+    check_index(commit, "commit", -1, "a commit index, -1 for the starting state")
+    with opened(source) as rows, naming_run():
+        return RunReader(rows).state_at(run_id, commit)
 
 
 def commit_value_at(
-    source: RowSource, run_id: str, commit: int, path: str, default: Any = None
+    source: RowSource | str | os.PathLike[str],
+    run_id: str,
+    commit: int,
+    path: str,
+    default: Any = None,
 ) -> Any:
     """One state key's value right after ``commit``."""
-    return RunReader(source).commit_value_at(run_id, commit, path, default)
+    check_run_id(run_id)
+    check_index(commit, "commit", -1, "a commit index, -1 for the starting state")
+    if not isinstance(path, str) or not path:
+        raise UsageError(
+            f"path: expected a state key (a non-empty str), got {path!r}", option="path"
+        )
+    with opened(source) as rows, naming_run():
+        return RunReader(rows).commit_value_at(run_id, commit, path, default)
 
 
-def served_at(source: RowSource, run_id: str, k: int) -> dict[str, Any]:
+def served_at(source: RowSource | str | os.PathLike[str], run_id: str, k: int) -> dict[str, Any]:
     """The request served at call ``k`` of ``run_id``, rebuilt from the log alone."""
-    return RunReader(source).served_at(run_id, k)
+    check_run_id(run_id)
+    check_index(k, "k", 0, "a call index")
+    with opened(source) as rows, naming_run():
+        return RunReader(rows).served_at(run_id, k)
 
 
-def receipt_at(source: RowSource, run_id: str, k: int) -> Receipt | None:
+def receipt_at(source: RowSource | str | os.PathLike[str], run_id: str, k: int) -> Receipt | None:
     """The receipt of call ``k`` (None when the run recorded no receipts)."""
-    return RunReader(source).receipt_at(run_id, k)
+    check_run_id(run_id)
+    check_index(k, "k", 0, "a call index")
+    with opened(source) as rows, naming_run():
+        return RunReader(rows).receipt_at(run_id, k)

@@ -19,9 +19,10 @@ write values are byte-identical (see ``same_recording``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,20 +38,35 @@ from agentfootprint.audit.divergence import (
     piece_diff,
 )
 from agentfootprint.audit.recording import RecordedToolCall, Recording, holds_commitment
+from agentfootprint.audit.sources import (
+    check_index,
+    check_run_id,
+    naming_run,
+    opened,
+    renamed,
+)
+from agentfootprint.core.agent import Agent
 from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.errors import ReplayDivergence, RunNotFoundError, UsageError
+from agentfootprint.errors import (
+    ContinuationError,
+    FileError,
+    ReplayDivergence,
+    RunNotFoundError,
+    UsageError,
+    VerificationError,
+)
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
-from agentfootprint.store.vault import DisclosureVault, open_vault
+from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.commitments import (
     iter_commitments,
 )
 from agentfootprint.verify.request import RequestDigests
-from agentfootprint.verify.verifier import RowSource, parent_of, shared_verifier
+from agentfootprint.verify.verifier import RowSource, shared_verifier
 
 if TYPE_CHECKING:
-    from agentfootprint.core.agent import Agent, RunResult
+    from agentfootprint.core.agent import RunResult
 
 __all__ = [
     "ReplayResult",
@@ -91,6 +107,7 @@ class _ReplayHooks:
         )
         #: keys the replay records under (set by replay()): values under them are never shown
         self.redacts: Callable[[str], bool] = lambda key: False
+        self.redacting = False  # the replay records under a policy
         #: keys and patterns of the original's policy the agent's own policy lacks
         self.policy_gap: list[str] = []
         self.live = False  # a fork asked its live provider
@@ -284,7 +301,7 @@ class _ReplayHooks:
     def _shown(self, value: Any) -> Any:
         """``value`` as a divergence may print it: what the replay's policy redacts is
         replaced (the opened values of a vault never reach a message or a log)."""
-        return masked(value, self.redacts)
+        return masked(value, self.redacts) if self.redacting else value
 
     def _shown_call(self, call: Any) -> str:
         if isinstance(call, RecordedToolCall):
@@ -403,23 +420,41 @@ class _ReplayProvider:
 
 
 def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
-    """Copy a run's ancestors (exact rows) into ``target`` when it lacks them."""
-    chain: list[str] = []
-    current: str | None = run_id
-    while current is not None:
+    """Copy ``run_id`` and its ancestors (exact rows) into ``target`` where it lacks them.
+
+    The chain is the verified one (each ``run.open`` names its parent; a run index is not
+    evidence), and a run ``target`` already holds must be that very run (same events, same
+    head): a replay never continues another run of the same id.
+    """
+    verifier = shared_verifier(source)
+    verified = verifier.verify(run_id)
+    for ancestor in (*verified.ancestors, run_id):
         try:
-            target.run_info(current)
-            break
+            held = next(iter(target.read(ancestor)), None) is not None
         except RunNotFoundError:
-            chain.append(current)
-        current = parent_of(source, current)
-    for ancestor in reversed(chain):
-        target.append([StoredEvent.copy_of(row) for row in source.read(ancestor)])
+            held = False
+        if not held:
+            target.append([StoredEvent.copy_of(row) for row in source.read(ancestor)])
+            continue
+        original = verifier.verify(ancestor)
+        try:
+            present = shared_verifier(target).verify(ancestor)
+        except VerificationError as exc:
+            raise ContinuationError(
+                f"cannot replay onto run {ancestor}: the agent's store holds a run of that id "
+                f"that does not verify ({exc}); replay into another store"
+            ) from exc
+        if (present.events, present.head) != (original.events, original.head):
+            raise ContinuationError(
+                f"cannot replay onto run {ancestor}: the agent's store holds another run of "
+                "that id (its events differ from the original log's); replay into another "
+                "store"
+            )
 
 
 async def replay(
     agent: Agent,
-    store: RowSource,
+    store: RowSource | str | os.PathLike[str],
     run_id: str,
     *,
     until: int | None = None,
@@ -427,20 +462,54 @@ async def replay(
 ) -> ReplayResult:
     """Replay ``run_id`` from ``store`` with ``agent``; raise at the first divergence.
 
-    ``disclosures``: the vault of the original run (default: the agent's own). A run
-    recorded under a redaction policy replays byte for byte when its commitments can be
-    opened; without the vault, only where no recorded commitment has to be copied.
+    ``store``: the original's log, or its path (a database or bundle, opened read-only).
+    ``disclosures``: the vault of the original run (default: the agent's own), or its path
+    (opened read-only). A run recorded under a redaction policy replays byte for byte when
+    its commitments can be opened; without the vault, only where no recorded commitment
+    has to be copied.
     """
-    if until is not None and (isinstance(until, bool) or not isinstance(until, int) or until < 0):
-        raise UsageError(f"until must be a call index >= 0, got {until!r}")
-    if isinstance(disclosures, str | os.PathLike) and not os.path.isfile(disclosures):
-        raise UsageError(f"disclosures: no vault at {os.fspath(disclosures)!r}")
-    vault = open_vault(disclosures) if disclosures is not None else agent.vault
+    if not isinstance(agent, Agent):
+        raise UsageError(
+            f"agent: expected the agentfootprint Agent to replay with, got {type(agent).__name__}",
+            option="agent",
+        )
+    check_run_id(run_id)
+    if until is not None:
+        check_index(until, "until", 0, "the call index to fork at")
+    with opened(store, "store") as source, _original_vault(disclosures, agent) as vault:
+        return await _replay(agent, source, run_id, until, vault)
+
+
+@contextlib.contextmanager
+def _original_vault(
+    disclosures: DisclosureVault | str | os.PathLike[str] | None, agent: Agent
+) -> Iterator[DisclosureVault | None]:
+    """The original's vault: given, the agent's own, or opened read-only from a path (and
+    closed afterwards). A replay only reads it."""
+    if disclosures is None or isinstance(disclosures, DisclosureVault):
+        yield disclosures if disclosures is not None else agent.vault
+        return
+    if not isinstance(disclosures, str | os.PathLike):
+        raise UsageError(
+            "disclosures: expected the original's vault (a DisclosureVault or the path of "
+            f"one), got {type(disclosures).__name__}",
+            option="disclosures",
+        )
+    path = os.fspath(disclosures)
+    if not isinstance(path, str) or not path or not os.path.isfile(path):
+        raise FileError(
+            f"disclosures: no vault at {path!r} (name the vault file the original run kept)",
+            path=str(path),
+            option="disclosures",
+        )
     try:
-        return await _replay(agent, store, run_id, until, vault)
+        vault = DisclosureVault(path, readonly=True)
+    except FileError as exc:  # NotAVaultError: a log, another database, not SQLite
+        raise renamed(exc, "disclosures") from exc
+    try:
+        yield vault
     finally:
-        if vault is not None and vault is not agent.vault and vault is not disclosures:
-            vault.close()  # opened here from a path
+        vault.close()
 
 
 async def _replay(
@@ -451,7 +520,8 @@ async def _replay(
     vault: DisclosureVault | None,
 ) -> ReplayResult:
     # the original is evidence first: a log that does not verify is not replayed
-    shared_verifier(store).verify(run_id)
+    with naming_run():
+        shared_verifier(store).verify(run_id)
     recording = Recording(store, run_id, vault=vault)
     if recording.message is None:
         raise UsageError(f"run {run_id} has no recorded input (its seed never committed)")
@@ -465,6 +535,7 @@ async def _replay(
     recorded_under = agent._policy(lineage, hooks.policy)
     if recorded_under is not None:
         hooks.redacts = recorded_under.document.matcher()
+        hooks.redacting = True
     if hooks.policy is not None:
         # keys by what the agent's policy matches; patterns as written (two patterns cannot
         # be told equivalent)
@@ -501,7 +572,7 @@ async def _replay(
 
 def replay_sync(
     agent: Agent,
-    store: RowSource,
+    store: RowSource | str | os.PathLike[str],
     run_id: str,
     *,
     until: int | None = None,

@@ -23,10 +23,12 @@ from agentfootprint.core.events import EventBus, Listener
 from agentfootprint.core.options import AgentConfig, resolve_options
 from agentfootprint.core.run import Lineage, RunState, error_record
 from agentfootprint.core.stages import build_chart
+from agentfootprint.core.tools import json_text_size
 from agentfootprint.errors import (
     AgentFootprintError,
     CanonicalFormError,
     ContinuationError,
+    FileError,
     RunError,
     RunNotFoundError,
     UsageError,
@@ -38,6 +40,7 @@ from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_res
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.vault import DisclosureVault, open_vault
 from agentfootprint.store.writer import RunWriter, new_run_id
+from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import check_ijson
 from agentfootprint.verify.request import PROJECTION, REQUEST_VERSION
 from agentfootprint.verify.verifier import LOG_FORMAT, shared_verifier
@@ -73,18 +76,76 @@ class RunResult:
     state: dict[str, Any] = field(repr=False)
 
 
+def _check_size(message: str) -> None:
+    """A user message too large to record (it is one write body, twice) is refused before
+    anything is written; the size limit is read when asked, from ``verify.limits``."""
+    room = limits.MAX_BODY_BYTES - limits.MAX_ENVELOPE_BYTES
+    if 6 * len(message) + 2 <= room:  # no encoding needed: a character is <= 6 bytes
+        return
+    size = json_text_size(message)
+    if size > room:
+        raise UsageError(
+            f"run() argument 'message' is too large to record: {size} bytes as JSON text, "
+            f"over the {room} bytes a message may take in the log (MAX_BODY_BYTES less "
+            "MAX_ENVELOPE_BYTES, agentfootprint.verify.limits); send less, or a reference",
+            option="message",
+        )
+
+
 def open_store(store: Any) -> EventStore:
     """``None`` -> in memory; a path -> SQLite file; an :class:`EventStore` as is."""
     if store is None:
         return MemoryStore()
     if isinstance(store, EventStore):
+        if getattr(store, "readonly", False) is True:
+            raise UsageError(
+                "option 'store': the store was opened read-only (readonly=True); an agent "
+                "records its runs: give it a store opened for writing",
+                option="store",
+            )
         return store
     if isinstance(store, str | os.PathLike):
-        return SqliteStore(store)
+        path = _file_path(store, "store")
+        try:
+            return SqliteStore(path)
+        except FileError as exc:
+            raise _naming(exc, "store") from exc
     raise UsageError(
         f"option 'store': expected None, a database path or an EventStore, got {store!r}",
         option="store",
     )
+
+
+def _file_path(value: str | os.PathLike[Any], option: str) -> str:
+    """A path option as a non-empty str (the store checks the file itself)."""
+    path = os.fspath(value)
+    if not isinstance(path, str) or not path:
+        raise UsageError(f"option {option!r}: expected a file path, got {value!r}", option=option)
+    return path
+
+
+def _naming(exc: FileError, option: str) -> FileError:
+    """``exc`` (same type) with the option it came from named."""
+    if exc.option == option:
+        return exc
+    return type(exc)(f"option {option!r}: {exc}", path=exc.path, option=option)
+
+
+def open_disclosures(disclosures: Any, store: Any) -> DisclosureVault | None:
+    """The ``disclosures`` option as a vault, never the log: the same file as ``store`` (by
+    any path, a link included) or any other log is refused before anything is opened (the
+    vault holds what the log must not)."""
+    if isinstance(disclosures, str | os.PathLike):
+        disclosures = _file_path(disclosures, "disclosures")
+    log: str | os.PathLike[str] | None = None
+    if isinstance(store, str | os.PathLike):
+        log = _file_path(store, "store")
+    elif isinstance(store, SqliteStore):
+        log = store.path
+    try:
+        return open_vault(disclosures, log=log)
+    except FileError as exc:  # NotAVaultError: a log, another database, not SQLite at all
+        raise _naming(exc, "disclosures") from exc
 
 
 class Agent:
@@ -111,8 +172,13 @@ class Agent:
                 **options,
             }
         )
-        self.vault: DisclosureVault | None = open_vault(disclosures)
-        self.store: EventStore = open_store(store)
+        self.vault: DisclosureVault | None = open_disclosures(disclosures, store)
+        try:
+            self.store: EventStore = open_store(store)
+        except BaseException:
+            if self.vault is not None and not isinstance(disclosures, DisclosureVault):
+                self.vault.close()
+            raise
         self._owns_store = not isinstance(store, EventStore)
         self._owns_vault = not isinstance(disclosures, DisclosureVault)
         self.chart = build_chart(self.config.react_mode)
@@ -149,12 +215,19 @@ class Agent:
     async def run(self, message: str, *, continue_from: str | RunResult | None = None) -> RunResult:
         """Run one turn. ``continue_from`` (a run id or result) carries its history over."""
         if not isinstance(message, str):
-            raise UsageError(f"run() takes the user message as a str, got {type(message).__name__}")
+            raise UsageError(
+                f"run() argument 'message' must be the user message as a str, got "
+                f"{type(message).__name__}",
+                option="message",
+            )
         try:
             check_ijson(message, ("message",))
         except CanonicalFormError as exc:
-            raise UsageError(f"run() message cannot be recorded: {exc}") from exc
+            raise UsageError(
+                f"run() argument 'message' cannot be recorded: {exc}", option="message"
+            ) from exc
         refuse_reserved_key(message, "message")
+        _check_size(message)
         lineage = self._lineage(continue_from) if continue_from is not None else None
         return await self._execute(message, lineage)
 
@@ -212,6 +285,8 @@ class Agent:
             self._close_failed(run, exc)
             if isinstance(exc, RunError) and exc.run_id is None:
                 exc.run_id = run_id
+            if isinstance(exc, CanonicalFormError):  # something the run made cannot be recorded
+                raise RunError(f"run {run_id} failed: {exc}", run_id=run_id) from exc
             if isinstance(exc, AgentFootprintError | asyncio.CancelledError | KeyboardInterrupt):
                 raise
             raise RunError(
@@ -256,7 +331,16 @@ class Agent:
         policy = self.config.redact
         for document in (lineage.policy if lineage is not None else None, replayed):
             if document is not None:
-                other = RedactionPolicy(keys=document["keys"], patterns=document["patterns"])
+                try:
+                    other = RedactionPolicy.from_document(document)
+                except UsageError as exc:
+                    if document is replayed:
+                        raise
+                    assert lineage is not None
+                    raise ContinuationError(
+                        f"continue_from: run {lineage.run_id} cannot be continued: {exc}",
+                        run_id=lineage.run_id,
+                    ) from exc
                 policy = other if policy is None else policy | other
         return policy
 
@@ -333,8 +417,11 @@ class Agent:
         """What continuing ``parent`` starts from; ``vault`` opens its state instead of the
         agent's own (a replay reading the original's vault: such a lineage is not kept)."""
         parent_id = parent.run_id if isinstance(parent, RunResult) else parent
-        if not isinstance(parent_id, str):
-            raise UsageError(f"continue_from takes a run id or a RunResult, got {parent!r}")
+        if not isinstance(parent_id, str) or not parent_id:
+            raise UsageError(
+                f"continue_from takes a run id or a RunResult, got {parent!r}",
+                option="continue_from",
+            )
         own = vault is None or vault is self.vault
         cached = self._lineages.get(parent_id) if own else None
         if cached is not None:
@@ -344,25 +431,26 @@ class Agent:
             verified = verifier.verify(parent_id)
         except RunNotFoundError as exc:
             raise ContinuationError(
-                f"cannot continue run {parent_id}: it is not in this agent's store"
+                f"continue_from: cannot continue run {parent_id}: it is not in this agent's store"
             ) from exc
         except VerificationError as exc:
             raise ContinuationError(
-                f"cannot continue run {parent_id}: its log does not verify ({exc})"
+                f"continue_from: cannot continue run {parent_id}: its log does not verify ({exc})"
             ) from exc
         outcome = verified.close.get("outcome") if verified.close else None
         if outcome not in _CONTINUABLE:
             raise ContinuationError(
-                f"cannot continue run {parent_id}: it "
+                f"continue_from: cannot continue run {parent_id}: it "
                 + ("never closed" if outcome is None else f"closed as {outcome!r}")
                 + "; continue from a run that answered or stopped early"
             )
-        info = self.store.run_info(parent_id)
         committed = dict(verified.final_state)
         state, memo = self._reopen(committed, self.vault if own else vault)
+        # everything the child links to comes from the verified parent (its run.open and
+        # events), never from the store's run index, which is not evidence
         return Lineage(
             run_id=parent_id,
-            conversation_id=info.conversation_id,
+            conversation_id=verified.conversation_id,
             events=verified.events,
             head=verified.head,
             state=state,

@@ -165,11 +165,14 @@ class EventBus:
         if not isinstance(pattern, str) or not any(_matches(pattern, k) for k in EVENT_KINDS):
             known = ", ".join(sorted(EVENT_KINDS))
             raise UsageError(
-                f"no event matches {pattern!r}; use one of {known}, a domain wildcard such as "
-                "'agentfootprint.stream.*', 'agentfootprint.*' or '*'"
+                f"on() argument 'name': no event matches {pattern!r}; use one of {known}, a "
+                "domain wildcard such as 'agentfootprint.stream.*', 'agentfootprint.*' or '*'",
+                option="name",
             )
         if not callable(listener):
-            raise UsageError(f"listener for {pattern!r} is not callable")
+            raise UsageError(
+                f"on() argument 'listener' for {pattern!r} is not callable", option="listener"
+            )
         entry = (pattern, listener)
         self._listeners.append(entry)
 

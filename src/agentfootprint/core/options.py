@@ -19,6 +19,7 @@ from agentfootprint.core.providers.base import Provider
 from agentfootprint.core.tools import Tool
 from agentfootprint.errors import UsageError
 from agentfootprint.store.redaction import RedactionPolicy
+from agentfootprint.verify.commitments import read_json_text
 
 __all__ = ["MAX_ITERATIONS_CAP", "PLANNED_OPTIONS", "AgentConfig", "resolve_options"]
 
@@ -161,6 +162,10 @@ def resolve_options(options: Mapping[str, Any]) -> AgentConfig:
     model = options.get("model")
     if not isinstance(model, str) or not model.strip():
         raise _refuse("model", f"a non-empty model name string is required, got {model!r}")
+    if read_json_text(model) is not None:  # a redaction policy would rewrite or commit it
+        raise _refuse(
+            "model", f"a model name may not be JSON object or array text, got {model[:60]!r}"
+        )
 
     system = options.get("system", ())
     if isinstance(system, str):

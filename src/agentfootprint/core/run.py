@@ -236,7 +236,7 @@ class RunState:
             # objects with an earlier one or none: the receipt hasher relies on that
             value = self.boundary.commit_entry(write.path, write.value)
         else:  # append / merge: the operand's items or members, never the key itself
-            value = self.boundary.commit(write.value)
+            value = self.boundary.commit(write.value, key=write.path)
         return (
             write if value is write.value else Write(path=write.path, verb=write.verb, value=value)
         )

@@ -22,8 +22,9 @@ from typing import Any, Literal
 
 import orjson
 
-from agentfootprint.errors import UsageError
-from agentfootprint.verify.canonical import MAX_SAFE_INT, check_ijson
+from agentfootprint.errors import RecordTooLargeError, UsageError
+from agentfootprint.verify import limits
+from agentfootprint.verify.canonical import MAX_SAFE_INT, check_ijson, json_path
 
 __all__ = ["CommitValues", "Scope", "Write", "json_equal", "to_json_value"]
 
@@ -54,9 +55,33 @@ def to_json_value(value: Any, path: tuple[str | int, ...] = ()) -> Any:
     integral value becomes the number JCS writes and a parser reads back (``1.0`` -> ``1``,
     ``-0.0`` -> ``0``, ``1e19`` stays a float), so live state equals folded state exactly.
     """
+    return _detached(value, path)[0]
+
+
+def _detached(value: Any, path: tuple[str | int, ...]) -> tuple[Any, int]:
+    """:func:`to_json_value` and the length of the JSON it went through (the size of the
+    value as recorded, up to number formatting: orjson writes ``1e20`` where JCS writes
+    its 21 digits, a difference the write envelope's room absorbs)."""
     plain = check_ijson(value, path)
-    copied = orjson.loads(orjson.dumps(value))
-    return copied if plain else _as_parsed(copied)
+    encoded = orjson.dumps(value)
+    copied = orjson.loads(encoded)
+    return (copied if plain else _as_parsed(copied)), len(encoded)
+
+
+#: Room a write body takes around its value (``{"commit":..,"path":..,"value":..,"verb":..}``)
+_WRITE_ENVELOPE = 1024
+
+
+def _fits(key: str, size: int) -> None:
+    """A value too large for one log body is refused when it is written, naming its key
+    (the limit is read when asked, from ``verify.limits``)."""
+    room = limits.MAX_BODY_BYTES - _WRITE_ENVELOPE - len(key.encode("utf-8", "replace"))
+    if size > room:
+        raise RecordTooLargeError(
+            json_path((key,)),
+            f"{size} bytes as JSON, over the {room} bytes one write may record "
+            "(MAX_BODY_BYTES, agentfootprint.verify.limits)",
+        )
 
 
 def _as_parsed(value: Any) -> Any:
@@ -116,19 +141,27 @@ class Scope:
         return self.get(key, _MISSING) is not _MISSING
 
     def set(self, key: str, value: Any) -> None:
-        self._pending[self._key(key)] = to_json_value(value, (key,))
+        self._pending[self._key(key)] = self._recordable(key, value)
 
     def append(self, key: str, items: list[Any]) -> None:
         current = self.get(key, [])
         if not isinstance(current, list) or not isinstance(items, list):
             raise UsageError(f"append to {key!r} needs a list value and a list of items")
-        self._pending[self._key(key)] = current + to_json_value(items, (key,))
+        self._pending[self._key(key)] = current + self._recordable(key, items)
 
     def merge(self, key: str, members: Mapping[str, Any]) -> None:
         current = self.get(key, {})
         if not isinstance(current, dict) or not isinstance(members, Mapping):
             raise UsageError(f"merge into {key!r} needs an object value and a mapping")
-        self._pending[self._key(key)] = {**current, **to_json_value(dict(members), (key,))}
+        self._pending[self._key(key)] = {**current, **self._recordable(key, dict(members))}
+
+    @staticmethod
+    def _recordable(key: str, value: Any) -> Any:
+        """A detached JSON copy of what is written (as ``delta`` records it), refused when
+        it cannot be recorded (not I-JSON, or too large for one log body)."""
+        copied, size = _detached(value, (key,))
+        _fits(key, size)
+        return copied
 
     def delete(self, key: str) -> None:
         self._pending[self._key(key)] = _DELETED

@@ -11,6 +11,10 @@ may return (documented in the README):
   integer beyond +-(2**53 - 1)): refused. The call is recorded as that tool's
   error result naming the JSON path and type, and the run goes on, exactly as
   when the tool raises. Convert such values yourself (``dt.isoformat()``).
+* a result too large to record (the results of one reply's tool calls share one
+  log body, bounded by ``verify.limits.MAX_BODY_BYTES`` less
+  ``MAX_ENVELOPE_BYTES`` for the record around them): refused the same way, the
+  error result naming its size and the limit.
 """
 
 from __future__ import annotations
@@ -27,19 +31,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+import orjson
 from jsonschema.exceptions import SchemaError
 
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.store.redaction import refuse_reserved_key
+from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import canon, check_ijson
 
 __all__ = [
     "TOOL_NAME",
+    "ResultRoom",
     "Tool",
     "ToolContext",
     "ToolOutcome",
     "define_tool",
     "describe_type",
+    "json_text_size",
     "validate_arguments",
 ]
 
@@ -101,15 +109,16 @@ def define_tool(
         raise UsageError(f"tool {name!r} needs a non-empty description", option="tools")
     if not callable(execute):
         raise UsageError(f"tool {name!r}: execute must be callable", option="tools")
+    if input_schema is not None and not isinstance(input_schema, Mapping):
+        raise UsageError(
+            f"tool {name!r}: input_schema must be a JSON Schema object (a dict such as "
+            f"{{'type': 'object', 'properties': {{...}}}}), got {type(input_schema).__name__}",
+            option="tools",
+        )
     schema = (
-        dict(input_schema)
-        if input_schema is not None
-        else {
-            "type": "object",
-            "properties": {},
-        }
+        dict(input_schema) if input_schema is not None else {"type": "object", "properties": {}}
     )
-    if not isinstance(input_schema, Mapping | None) or schema.get("type") != "object":
+    if schema.get("type") != "object":
         raise UsageError(
             f"tool {name!r}: input_schema must be a JSON Schema whose type is 'object' "
             f"(tool arguments are an object), got {input_schema!r}",
@@ -213,10 +222,14 @@ class ToolOutcome:
 
     content: str
     is_error: bool = False
+    #: the canonical JSON ``content`` is the text of (a JSON result): its size as a JSON
+    #: string follows from it without encoding ``content`` again
+    canonical: bytes | None = field(default=None, repr=False, compare=False)
 
 
 def result_text(tool_name: str, value: Any) -> ToolOutcome:
-    """Apply the result rule (see the module docstring)."""
+    """Apply the result rule (see the module docstring); the size is checked by
+    :class:`ResultRoom`, with the canonical bytes computed here."""
     try:
         refuse_reserved_key(value, "result")
     except CanonicalFormError as exc:
@@ -228,9 +241,83 @@ def result_text(tool_name: str, value: Any) -> ToolOutcome:
             return _refused(tool_name, exc)
         return ToolOutcome(content=value)
     try:
-        return ToolOutcome(content=canon(value).decode("utf-8"))
+        encoded = canon(value)
     except CanonicalFormError as exc:
         return _refused(tool_name, exc)
+    return ToolOutcome(content=encoded.decode("utf-8"), canonical=encoded)
+
+
+def json_text_size(text: str, canonical: bytes | None = None) -> int:
+    """Bytes ``text`` takes as a JSON string in a canonical body, quotes included.
+
+    ``canonical``: the canonical JSON that ``text`` is the text of; it holds no raw control
+    characters, so only its quotes and backslashes gain an escape (no encoding pass).
+    """
+    if canonical is not None:
+        return len(canonical) + 2 + canonical.count(b'"') + canonical.count(b"\\")
+    try:
+        return len(orjson.dumps(text))  # JCS escapes the same characters, to the same length
+    except orjson.JSONEncodeError:  # a lone surrogate (refused before it is recorded)
+        return _size_bound(text, None)
+
+
+def _size_bound(text: str, canonical: bytes | None) -> int:
+    """An upper bound of :func:`json_text_size` computed without reading the text: a code
+    point takes at most 6 bytes in a JSON string (``\\u001f``), a canonical byte at most 2."""
+    return 2 * len(canonical) + 2 if canonical is not None else 6 * len(text) + 2
+
+
+class ResultRoom:
+    """What the tool results of one reply may still take in the body that records them.
+
+    They are recorded together (one ``history`` write), so they share one budget: the body
+    limit (``verify.limits``, read when the room is made) less the room for the record
+    around them. Sizes are bounds until a result would not fit under them; then they are
+    made exact, so small results cost no encoding pass and none is refused wrongly.
+    """
+
+    def __init__(self) -> None:
+        self.limit = limits.MAX_BODY_BYTES - limits.MAX_ENVELOPE_BYTES
+        self.used = 0
+        self._bounded: list[tuple[int, str, bytes | None]] = []
+
+    def admit(self, tool_name: str, outcome: ToolOutcome) -> ToolOutcome:
+        """``outcome`` when it fits (charged), else the error result that says why."""
+        size = self._charge(outcome.content, outcome.canonical)
+        if size is None:
+            return outcome
+        earlier = (
+            f", and this reply's earlier tool results already take {self.used} bytes"
+            if self.used
+            else ""
+        )
+        refused = ToolOutcome(
+            content=f"Error: tool '{tool_name}' returned a result too large to record: "
+            f"{size} bytes as JSON text, over the {self.limit} bytes the tool results of one "
+            f"reply may take in the log{earlier} (the body limit MAX_BODY_BYTES less "
+            "MAX_ENVELOPE_BYTES, agentfootprint.verify.limits). Return less: a page, a "
+            "summary, or where to find the data.",
+            is_error=True,
+        )
+        # charged even past the limit: a refusal is small, the envelope's room takes it
+        self.used += json_text_size(refused.content)
+        return refused
+
+    def _charge(self, text: str, canonical: bytes | None) -> int | None:
+        """None when ``text`` fits (and is charged), else its exact size."""
+        bound = _size_bound(text, canonical)
+        if self.used + bound <= self.limit:
+            self.used += bound
+            self._bounded.append((bound, text, canonical))
+            return None
+        for charged, earlier, encoded in self._bounded:  # exact sizes before refusing
+            self.used += json_text_size(earlier, encoded) - charged
+        self._bounded.clear()
+        size = json_text_size(text, canonical)
+        if self.used + size <= self.limit:
+            self.used += size
+            return None
+        return size
 
 
 def _refused(tool_name: str, exc: CanonicalFormError) -> ToolOutcome:

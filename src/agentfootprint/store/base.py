@@ -2,7 +2,8 @@
 
 * :class:`EventReader`: read one run's events in seq order, list runs.
 * :class:`EventStore`: an :class:`EventReader` that also appends a batch of
-  already-hashed events atomically (all or nothing) and refuses to overwrite.
+  already-hashed events atomically (all or nothing) and refuses to overwrite, and
+  several runs' batches at once, also all or nothing (an import).
 
 Backends never compute hashes and never interpret bodies beyond the run index
 taken from ``run.open``; :class:`~agentfootprint.store.writer.RunWriter` does
@@ -14,7 +15,8 @@ backend passes.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +32,17 @@ __all__ = [
     "RunInfo",
     "StoredEvent",
     "run_index_from_open",
+    "same_file",
 ]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StoredEvent:
-    """One log row exactly as stored: ``body`` is the canonical bytes that were hashed."""
+    """One log row exactly as stored: ``body`` is the canonical bytes that were hashed.
+
+    Read back from a file, each field is what the file holds, uncoerced (a TEXT body of a
+    crafted file arrives as ``str``, not ``bytes``): the verifier judges the types.
+    """
 
     run_id: str
     seq: int
@@ -105,6 +112,17 @@ def run_index_from_open(event: StoredEvent) -> tuple[str, str | None]:
     return conversation, parent_id
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one file: :func:`os.path.samefile` when both exist (hard
+    links, symlinks, different spellings), else the resolved paths compared."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):  # an unreadable folder, a NUL in a path
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
 class EventReader(abc.ABC):
     """Read access to a log."""
 
@@ -154,6 +172,16 @@ class EventStore(EventReader):
         ``run.open``. On any failure nothing of the batch is kept:
         :class:`StoreConflictError` when the position is taken (another writer),
         :class:`StoreError` for anything else.
+        """
+
+    @abc.abstractmethod
+    def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
+        """Append several batches (of one or several runs) as one atomic unit: every batch
+        is kept, or none is.
+
+        Each batch obeys the rules of :meth:`append`, judged after the batches before it
+        in ``batches``. An import uses it so that a refused bundle leaves the store as it
+        was. ``batches`` may be a generator: it is consumed once, inside the unit.
         """
 
     @staticmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from agentfootprint.errors import RunNotFoundError, StoreConflictError
 from agentfootprint.store.base import (
@@ -38,6 +38,29 @@ class MemoryStore(EventStore):
                 self._index[run_id] = run_index_from_open(events[0])
                 self._events[run_id] = log
             log.extend(events)
+
+    def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
+        """Every batch checked against the store plus the batches before it, then all
+        applied together: a batch refused anywhere leaves the store untouched."""
+        staged: list[Sequence[StoredEvent]] = []
+        with self._lock:
+            lengths: dict[str, int] = {}
+            index: dict[str, tuple[str, str | None]] = {}
+            for events in batches:
+                self.check_batch(events)
+                run_id, first = events[0].run_id, events[0].seq
+                have = lengths.get(run_id, len(self._events.get(run_id, ())))
+                if first != have:
+                    raise StoreConflictError(
+                        f"run {run_id}: append at seq {first} but the run has {have} events"
+                    )
+                if first == 0:
+                    index[run_id] = run_index_from_open(events[0])
+                lengths[run_id] = have + len(events)
+                staged.append(events)
+            self._index.update(index)
+            for events in staged:
+                self._events.setdefault(events[0].run_id, []).extend(events)
 
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         with self._lock:

@@ -23,12 +23,16 @@ from agentfootprint.errors import ReservedKeyError, UsageError
 from agentfootprint.verify.canonical import canon, json_path
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
+    LEGACY_POLICY_VERSION,
+    OPAQUE,
     Disclosure,
     PolicyDocument,
     b64url,
     commitment_digest,
     is_commitment,
-    parse_json_container,
+    nests_too_deep,
+    re2_refusal,
+    read_json_text,
 )
 
 __all__ = [
@@ -85,8 +89,9 @@ def random_salt() -> bytes:
 class RedactionPolicy:
     """Keys to redact by name, at any depth of any recorded value.
 
-    ``keys``: exact key names. ``patterns``: regular expressions (Python ``re``
-    syntax, matched with ``search``; put flags inline, e.g. ``"(?i)email"``).
+    ``keys``: exact key names. ``patterns``: regular expressions in RE2 syntax (linear-time
+    matching, portable to RE2 libraries of other languages), found anywhere in a key; put
+    flags inline, e.g. ``"(?i)email"``. Recorded as a version 2 policy document.
     """
 
     keys: tuple[str, ...]
@@ -122,6 +127,30 @@ class RedactionPolicy:
         object.__setattr__(self, "keys", keys_t)
         object.__setattr__(self, "patterns", patterns_t)
         object.__setattr__(self, "document", document)
+
+    @classmethod
+    def from_document(cls, document: Any) -> RedactionPolicy:
+        """The policy a recorded ``run.open`` document (version 1 or 2) names, to record a
+        run that continues or replays it: always a version 2 policy. A version 1 pattern
+        (Python ``re``) that RE2 cannot compile is a :class:`UsageError` naming it."""
+        try:
+            recorded = PolicyDocument.from_json(document)
+        except ValueError as exc:
+            raise UsageError(
+                f"option 'redact': the recorded policy: {exc}", option="redact"
+            ) from exc
+        if recorded.version == LEGACY_POLICY_VERSION:
+            for pattern in recorded.patterns:
+                why = re2_refusal(pattern)
+                if why is not None:
+                    raise UsageError(
+                        f"option 'redact': the recorded policy's pattern {pattern!r} (a "
+                        "version 1 policy: Python re syntax) is not RE2 syntax "
+                        f"({why}); a run recorded under it cannot be continued or replayed "
+                        "under a version 2 policy, which would have to hold that pattern",
+                        option="redact",
+                    )
+        return cls(keys=recorded.keys, patterns=recorded.patterns)
 
     def __or__(self, other: RedactionPolicy) -> RedactionPolicy:
         """The union of two policies (``conversation_redaction() | RedactionPolicy(...)``)."""
@@ -167,12 +196,14 @@ def _pattern(pattern: Any) -> str:
         raise UsageError(
             f"option 'redact': patterns must be non-empty strings, got {pattern!r}", option="redact"
         )
-    try:
-        re.compile(pattern)
-    except re.error as exc:
+    why = re2_refusal(pattern)
+    if why is not None:
         raise UsageError(
-            f"option 'redact': {pattern!r} is not a regular expression ({exc})", option="redact"
-        ) from exc
+            f"option 'redact': pattern {pattern!r} is not RE2 syntax ({why}); patterns are "
+            "RE2 regular expressions (https://github.com/google/re2/wiki/Syntax: no "
+            "backreferences or lookaround, \\z for the end of a key)",
+            option="redact",
+        )
     return pattern
 
 
@@ -195,22 +226,22 @@ def refuse_reserved_key(value: Any, where: str) -> None:
 
 
 def _find_commit_key(value: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
-    kind = type(value)
-    if kind is str:
-        inner = parse_json_container(value)
-        return None if inner is None else _find_commit_key(inner, path)
-    if kind is dict:
-        for k, v in value.items():
-            if k == COMMIT_KEY:
-                return (*path, k)
-            found = _find_commit_key(v, (*path, k))
-            if found is not None:
-                return found
-    elif kind is list or kind is tuple:
-        for i, v in enumerate(value):
-            found = _find_commit_key(v, (*path, i))
-            if found is not None:
-                return found
+    """Where ``$commit`` is used as a key (walkable JSON text included: the JSON-text rule of
+    :func:`~agentfootprint.verify.commitments.read_json_text`), or None. Iterative."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        kind = type(item)
+        if kind is str:
+            inner = read_json_text(item)
+            if inner is not None and inner is not OPAQUE:
+                stack.append((inner, where))
+        elif kind is dict:
+            if COMMIT_KEY in item:
+                return (*where, COMMIT_KEY)
+            stack.extend((v, (*where, k)) for k, v in reversed(item.items()))
+        elif kind is list or kind is tuple:
+            stack.extend((item[i], (*where, i)) for i in range(len(item) - 1, -1, -1))
     return None
 
 
@@ -260,8 +291,19 @@ class ReplayCommitments:
         self._written.add(digest)
 
 
+# a frame of the boundary's walk: [kind, source, under, keys, position, out, changed, member
+# being walked, live]. kind: _DICT, _LIST, or _TEXT (walkable JSON text in a string: keys holds
+# the parsed value, position the number of disclosures before it, out its walked result)
+_DICT, _LIST, _TEXT = 0, 1, 2
+
+
 class Boundary:
-    """Commits values by policy; keeps each new commitment's disclosure until taken."""
+    """Commits values by policy; keeps each new commitment's disclosure until taken.
+
+    The walk is iterative (deep values and JSON text inside strings never recurse). Strings
+    follow the JSON-text rule (:func:`~agentfootprint.verify.commitments.read_json_text`):
+    walkable text is rewritten in canonical form when something in it was committed, and
+    opaque JSON text is committed whole, under the nearest enclosing member name."""
 
     def __init__(
         self,
@@ -292,18 +334,20 @@ class Boundary:
         """The committed form of ``value`` stored under ``key`` (a top-level state key)."""
         if self._matches(key):
             return self._commitment(key, value)
-        return self.commit(value)
+        return self._walk(value, key)[0]
 
-    def commit(self, value: Any, *, recorded: bool = True) -> Any:
+    def commit(self, value: Any, *, recorded: bool = True, key: str | None = None) -> Any:
         """The committed form of ``value`` (the same object when nothing in it matches).
 
+        ``key``: the member ``value`` sits under, if any (the state key of an ``append``
+        operand): opaque JSON text directly in it is committed under that name.
         ``recorded=False``: the value goes to listeners only, never to the log (a replay's
         salts and checks are kept for what is recorded)."""
         if recorded:
-            return self._walk(value)[0]
+            return self._walk(value, key)[0]
         self._recording = False
         try:
-            return self._walk(value)[0]
+            return self._walk(value, key)[0]
         finally:
             self._recording = True
 
@@ -323,45 +367,141 @@ class Boundary:
         self.disclosures.append(Disclosure(commitment=digest, salt=salt, key=key, value=value))
         return {COMMIT_KEY: digest}
 
-    def _walk(self, value: Any) -> tuple[Any, bool]:
+    def _walk(self, value: Any, under: str | None) -> tuple[Any, bool]:
+        """``(committed form, whether it differs)``; members by sorted name, depth first (the
+        order commitments are made in, which a replay reads back from the log)."""
+        stack: list[list[Any]] = []
+        result = self._visit(value, under, stack, True)
+        while stack:
+            frame = stack[-1]
+            if result is not None:  # the child the frame was waiting for is done
+                kind = frame[0]
+                if kind == _DICT:
+                    frame[5][frame[7]] = result[0]
+                elif kind == _LIST:
+                    frame[5].append(result[0])
+                else:
+                    frame[5] = result
+                if result[1]:
+                    frame[6] = True
+            result = self._step(frame, stack)
+        assert result is not None
+        return result
+
+    def _visit(
+        self, value: Any, under: str | None, stack: list[list[Any]], live: bool
+    ) -> tuple[Any, bool] | None:
+        """A value's committed form, or None when a frame was pushed to walk it."""
         kind = type(value)
         if kind is dict or kind is list:
-            hit = self.memo.get(id(value))
-            if hit is not None and hit[0] is value:
-                return hit[1], hit[1] is not value
-            result = self._walk_container(value, kind)
-            if self._recording:  # a listener's commitments are never recorded: not reused
-                self.memo[id(value)] = (value, result[0])
-            return result
+            if live:  # parsed JSON text is never seen twice: not looked up, not memoized
+                hit = self.memo.get(id(value))
+                if hit is not None and hit[0] is value:
+                    return hit[1], hit[1] is not value
+            if kind is dict:
+                if is_commitment(value):  # carried under a key the policy does not name
+                    if self._replay is not None and self._recording:
+                        self._replay.passing(value[COMMIT_KEY], None)
+                    if live and self._recording:
+                        self.memo[id(value)] = (value, value)
+                    return value, False
+                keys = list(value) if len(value) < 2 else sorted(value)
+                stack.append([_DICT, value, under, keys, 0, {}, False, None, live])
+            else:
+                stack.append([_LIST, value, under, None, 0, [], False, None, live])
+            return None
         if kind is str:
-            inner = parse_json_container(value)
-            if inner is not None:
-                committed, changed = self._walk(inner)
-                if changed:
-                    return canon(committed).decode("utf-8"), True
+            inner = read_json_text(value)
+            if inner is None:
+                return value, False
+            if inner is OPAQUE:
+                return self._commitment(_name(under), value), True
+            stack.append(
+                [_TEXT, value, under, inner, len(self.disclosures), None, False, None, False]
+            )
+            return None
         return value, False
 
-    def _walk_container(self, value: Any, kind: type) -> tuple[Any, bool]:
-        if kind is dict:
-            if is_commitment(value):  # carried under a key the policy does not name
-                if self._replay is not None and self._recording:
-                    self._replay.passing(value[COMMIT_KEY], None)
-                return value, False
-            changed = False
-            out: dict[str, Any] = {}
-            # members by sorted name, so the order commitments are made in can be read back
-            # from the log (a replay hands out the original's salts in that order)
-            for key in value if len(value) < 2 else sorted(value):
-                child = value[key]
+    def _step(self, frame: list[Any], stack: list[list[Any]]) -> tuple[Any, bool] | None:
+        """Walk the frame's next children; its result when it is done (and popped)."""
+        kind, source = frame[0], frame[1]
+        if kind == _DICT:
+            keys, out, position = frame[3], frame[5], frame[4]
+            while position < len(keys):
+                key = keys[position]
+                position += 1
+                child = source[key]
                 if self._matches(key):
                     new = self._commitment(key, child)
-                    changed = changed or new is not child
-                else:
-                    new, child_changed = self._walk(child)
-                    changed = changed or child_changed
-                out[key] = new
-            return (out, True) if changed else (value, False)
-        items = [self._walk(child) for child in value]
-        if any(c for _, c in items):
-            return [v for v, _ in items], True
-        return value, False
+                    if new is not child:
+                        frame[6] = True
+                    out[key] = new
+                    continue
+                kind = type(child)
+                if kind is not dict and kind is not list and (kind is not str or _plain(child)):
+                    out[key] = child  # a scalar, or text: nothing to walk
+                    continue
+                found = self._visit(child, key, stack, frame[8])
+                if found is None:
+                    frame[4], frame[7] = position, key
+                    return None
+                out[key] = found[0]
+                if found[1]:
+                    frame[6] = True
+            frame[4] = position
+        elif kind == _LIST:
+            out, position = frame[5], frame[4]
+            while position < len(source):
+                child = source[position]
+                position += 1
+                kind = type(child)
+                if kind is not dict and kind is not list and (kind is not str or _plain(child)):
+                    out.append(child)
+                    continue
+                found = self._visit(child, frame[2], stack, frame[8])
+                if found is None:
+                    frame[4] = position
+                    return None
+                out.append(found[0])
+                if found[1]:
+                    frame[6] = True
+            frame[4] = position
+        else:
+            if frame[5] is None:
+                frame[5] = self._visit(frame[3], frame[2], stack, False)
+                if frame[5] is None:
+                    return None
+            stack.pop()
+            return self._rewritten(frame)
+        stack.pop()
+        result = (frame[5], True) if frame[6] else (source, False)
+        if frame[8] and self._recording:  # a listener's commitments are never recorded
+            self.memo[id(source)] = (source, result[0])
+        return result
+
+    def _rewritten(self, frame: list[Any]) -> tuple[Any, bool]:
+        """Walkable JSON text after its walk: kept, or rewritten as ``canon`` of its committed
+        form; committed whole if the rewrite nests deeper than the JSON-text rule walks (a
+        commitment of a value at the deepest level adds one), its inner commitments undone."""
+        source, (committed, changed) = frame[1], frame[5]
+        if not changed:
+            return source, False
+        text = canon(committed).decode("utf-8")
+        if nests_too_deep(text):
+            del self.disclosures[frame[4] :]
+            return self._commitment(_name(frame[2]), source), True
+        return text, True
+
+
+def _plain(text: str) -> bool:
+    """Text for sure (no ``{``, ``[`` or JSON whitespace first): the JSON-text rule's step 1."""
+    return text[:1] not in _MAYBE_JSON or not text
+
+
+_MAYBE_JSON = "{[ \t\n\r"
+
+
+def _name(under: str | None) -> str:
+    """The key an opaque string is committed under: the member it sits in (the empty name
+    for a string at the top of an appended value whose state key was not given)."""
+    return "" if under is None else under

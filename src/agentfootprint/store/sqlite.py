@@ -5,16 +5,25 @@ One transaction per appended batch (a stage commit), plain ``INSERT`` against
 both win, and the loser's whole batch rolls back. Several processes may write
 to one database at once (WAL plus a busy timeout). Driver errors are turned
 into this library's errors in one place, :func:`translate_errors`.
+
+Opening is fail-closed: a file is only ever written to once it is known to be a
+log (or new, or empty), and a read-only store never writes at all, not even the
+WAL switch or a ``-shm`` file beside a log no writer holds (it opens the file
+``immutable``), so evidence on write-once storage can be read and verified.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
+import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import urllib.parse
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +31,14 @@ import sqlite_utils
 
 from agentfootprint.errors import (
     AppendOnlyError,
+    FileError,
+    NewerVersionError,
+    NotALogError,
     RunNotFoundError,
     StoreBusyError,
     StoreConflictError,
     StoreError,
+    UsageError,
 )
 from agentfootprint.store.base import (
     EventStore,
@@ -35,9 +48,25 @@ from agentfootprint.store.base import (
     run_index_from_open,
 )
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteStore", "atomic", "translate_errors"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SQLITE_HEADER",
+    "DatabaseKind",
+    "SqliteStore",
+    "atomic",
+    "check_writable",
+    "connect_readonly",
+    "file_path",
+    "probe_file",
+    "translate_errors",
+    "writer_files",
+]
 
 _APPEND_ONLY = "agentfootprint log is append-only"
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 #: (version, name, statements). Applied in order, each recorded in ``schema_version``.
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
@@ -73,20 +102,62 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
+_LOG_COLUMNS = {
+    "events": {"run_id", "seq", "type", "ts", "body", "event_hash", "chain_hash"},
+    "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
+    "schema_version": {"version"},
+}
+_VAULT_COLUMNS = {"disclosures": {"commitment", "run_id", "key", "salt", "value"}}
+_SYNCHRONOUS = ("NORMAL", "FULL")
+
+
+def _error_name(exc: sqlite3.Error) -> str:
+    return str(getattr(exc, "sqlite_errorname", "") or "")
+
 
 @contextlib.contextmanager
-def translate_errors(context: str) -> Iterator[None]:
-    """Turn sqlite3 errors into this library's store errors (the one place that does)."""
+def translate_errors(
+    context: str,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    wrong_kind: type[FileError] = NotALogError,
+) -> Iterator[None]:
+    """Turn sqlite3 errors into this library's errors (the one place that does).
+
+    A file SQLite cannot parse is ``wrong_kind`` (:class:`NotALogError` for a log,
+    :class:`NotAVaultError` for a vault); a file it cannot open, write or grow is a
+    :class:`FileError`; the rest are store errors.
+    """
     try:
         yield
     except sqlite3.Error as exc:
-        message = str(exc)
+        message, name = str(exc), _error_name(exc)
+        where = os.fspath(path) if path is not None else None
         if _APPEND_ONLY in message:
             raise AppendOnlyError(f"{context}: {message}") from exc
         if isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in message:
             raise StoreConflictError(
                 f"{context}: position already taken by another writer ({message})"
             ) from exc
+        if name == "SQLITE_NOTADB" or "file is not a database" in message:
+            raise wrong_kind(
+                f"{context}: {where or 'the file'} is not an SQLite database ({message})",
+                path=where,
+            ) from exc
+        if name.startswith("SQLITE_CANTOPEN") or "unable to open" in message:
+            raise FileError(
+                f"{context}: cannot open {where or 'the database'} ({message}): check that "
+                "it exists and that its folder can be read (and written, to record)",
+                path=where,
+            ) from exc
+        if name.startswith("SQLITE_READONLY") or "readonly database" in message:
+            raise FileError(
+                f"{context}: {where or 'the database'} or its folder cannot be written "
+                f"({message}); to read a log on read-only storage, open it read-only",
+                path=where,
+            ) from exc
+        if name == "SQLITE_FULL" or "disk is full" in message:
+            raise FileError(f"{context}: no room left ({message})", path=where) from exc
         if "locked" in message or "busy" in message:
             raise StoreBusyError(f"{context}: database stayed locked ({message})") from exc
         raise StoreError(f"{context}: SQLite error: {message}") from exc
@@ -94,109 +165,435 @@ def translate_errors(context: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception (a failed ``COMMIT`` too) rolls
+    the whole batch back. The rollback is skipped when the error already ended the
+    transaction (SQLite does for some, e.g. a full disk), so the first error surfaces."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+
+
+# -- what a file is ----------------------------------------------------------------------
+
+
+def writer_files(path: Path) -> list[Path]:
+    """The files a writer keeps beside a database (``-wal``, ``-journal``) that exist now:
+    while there are none, no writer holds the database and it can be read ``immutable``."""
+    return [
+        side
+        for side in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal"))
+        if side.exists()
+    ]
+
+
+def probe_file(path: Path) -> tuple[int, bytes]:
+    """``(size, first 16 bytes)`` of an existing regular file, read without SQLite;
+    :class:`FileError` when it is missing, a folder or unreadable."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise FileError(f"{path}: no such file", path=str(path)) from None
+    except OSError as exc:
+        raise FileError(f"cannot read {path}: {exc.strerror or exc}", path=str(path)) from exc
+    if stat.S_ISDIR(info.st_mode):
+        raise FileError(f"{path} is a folder, not a file", path=str(path))
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise FileError(f"cannot read {path}: {exc.strerror or exc}", path=str(path)) from exc
+    return info.st_size, header
+
+
+def check_writable(path: Path, *, what: str) -> None:
+    """Refuse early, with a :class:`FileError`, to open ``path`` for writing when its folder
+    is missing or cannot be written (SQLite keeps its ``-wal``/``-journal`` files there) or
+    the file itself is read-only; ``what`` names the file ("log", "vault")."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise FileError(
+            f"cannot open the {what} {path} for writing: the folder {folder} does not exist",
+            path=str(path),
+        )
+    read_only = (
+        f"; to read a {what} on read-only storage, open it read-only (readonly=True, "
+        "or a command that only reads)"
+    )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise FileError(
+            f"cannot open the {what} {path} for writing: its folder {folder} cannot be "
+            f"written{read_only}",
+            path=str(path),
+        )
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise FileError(
+            f"cannot open the {what} {path} for writing: the file is read-only{read_only}",
+            path=str(path),
+        )
+
+
+def _printable(name: str) -> str:
+    return name if name.isprintable() else ascii(name)
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseKind:
+    """What an SQLite database holds, told from its tables (and their columns)."""
+
+    tables: tuple[str, ...]
+    is_log: bool
+    is_vault: bool
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> DatabaseKind:
+        tables = tuple(
+            str(row[0])
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+            )
+        )
+
+        def has(expected: dict[str, set[str]]) -> bool:
+            for table, columns in expected.items():
+                if table not in tables:
+                    return False
+                found = {str(r[0]) for r in conn.execute(_COLUMNS, (table,))}
+                if not columns <= found:
+                    return False
+            return True
+
+        is_log = has(_LOG_COLUMNS)
+        return cls(tables=tables, is_log=is_log, is_vault=not is_log and has(_VAULT_COLUMNS))
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.tables
+
+    def describe(self) -> str:
+        """``an agentfootprint log``, ``a disclosure vault``, ``an SQLite database with no
+        tables`` or ``an SQLite database of another application (tables: a, b)``."""
+        if self.is_log:
+            return "an agentfootprint log"
+        if self.is_vault:
+            return "a disclosure vault"
+        if self.is_empty:
+            return "an SQLite database with no tables"
+        shown = ", ".join(_printable(t) for t in self.tables[:12])
+        more = f", and {len(self.tables) - 12} more" if len(self.tables) > 12 else ""
+        return f"an SQLite database of another application (tables: {shown}{more})"
+
+
+_COLUMNS = "SELECT name FROM pragma_table_info(?)"
+
+
+def _uri(path: Path, query: str) -> str:
+    return "file:" + urllib.parse.quote(os.path.abspath(path), safe="/") + "?" + query
+
+
+def connect_readonly(
+    path: Path, *, what: str, wrong_kind: type[FileError], timeout: float = 30.0
+) -> sqlite3.Connection:
+    """A connection that can never write to ``path`` or create anything beside it.
+
+    With no writer's file beside the database it is opened ``immutable`` (no lock, no
+    ``-wal`` or ``-shm``: works on read-only storage); with one (a live or interrupted
+    writer) ``mode=ro``, which reads the committed WAL frames. A missing file is a
+    :class:`FileError`; an empty or non-SQLite file ``wrong_kind`` (``what`` names the
+    kind of file wanted, e.g. "an agentfootprint log").
+    """
+    size, header = probe_file(path)
+    live = writer_files(path)
+    if size == 0 and not live:
+        raise wrong_kind(f"{path} is an empty file, not {what}", path=str(path))
+    if size > 0 and header != SQLITE_HEADER:
+        raise wrong_kind(f"{path} is not an SQLite database, so not {what}", path=str(path))
+    uri = _uri(path, "mode=ro" if live else "immutable=1")
+    context = f"opening {path} read-only"
+    with translate_errors(context, path=path, wrong_kind=wrong_kind):
+        conn = sqlite3.connect(
+            uri, uri=True, isolation_level=None, timeout=timeout, check_same_thread=False
+        )
+    try:
+        with translate_errors(context, path=path, wrong_kind=wrong_kind):
+            try:
+                conn.execute("PRAGMA query_only=ON")  # a connection setting; writes nothing
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as exc:
+                name = _error_name(exc)
+                if live and (name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY"))):
+                    raise FileError(
+                        f"{path} has {live[0].name} beside it (a writer holds it, or one was "
+                        f"interrupted), and it cannot be read without writing there ({exc}): "
+                        "copy the file together with the files beside it to writable "
+                        "storage and read the copy",
+                        path=str(path),
+                    ) from exc
+                raise
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    """``MAX(schema_version.version)``, 0 with no such table; junk is :class:`NotALogError`."""
+    names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+    if "schema_version" not in names:
+        return 0
+    junk = conn.execute(
+        "SELECT version FROM schema_version WHERE typeof(version) != 'integer' LIMIT 1"
+    ).fetchone()
+    (highest,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    if junk is not None or highest is None or highest < 1:
+        if junk is None and highest is None:
+            held = "no version"
+        else:
+            held = (repr(junk[0]) if junk is not None else repr(highest))[:60]
+            held += ", not a migration number"
+        raise NotALogError(
+            f"{path}: its schema_version table holds {held}: not an agentfootprint log "
+            "(or a damaged one)",
+            path=str(path),
+        )
+    return int(highest)
+
+
+def _check_newer(version: int, path: Path) -> None:
+    if version > SCHEMA_VERSION:
+        raise NewerVersionError(
+            f"{path} has schema version {version}, newer than this library's "
+            f"{SCHEMA_VERSION}: upgrade agentfootprint to read it",
+            path=str(path),
+        )
+
+
+def _bytes_or_as_stored(value: Any) -> Any:
+    """BLOB values as ``bytes``; anything else (a TEXT body of a crafted file) as stored, so
+    the verifier can say what is wrong with it."""
+    return bytes(value) if isinstance(value, bytes | memoryview) else value
+
+
+def file_path(value: Any, *, who: str, option: str) -> Path:
+    """``value`` as a :class:`Path`, or a :class:`UsageError` naming ``option`` when it is
+    not a file path (not ``str``/``os.PathLike`` of text, or holding a NUL character)."""
+    text = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise UsageError(
+            f"{who}: {option} must be a file path (a non-empty str or os.PathLike without "
+            f"NUL characters), not {value!r}",
+            option=option,
+        )
+    return Path(text)
+
+
+def _validated(path: Any, readonly: Any, synchronous: Any, timeout: Any) -> Path:
+    checked = file_path(path, who="SqliteStore", option="path")
+    if type(readonly) is not bool:
+        raise UsageError(
+            f"SqliteStore: readonly must be True or False, not {readonly!r}", option="readonly"
+        )
+    if not isinstance(synchronous, str) or synchronous not in _SYNCHRONOUS:
+        raise UsageError(
+            f"SqliteStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}",
+            option="synchronous",
+        )
+    if type(timeout) not in (int, float) or not math.isfinite(timeout) or timeout <= 0:
+        raise UsageError(
+            f"SqliteStore: timeout must be a positive number of seconds, not {timeout!r}",
+            option="timeout",
+        )
+    return checked
 
 
 class SqliteStore(EventStore):
     """A log in one SQLite file.
 
-    ``synchronous`` is SQLite's setting: ``"NORMAL"`` (default) survives a killed
-    process with no committed stage lost; ``"FULL"`` also survives power loss at
-    the price of one fsync per stage commit.
+    Writing (default): a missing or empty file becomes a log; an existing file that is
+    not a log is refused with :class:`NotALogError` (saying what it is) and left as it
+    was. ``synchronous`` is SQLite's setting: ``"NORMAL"`` (default) survives a killed
+    process with no committed stage lost; ``"FULL"`` also survives power loss at the
+    price of one fsync per stage commit. ``timeout`` is how long (seconds) to wait for
+    another writer's lock.
+
+    ``readonly=True``: reads only; never creates, migrates or changes the file, creates
+    nothing beside a log no writer holds, works on read-only folders and mounts;
+    ``append`` raises :class:`StoreError`.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL", timeout: float = 30.0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        synchronous: str = "NORMAL",
+        timeout: float = 30.0,
     ) -> None:
-        if synchronous not in ("NORMAL", "FULL"):
-            raise StoreError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
-        self.path = Path(path)
+        self.path = _validated(path, readonly, synchronous, timeout)
+        self.readonly = readonly
         self._lock = threading.RLock()
-        with translate_errors(f"opening {self.path}"):
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, timeout=timeout, check_same_thread=False
+        if readonly:
+            self._conn = self._open_readonly(float(timeout))
+        else:
+            self._conn = self._open_for_writing(synchronous, float(timeout))
+        self.db = sqlite_utils.Database(self._conn)
+
+    def _open_readonly(self, timeout: float) -> sqlite3.Connection:
+        what = "an agentfootprint log"
+        conn = connect_readonly(self.path, what=what, wrong_kind=NotALogError, timeout=timeout)
+        try:
+            with translate_errors(f"opening {self.path}", path=self.path):
+                kind = DatabaseKind.of(conn)
+                if not kind.is_log:
+                    raise NotALogError(
+                        f"{self.path} is {kind.describe()}, not {what}", path=str(self.path)
+                    )
+                _check_newer(_schema_version(conn, self.path), self.path)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_for_writing(self, synchronous: str, timeout: float) -> sqlite3.Connection:
+        path = self.path
+        if path.exists() or path.is_symlink():
+            size, header = probe_file(path)
+            if size > 0 and header != SQLITE_HEADER:
+                raise NotALogError(
+                    f"{path} is not an SQLite database, so not an agentfootprint log; it was "
+                    "left unchanged: name a new file or an existing log",
+                    path=str(path),
+                )
+        check_writable(path, what="log")
+        context = f"opening {path}"
+        with translate_errors(context, path=path):
+            conn = sqlite3.connect(
+                path, isolation_level=None, timeout=timeout, check_same_thread=False
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            self.db = sqlite_utils.Database(self._conn)
-            self._migrate()
+        try:
+            with translate_errors(context, path=path):
+                kind = DatabaseKind.of(conn)  # reads only: nothing is written before this
+                if not (kind.is_log or kind.is_empty):
+                    raise NotALogError(
+                        f"{path} is {kind.describe()}, not an agentfootprint log; it was left "
+                        "unchanged: name a new file or an existing log",
+                        path=str(path),
+                    )
+                if kind.is_log:
+                    _check_newer(_schema_version(conn, path), path)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     # -- schema -------------------------------------------------------------------------
     def schema_version(self) -> int:
         """The highest migration applied to this database (0 for a new file)."""
-        if "schema_version" not in self.db.table_names():
-            return 0
-        row = self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        return int(row[0] or 0)
+        with self._lock, translate_errors(f"reading {self.path}", path=self.path):
+            return _schema_version(self._conn, self.path)
 
-    def _migrate(self) -> None:
-        with atomic(self._conn):
-            if "schema_version" not in self.db.table_names():
-                self.db.table("schema_version").create(
-                    {"version": int, "name": str, "applied_at": int}, pk="version"
-                )
-            current = self.schema_version()
-            if current > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} has schema version {current}, newer than this library's "
-                    f"{SCHEMA_VERSION}: upgrade agentfootprint to read it"
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        with atomic(conn):
+            current = _schema_version(conn, self.path)  # again: another writer may have won
+            _check_newer(current, self.path)
+            if current == 0:
+                conn.execute(
+                    "CREATE TABLE schema_version "
+                    "(version INTEGER PRIMARY KEY, name TEXT, applied_at INTEGER)"
                 )
             for version, name, statements in MIGRATIONS:
                 if version <= current:
                     continue
                 for statement in statements:
-                    self._conn.execute(statement)
-                self.db.table("schema_version").insert(
-                    {"version": version, "name": name, "applied_at": int(time.time() * 1000)}
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_version VALUES (?, ?, ?)",
+                    (version, name, int(time.time() * 1000)),
                 )
 
     # -- contract -----------------------------------------------------------------------
+    def _writable(self) -> None:
+        if self.readonly:
+            raise StoreError(
+                f"{self.path} was opened read-only: nothing can be appended (open it without "
+                "readonly=True to record)"
+            )
+
     def append(self, events: Sequence[StoredEvent]) -> None:
+        self._writable()
         self.check_batch(events)
         first = events[0]
-        rows = [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events]
         context = f"run {first.run_id} append at seq {first.seq}"
-        with self._lock, translate_errors(context), atomic(self._conn) as conn:
-            (count,) = conn.execute(
-                "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE run_id = ?", (first.run_id,)
-            ).fetchone()
-            if count != first.seq:
-                raise StoreConflictError(
-                    f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
-                )
-            if first.seq == 0:
-                conversation, parent = run_index_from_open(first)
-                conn.execute(
-                    "INSERT INTO runs VALUES (?, ?, ?, ?)",
-                    (first.run_id, conversation, parent, first.ts),
-                )
-            conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        with (
+            self._lock,
+            translate_errors(context, path=self.path),
+            atomic(self._conn) as conn,
+        ):
+            self._insert(conn, events)
+
+    def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
+        """Every batch in one ``BEGIN IMMEDIATE`` transaction: all kept, or none."""
+        self._writable()
+        context = f"atomic append to {self.path}"
+        with (
+            self._lock,
+            translate_errors(context, path=self.path),
+            atomic(self._conn) as conn,
+        ):
+            for events in batches:
+                self.check_batch(events)
+                self._insert(conn, events)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, events: Sequence[StoredEvent]) -> None:
+        first = events[0]
+        (count,) = conn.execute(
+            "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE run_id = ?", (first.run_id,)
+        ).fetchone()
+        if count != first.seq:
+            raise StoreConflictError(
+                f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
+            )
+        if first.seq == 0:
+            conversation, parent = run_index_from_open(first)
+            conn.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?)",
+                (first.run_id, conversation, parent, first.ts),
+            )
+        conn.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events],
+        )
 
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
-        with self._lock, translate_errors(f"reading run {run_id}"):
+        """The rows as stored: a BLOB as ``bytes``, any other value (a TEXT body, an integer
+        hash of a crafted file) unchanged, for the verifier to judge."""
+        with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
             rows = self._conn.execute(
                 "SELECT run_id, seq, type, ts, body, event_hash, chain_hash FROM events "
                 "WHERE run_id = ? AND seq >= ? ORDER BY seq",
                 (run_id, start),
             ).fetchall()
             if not rows and start == 0:
-                self.run_info(run_id)  # raises RunNotFoundError
+                raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         return (
             StoredEvent(
                 run_id=r[0],
                 seq=r[1],
                 type=r[2],
                 ts=r[3],
-                body=bytes(r[4]),
-                event_hash=bytes(r[5]),
-                chain_hash=bytes(r[6]),
+                body=_bytes_or_as_stored(r[4]),
+                event_hash=_bytes_or_as_stored(r[5]),
+                chain_hash=_bytes_or_as_stored(r[6]),
             )
             for r in rows
         )
@@ -208,34 +605,47 @@ class SqliteStore(EventStore):
         "(SELECT MAX(seq) FROM events WHERE run_id = r.run_id)"
     )
 
-    @staticmethod
-    def _info(row: Any) -> RunInfo:
+    def _info(self, row: Any) -> RunInfo:
+        head = _bytes_or_as_stored(row[6])
+        if (
+            not isinstance(row[0], str)
+            or not isinstance(row[1], str)
+            or not (row[2] is None or isinstance(row[2], str))
+            or type(row[3]) is not int
+            or type(row[4]) is not int
+            or not isinstance(row[5], str)
+            or not isinstance(head, bytes)
+        ):
+            raise StoreError(
+                f"{self.path}: the index or last row of run {_printable(str(row[0]))} holds "
+                "values of the wrong type: the file is damaged or was altered (verify it)"
+            )
         return RunInfo(
-            run_id=str(row[0]),
-            conversation_id=str(row[1]),
-            parent_run_id=None if row[2] is None else str(row[2]),
-            opened_at=int(row[3]),
-            events=int(row[4]),
-            last_type=str(row[5]),
-            head=bytes(row[6]),
+            run_id=row[0],
+            conversation_id=row[1],
+            parent_run_id=row[2],
+            opened_at=row[3],
+            events=row[4],
+            last_type=row[5],
+            head=head,
         )
 
     def run_info(self, run_id: str) -> RunInfo:
-        with self._lock, translate_errors(f"reading run {run_id}"):
+        with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
             row = self._conn.execute(self._INFO + " WHERE r.run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         return self._info(row)
 
     def run_ids(self) -> list[str]:
-        with self._lock, translate_errors("listing runs from the events"):
+        with self._lock, translate_errors("listing runs from the events", path=self.path):
             rows = self._conn.execute(
                 "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
             ).fetchall()
         return [row[0] for row in rows]
 
     def index_entries(self) -> list[IndexEntry]:
-        with self._lock, translate_errors("reading the run index"):
+        with self._lock, translate_errors("reading the run index", path=self.path):
             rows = self._conn.execute(
                 "SELECT run_id, conversation_id, parent_run_id, opened_at FROM runs ORDER BY rowid"
             ).fetchall()
@@ -245,7 +655,7 @@ class SqliteStore(EventStore):
         ]
 
     def runs(self) -> list[RunInfo]:
-        with self._lock, translate_errors("listing runs"):
+        with self._lock, translate_errors("listing runs", path=self.path):
             rows = self._conn.execute(self._INFO + " ORDER BY r.rowid").fetchall()
         return [self._info(row) for row in rows]
 

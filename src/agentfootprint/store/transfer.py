@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from agentfootprint import __version__
-from agentfootprint.errors import RunNotFoundError, StoreConflictError
-from agentfootprint.store.base import EventStore, StoredEvent
-from agentfootprint.verify.bundle import BundleSource, write_bundle
+from agentfootprint.errors import (
+    RunNotFoundError,
+    StoreConflictError,
+    UsageError,
+    VerificationError,
+)
+from agentfootprint.store.base import EventReader, EventStore, StoredEvent, run_index_from_open
+from agentfootprint.verify.bundle import BundleSource
+from agentfootprint.verify.bundle_write import write_bundle
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["export_runs", "import_bundle"]
@@ -22,6 +29,21 @@ def export_runs(
 
     Each run is verified before it is exported: a bundle never carries a broken log.
     """
+    if not isinstance(store, EventReader):
+        raise UsageError(
+            f"store must be a store to read (SqliteStore, MemoryStore), not {type(store).__name__}",
+            option="store",
+        )
+    if (
+        isinstance(run_ids, str | bytes)
+        or not isinstance(run_ids, Sequence)
+        or not run_ids
+        or not all(type(r) is str and r for r in run_ids)
+    ):
+        raise UsageError(
+            f"run_ids must be a non-empty list of run id strings, not {run_ids!r}",
+            option="run_ids",
+        )
     verifier = Verifier(store)
     for run_id in run_ids:
         verifier.verify(run_id)
@@ -29,29 +51,98 @@ def export_runs(
 
 
 def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
-    """Verify every run of the bundle, then append the ones the store lacks (exact bytes).
+    """Verify every run of the bundle, then append the ones the store lacks (exact bytes),
+    all in one atomic unit: a refused import leaves the store as it was.
 
-    A run the store already holds with the same head is skipped; with another head it is
-    a :class:`StoreConflictError` (two different logs under one run id). Returns the ids
-    of the runs imported.
+    First every run is verified; then every run is checked against the store: one the
+    store holds with exactly the same rows is skipped, one it holds with any other rows is
+    a :class:`StoreConflictError` naming it (two logs under one run id: the store's copy
+    is never altered or added to). Only when every run passed are the missing ones
+    appended, parents before children, through :meth:`EventStore.append_runs`. Returns
+    the ids of the runs imported.
     """
+    if not isinstance(bundle, BundleSource):
+        raise UsageError(
+            f"bundle must be an opened BundleSource, not {type(bundle).__name__}",
+            option="bundle",
+        )
+    _check_store(store, "store")
+    run_ids = _verified_run_ids(bundle)
+    missing: list[str] = []
+    for run_id in run_ids:
+        if not _present(store, bundle, run_id):
+            missing.append(run_id)
+    ordered = _parents_first(bundle, missing)
+    if ordered:
+        store.append_runs(
+            [StoredEvent.copy_of(row) for row in bundle.read(run_id)] for run_id in ordered
+        )
+    return ordered
+
+
+def _check_store(store: Any, argument: str) -> None:
+    if not isinstance(store, EventStore):
+        raise UsageError(
+            f"{argument} must be an EventStore (SqliteStore, MemoryStore), "
+            f"not {type(store).__name__}",
+            option=argument,
+        )
+
+
+def _verified_run_ids(bundle: BundleSource) -> list[str]:
+    """Every run of the bundle, each verified (and, where the verifier offers whole-file
+    verification, the manifest checked against the events): a failure raises."""
     verifier = Verifier(bundle)
-    runs = bundle.runs()
-    for run in runs:
-        verifier.verify(run.run_id)
-    imported = []
-    for run in runs:
-        try:
-            present = store.run_info(run.run_id)
-        except RunNotFoundError:
-            present = None
-        if present is not None:
-            if (present.events, present.head) != (run.events, run.head):
-                raise StoreConflictError(
-                    f"run {run.run_id} is already in the store with a different log "
-                    f"({present.events} events, head {present.head.hex()[:16]}…)"
-                )
-            continue
-        store.append([StoredEvent.copy_of(row) for row in bundle.read(run.run_id)])
-        imported.append(run.run_id)
-    return imported
+    verify_all = getattr(verifier, "verify_all", None)
+    if verify_all is not None:
+        found: list[str] = []
+        for run_id, outcome in verify_all():
+            if isinstance(outcome, VerificationError):
+                raise outcome
+            found.append(run_id)
+        return list(dict.fromkeys(found))
+    run_ids = [run.run_id for run in bundle.runs()]
+    for run_id in run_ids:
+        verifier.verify(run_id)
+    return run_ids
+
+
+def _present(store: EventStore, bundle: BundleSource, run_id: str) -> bool:
+    """Whether the store holds the run (found from its events, not the index); a copy that
+    differs from the bundle's in any row is a :class:`StoreConflictError`."""
+    try:
+        held = store.read(run_id)
+    except RunNotFoundError:
+        return False
+    rows = (StoredEvent.copy_of(row) for row in bundle.read(run_id))
+    for count, (mine, theirs) in enumerate(itertools.zip_longest(held, rows)):
+        if mine is None and count == 0:
+            return False  # a store that yields no row for the run does not hold it
+        if mine != theirs:
+            raise StoreConflictError(
+                f"run {run_id} is already in the store with a different log (they differ "
+                f"at seq {count}); nothing was imported: the store's copy is kept as it is"
+            )
+    return True
+
+
+def _parents_first(bundle: BundleSource, run_ids: list[str]) -> list[str]:
+    """``run_ids`` reordered so that a run comes after its parent when both are in it
+    (whatever order the bundle lists them in), otherwise in the bundle's order."""
+    wanted = set(run_ids)
+    parent: dict[str, str | None] = {}
+    for run_id in run_ids:
+        first = next(iter(bundle.read(run_id)))
+        parent[run_id] = run_index_from_open(StoredEvent.copy_of(first))[1]
+    ordered: list[str] = []
+    placed: set[str] = set()
+    for run_id in run_ids:
+        chain: list[str] = []
+        at: str | None = run_id
+        while at is not None and at in wanted and at not in placed and at not in chain:
+            chain.append(at)
+            at = parent[at]
+        for item in reversed(chain):
+            placed.add(item)
+            ordered.append(item)
+    return ordered

@@ -15,13 +15,23 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from agentfootprint.errors import StoreError, UsageError
-from agentfootprint.store.sqlite import atomic, translate_errors
+from agentfootprint.errors import FileError, NotAVaultError, StoreError, UsageError
+from agentfootprint.store.base import same_file
+from agentfootprint.store.sqlite import (
+    SQLITE_HEADER,
+    DatabaseKind,
+    atomic,
+    check_writable,
+    connect_readonly,
+    file_path,
+    probe_file,
+    translate_errors,
+    writer_files,
+)
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
@@ -42,30 +52,111 @@ CREATE TABLE IF NOT EXISTS disclosures (
 );
 CREATE INDEX IF NOT EXISTS disclosures_by_run ON disclosures (run_id);
 """
+_VAULT = "a disclosure vault"
 
 
 class DisclosureVault:
-    """Disclosures by commitment, in their own SQLite file (secure delete on)."""
+    """Disclosures by commitment, in their own SQLite file (secure delete on).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+    ``DisclosureVault(path)`` opens a vault for writing, creating it when the file is
+    missing or empty; ``create=False`` requires an existing vault (a missing file is a
+    :class:`FileError`); ``readonly=True`` (implies ``create=False``) only reads: no schema,
+    no journal switch, nothing written. A file that is not a vault (a log, another
+    application's SQLite database, a file that is not SQLite) is refused with
+    :class:`NotAVaultError` saying what it is, and left unchanged.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False
+    ) -> None:
+        checked = file_path(path, who="DisclosureVault", option="disclosures")
+        for name, flag in (("create", create), ("readonly", readonly)):
+            if type(flag) is not bool:
+                raise UsageError(
+                    f"DisclosureVault: {name} must be True or False, not {flag!r}", option=name
+                )
+        self.path = checked
+        self.readonly = readonly
         self._lock = threading.RLock()
-        with translate_errors(f"opening vault {self.path}"):
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+        if readonly:
+            self._conn = self._open_readonly()
+        else:
+            self._conn = self._open_for_writing(create)
+
+    def _refuse(self, what: str) -> NotAVaultError:
+        return NotAVaultError(
+            f"{self.path} is {what}, not a disclosure vault; it was left unchanged: name "
+            "the vault file (a separate file from the log)",
+            path=str(self.path),
+        )
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        conn = connect_readonly(self.path, what=_VAULT, wrong_kind=NotAVaultError)
+        try:
+            with translate_errors(
+                f"opening vault {self.path}", path=self.path, wrong_kind=NotAVaultError
+            ):
+                kind = DatabaseKind.of(conn)
+                if not kind.is_vault:
+                    raise self._refuse(kind.describe())
+                conn.execute("PRAGMA secure_delete=ON")  # a connection setting
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_for_writing(self, create: bool) -> sqlite3.Connection:
+        path = self.path
+        exists = path.exists() or path.is_symlink()
+        if not exists and not create:
+            raise FileError(f"{path}: no such vault (no such file)", path=str(path))
+        if exists:
+            size, header = probe_file(path)
+            if size > 0 and header != SQLITE_HEADER:
+                raise self._refuse("not an SQLite database")
+            if size == 0 and not create and not writer_files(path):
+                raise self._refuse("an empty file")
+        elif not path.parent.is_dir():
+            raise FileError(
+                f"cannot create the vault {path}: the folder {path.parent} does not exist",
+                path=str(path),
             )
-            self._conn.execute("PRAGMA secure_delete=ON")
-            self._conn.execute("PRAGMA journal_mode=DELETE")  # no WAL copies of values
-            self._conn.executescript(_SCHEMA)
+        check_writable(path, what="vault")
+        context = f"opening vault {path}"
+        with translate_errors(context, path=path, wrong_kind=NotAVaultError):
+            conn = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+        try:
+            with translate_errors(context, path=path, wrong_kind=NotAVaultError):
+                kind = DatabaseKind.of(conn)  # reads only: nothing is written before this
+                if not (kind.is_vault or (kind.is_empty and create)):
+                    raise self._refuse(kind.describe())
+                conn.execute("PRAGMA secure_delete=ON")
+                conn.execute("PRAGMA journal_mode=DELETE")  # no WAL copies of values
+                if kind.is_empty:
+                    conn.executescript(_SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _writable(self) -> None:
+        if self.readonly:
+            raise StoreError(
+                f"vault {self.path} was opened read-only: nothing can be kept or erased "
+                "(open it without readonly=True)"
+            )
 
     def put(self, run_id: str, disclosures: Sequence[Disclosure]) -> None:
         """Keep the disclosures of one commit (one transaction)."""
+        self._writable()
         rows = [(d.commitment, run_id, d.key, d.salt, canon(d.value)) for d in disclosures]
-        with self._lock, translate_errors(f"vault {self.path}"), atomic(self._conn) as conn:
+        with self._lock, self._errors(), atomic(self._conn) as conn:
             conn.executemany("INSERT OR IGNORE INTO disclosures VALUES (?, ?, ?, ?, ?)", rows)
 
     def get(self, commitment: str) -> Disclosure | None:
-        with self._lock, translate_errors(f"vault {self.path}"):
+        with self._lock, self._errors():
             row = self._conn.execute(
                 "SELECT commitment, key, salt, value FROM disclosures WHERE commitment = ?",
                 (commitment,),
@@ -119,7 +210,7 @@ class DisclosureVault:
         args: tuple[str, ...] = ()
         if run_id is not None:
             query, args = query + " WHERE run_id = ?", (run_id,)
-        with self._lock, translate_errors(f"vault {self.path}"):
+        with self._lock, self._errors():
             return [r[0] for r in self._conn.execute(query + " ORDER BY rowid", args)]
 
     def erase(self, *, commitments: Iterable[str] = (), run_id: str | None = None) -> int:
@@ -127,7 +218,8 @@ class DisclosureVault:
         targets = list(commitments)
         if not targets and run_id is None:
             raise UsageError("erase what? name commitments or a run id")
-        with self._lock, translate_errors(f"vault {self.path}"):
+        self._writable()
+        with self._lock, self._errors():
             with atomic(self._conn) as conn:
                 erased = 0
                 for commitment in targets:
@@ -141,17 +233,40 @@ class DisclosureVault:
             self._conn.execute("VACUUM")  # no free page keeps an erased value
         return erased
 
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        return translate_errors(f"vault {self.path}", path=self.path, wrong_kind=NotAVaultError)
+
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
 
+    def __enter__(self) -> DisclosureVault:
+        return self
 
-def open_vault(vault: object) -> DisclosureVault | None:
-    """``None``, a path, or a :class:`DisclosureVault` (the ``disclosures`` option)."""
-    if vault is None or isinstance(vault, DisclosureVault):
-        return vault
-    if isinstance(vault, str | os.PathLike):
-        return DisclosureVault(vault)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_vault(
+    vault: object, *, log: str | os.PathLike[str] | None = None
+) -> DisclosureVault | None:
+    """``None``, a path, or a :class:`DisclosureVault` (the ``disclosures`` option).
+
+    ``log`` is the log's path, when the log is a file: a vault that is the same file is
+    refused (the secrets would be put in the log), before anything is opened.
+    """
+    if vault is None:
+        return None
+    if isinstance(vault, DisclosureVault | str | os.PathLike):
+        where = vault.path if isinstance(vault, DisclosureVault) else vault
+        if log is not None and same_file(where, log):
+            raise UsageError(
+                f"option 'disclosures': the vault {os.fspath(where)} is the log file itself; "
+                "the vault keeps the redacted values and must be a separate file, "
+                "never the log or part of an export",
+                option="disclosures",
+            )
+        return vault if isinstance(vault, DisclosureVault) else DisclosureVault(vault)
     raise UsageError(
         f"option 'disclosures': expected a path or a DisclosureVault, got {vault!r}",
         option="disclosures",
@@ -177,7 +292,10 @@ def read_disclosures(data: bytes) -> list[Disclosure]:
     version = document.get("agentfootprint_disclosures") if isinstance(document, dict) else None
     if type(version) is not int or version != 1:
         raise StoreError("not an agentfootprint disclosures file")
+    items = document.get("disclosures", [])
+    if not isinstance(items, list):
+        raise StoreError("disclosures file: 'disclosures' must be an array of disclosures")
     try:
-        return [Disclosure.from_json(item) for item in document.get("disclosures", [])]
+        return [Disclosure.from_json(item) for item in items]
     except ValueError as exc:
         raise StoreError(f"disclosures file: {exc}") from exc

@@ -4,6 +4,11 @@ A :class:`RunWriter` turns ``(type, body)`` pairs into canonical bytes, event
 hashes and chain links, and hands the batch to the store in one atomic append.
 Its head advances only after the store accepted the batch, so a failed append
 leaves neither the store nor the writer half-written.
+
+It is also where the size limit (``verify.limits``) is enforced: no body over
+``MAX_BODY_BYTES`` and no bundle-line envelope over ``MAX_ENVELOPE_BYTES`` is ever
+recorded, so every run it writes fits in bundle lines of ``MAX_BUNDLE_LINE_BYTES`` and can
+be exported. A batch that breaks the limit is refused whole, before the store sees it.
 """
 
 from __future__ import annotations
@@ -13,11 +18,30 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
+
+from agentfootprint.errors import CanonicalFormError, RecordTooLargeError
 from agentfootprint.store.base import EventStore, StoredEvent
+from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 
-__all__ = ["Clock", "RunWriter", "new_run_id", "wall_clock_ms"]
+__all__ = ["Clock", "RunWriter", "envelope_bytes", "new_run_id", "wall_clock_ms"]
+
+#: a bundle line's members around the body, with empty strings and zero integers
+_LINE_FRAME = len(
+    orjson.dumps(
+        {
+            "run": "",
+            "seq": 0,
+            "type": "",
+            "ts": 0,
+            "body": "",
+            "event_hash": "0" * 64,
+            "chain_hash": "0" * 64,
+        }
+    )
+) - len(b'""' * 2 + b"00")
 
 Clock = Callable[[], int]
 
@@ -32,6 +56,28 @@ def new_run_id() -> str:
     return f"{wall_clock_ms():012x}{secrets.token_hex(10)}"
 
 
+#: below this size a body is copied once (see :func:`_compact`)
+_COMPACT_BELOW = 64 * 1024
+
+
+def _compact(data: bytes) -> bytes:
+    """A small body as a bytes object of its own size. orjson's output of a few dozen bytes
+    keeps its 4 KiB working buffer allocated for as long as it lives: a store that keeps
+    rows in memory (``MemoryStore``, the default) held about 4 KiB per event (300 MiB for
+    70 000 events), against a few MiB once copied. A large output is already trimmed."""
+    return bytes(memoryview(data)) if len(data) < _COMPACT_BELOW else data
+
+
+def envelope_bytes(run_id: str, seq: int, type_: str, ts: int) -> int:
+    """The length of the event's bundle line with an empty body (newline excluded): member
+    names, punctuation, the run id and type as JSON strings, seq, ts, both hashes in hex and
+    the body's two quotes. The line is this plus the body's bytes JSON-escaped, at most
+    twice the body (a canonical body holds no control character, and JSON escaping writes
+    every other byte as itself or, for ``"`` and ``\\``, as two)."""
+    quoted = len(orjson.dumps(run_id)) + len(orjson.dumps(type_))
+    return _LINE_FRAME + quoted + len(str(seq)) + len(str(ts))
+
+
 class RunWriter:
     """Appends the events of one run, keeping its seq and chain head."""
 
@@ -43,12 +89,20 @@ class RunWriter:
         self.head = GENESIS
 
     def append(self, events: Sequence[tuple[str, Any]]) -> list[StoredEvent]:
-        """Hash and append ``(type, body)`` pairs as one atomic batch."""
+        """Hash and append ``(type, body)`` pairs as one atomic batch.
+
+        A body whose canonical bytes exceed ``limits.MAX_BODY_BYTES`` (read at each call),
+        or an event whose bundle envelope exceeds ``limits.MAX_ENVELOPE_BYTES`` (a run id of
+        tens of kilobytes), raises :class:`RecordTooLargeError` before anything of the batch
+        is appended: the store and this writer's seq and head stay as they were.
+        """
         ts = self.clock()
         seq, head = self.seq, self.head
         batch: list[StoredEvent] = []
         for type_, body in events:
-            data = canon(body)
+            self._check_envelope(seq, type_, ts)
+            data = _compact(canon(body))
+            self._check_body(seq, type_, data)
             e = event_hash(self.run_id, seq, type_, ts, data)
             head = chain_hash(head, e)
             batch.append(
@@ -66,3 +120,31 @@ class RunWriter:
         self.store.append(batch)
         self.seq, self.head = seq, head
         return batch
+
+    def _where(self, seq: int, type_: str) -> str:
+        run_id = self.run_id if len(self.run_id) <= 64 else self.run_id[:64] + "…"
+        return f"run {run_id} seq {seq} ({type_})"
+
+    def _check_body(self, seq: int, type_: str, data: bytes) -> None:
+        if len(data) > limits.MAX_BODY_BYTES:
+            raise RecordTooLargeError(
+                self._where(seq, type_),
+                f"the body is {len(data)} bytes in canonical form, over the limit of "
+                f"{limits.MAX_BODY_BYTES} (MAX_BODY_BYTES, agentfootprint.verify.limits): "
+                "nothing of this batch was recorded",
+            )
+
+    def _check_envelope(self, seq: int, type_: str, ts: int) -> None:
+        try:
+            envelope = envelope_bytes(self.run_id, seq, type_, ts)
+        except orjson.JSONEncodeError as exc:  # a lone surrogate: no JSON string holds it
+            raise CanonicalFormError(
+                self._where(seq, type_), f"the run id or type is not Unicode text ({exc})"
+            ) from exc
+        if envelope > limits.MAX_ENVELOPE_BYTES:
+            raise RecordTooLargeError(
+                self._where(seq, type_),
+                f"the event's bundle envelope (run id, type, seq, ts, hashes) would be "
+                f"{envelope} bytes, over the limit of {limits.MAX_ENVELOPE_BYTES} "
+                "(MAX_ENVELOPE_BYTES): use a shorter run id; nothing of this batch was recorded",
+            )

@@ -13,7 +13,13 @@ they are distinct and unrelated) are planted
   structured provider failure;
 * with ``free_text=True`` (for :func:`conversation_redaction`), also in free text: the
   user message, the model's text, tool-call arguments that are not JSON, tool results as
-  plain strings, tool error messages and a provider error message.
+  plain strings, tool error messages and a provider error message;
+* with ``rfc8259=True``, JSON text is also spelled the ways RFC 8259 allows and a fast
+  parser may not (:data:`CORNER_CASES`): a huge exponent, a 400-digit integer, a
+  duplicate member name, a lone-surrogate escape and nesting beyond the walked depth
+  (JSON text the boundary commits whole), a wide but finite integer, an underflowing
+  exponent, member names spelled with ``\\u`` escapes and two levels of JSON text whose
+  inner escapes are themselves escaped (``\\u005c\\u0075``: text it walks).
 
 ``served`` lists the secrets the model must have received and ``kept`` those the run's
 live result state must hold: redaction never touches either. :func:`build_planted_agent`
@@ -40,6 +46,7 @@ from agentfootprint.errors import ProviderCallError
 from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
 
 __all__ = [
+    "CORNER_CASES",
     "NOISE_KEYS",
     "PATTERN_KEYS",
     "POLICY_KEYS",
@@ -51,6 +58,7 @@ __all__ = [
     "PlantedRun",
     "ProviderDown",
     "build_planted_agent",
+    "corner_text",
     "joined",
     "json_text",
     "key_policy",
@@ -119,13 +127,80 @@ def json_text(value: Any, style: int = 0) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+#: RFC 8259 spellings of JSON text (:func:`corner_text`); the first five are JSON text the
+#: boundary cannot rewrite (it commits it whole), the others it walks
+CORNER_CASES = (
+    "huge_exponent",
+    "long_integer",
+    "duplicate_name",
+    "lone_surrogate",
+    "deep",
+    "wide_integer",
+    "tiny_exponent",
+    "escaped_names",
+    "escaped_twice",
+)
+
+
+def _escaped(text: str) -> str:
+    """A JSON string literal of ``text`` with every UTF-16 code unit as a ``\\u`` escape."""
+    units = text.encode("utf-16-be")
+    pairs = range(0, len(units), 2)
+    return '"' + "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in pairs) + '"'
+
+
+def _escaped_names(value: Any) -> str:
+    """``value`` as JSON text whose member names are all written as ``\\u`` escapes."""
+    if isinstance(value, dict):
+        members = (f"{_escaped(k)}:{_escaped_names(v)}" for k, v in value.items())
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_escaped_names(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _doubly_escaped(text: str) -> str:
+    """A JSON string literal of ``text`` with each backslash written ``\\u005c`` and each
+    ``u`` written ``\\u0075``: the escapes of the text inside are escaped in turn."""
+    spelled = {"\\": "\\u005c", "u": "\\u0075", '"': '\\"'}
+    return '"' + "".join(spelled.get(c, c) for c in text) + '"'  # (text: ASCII JSON)
+
+
+def corner_text(value: dict[str, Any], case: str, depth: int = 300) -> str:
+    """The non-empty object ``value`` as JSON text spelled as :data:`CORNER_CASES` ``case``
+    says (``depth``: the bracket nesting of ``deep``)."""
+    plain = json.dumps(value, separators=(",", ":"))
+    rest = plain[1:]  # after the opening brace
+    if case == "huge_exponent":
+        return '{"num":1e400,' + rest
+    if case == "long_integer":
+        return '{"num":' + "7" * 400 + "," + rest
+    if case == "duplicate_name":
+        return '{"num":1,"num":2,' + rest
+    if case == "lone_surrogate":
+        return '{"num":"\\ud800",' + rest
+    if case == "deep":
+        return "[" * depth + plain + "]" * depth
+    if case == "wide_integer":
+        return '{"num":1' + "0" * 300 + "," + rest
+    if case == "tiny_exponent":
+        return '{"num":1e-400,' + rest
+    if case == "escaped_names":
+        return _escaped_names(value)
+    if case == "escaped_twice":
+        return '{"num":' + _doubly_escaped(_escaped_names(value)) + "}"
+    raise ValueError(f"unknown corner case {case!r}")
+
+
 @st.composite
-def planted(draw: st.DrawFn, secret: str, *, max_depth: int = 3) -> dict[str, Any]:
+def planted(
+    draw: st.DrawFn, secret: str, *, max_depth: int = 3, rfc8259: bool = False
+) -> dict[str, Any]:
     """A JSON object holding ``secret`` under a policy key at a random depth.
 
     The secret is the key's value itself, or inside it (the whole subtree is committed);
     each level around it is an object, an array, or a string holding the level below as
-    JSON text.
+    JSON text (with ``rfc8259``, also spelled as one of :data:`CORNER_CASES`).
     """
     key = draw(st.sampled_from(SECRET_KEYS), label="policy key")
     shape = draw(st.sampled_from(["bare", "list", "object"]))
@@ -133,8 +208,9 @@ def planted(draw: st.DrawFn, secret: str, *, max_depth: int = 3) -> dict[str, An
     node: dict[str, Any] = {key: value}
     if draw(st.booleans()):
         node[draw(st.sampled_from(NOISE_KEYS))] = draw(_noise())
+    wraps = ["object", "list", "json_text"] + (["corner"] if rfc8259 else [])
     for _ in range(draw(st.integers(min_value=0, max_value=max_depth), label="depth")):
-        wrap = draw(st.sampled_from(["object", "list", "json_text"]))
+        wrap = draw(st.sampled_from(wraps))
         outer = draw(st.sampled_from(NOISE_KEYS))
         if wrap == "object":
             node = {outer: node}
@@ -142,9 +218,17 @@ def planted(draw: st.DrawFn, secret: str, *, max_depth: int = 3) -> dict[str, An
             items = [draw(_noise()), draw(_noise())]
             items.insert(draw(st.integers(min_value=0, max_value=2)), node)
             node = {outer: items}
-        else:
+        elif wrap == "json_text":
             node = {outer: json_text(node, draw(st.integers(min_value=0, max_value=2)))}
+        else:
+            node = {outer: _corner(draw, node)}
     return node
+
+
+def _corner(draw: st.DrawFn, node: dict[str, Any]) -> str:
+    case = draw(st.sampled_from(CORNER_CASES), label="corner case")
+    depth = draw(st.sampled_from([251, 300, 1100]), label="deep") if case == "deep" else 0
+    return corner_text(node, case, depth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,11 +293,13 @@ def planted_runs(
     provider_failure: bool | None = None,
     max_tool_replies: int = 3,
     namespace: str = "",
+    rfc8259: bool = False,
 ) -> PlantedRun:
     """A run with secrets everywhere the policy reaches (see the module docstring).
 
     Runs drawn with different ``namespace`` never share a secret (say, a parent and its
-    continuation drawn in one example).
+    continuation drawn in one example). ``rfc8259``: JSON text spelled as
+    :data:`CORNER_CASES` too, except as the tool-call arguments text the runtime parses.
     """
     planted_secrets: list[str] = []
     served: list[str] = []
@@ -233,9 +319,13 @@ def planted_runs(
         return value
 
     def structured(*, serve: bool, keep: bool) -> dict[str, Any]:
-        return draw(planted(secret(serve=serve, keep=keep)))
+        return draw(planted(secret(serve=serve, keep=keep), rfc8259=rfc8259))
 
-    def as_text(value: Any) -> str:
+    def as_text(value: Any, *, parsed: bool = False) -> str:
+        """JSON text; ``parsed``: the runtime parses it (tool-call arguments), so it is
+        spelled plainly."""
+        if rfc8259 and not parsed and isinstance(value, dict) and draw(st.booleans()):
+            return _corner(draw, value)
         return json_text(value, draw(st.integers(min_value=0, max_value=2)))
 
     # the run input: a JSON-object string (or, for the conversation's policy, free text)
@@ -259,7 +349,7 @@ def planted_runs(
         if kind == "object":
             return structured(serve=True, keep=True)
         if kind == "json_text":
-            return as_text(structured(serve=True, keep=True))
+            return as_text(structured(serve=True, keep=True), parsed=True)
         if kind == "broken":  # not JSON: served to the model as the text it was
             return "{not json " + secret(serve=True, keep=True)
         return {"q": "nothing secret"}

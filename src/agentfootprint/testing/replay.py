@@ -12,27 +12,24 @@ test, naming the run, the call, the kind of piece and a unified diff::
     def test_agent_still_serves_what_it_served():
         assert_replays(build_agent, "tests/data/golden/agent.db")
 
-A database is copied into a temporary directory before it is opened (opening SQLite
-writes: schema checks, WAL files), so the golden file itself is never touched. Each
-replay records into the agent's own store (a memory store when the factory passes
-``store=None``). Re-record the golden log when a change of what the model is served is
-intended.
+The golden log (and its vault) are opened read-only: never changed, nothing created beside
+them, so they may sit on a read-only checkout. The runs replayed are those found from the
+log's events (never from its run index). Each replay records into the agent's own store (a
+memory store when the factory passes ``store=None``). Re-record the golden log when a
+change of what the model is served is intended.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentfootprint.audit.replayer import ReplayResult, replay_sync
+from agentfootprint.audit.sources import check_run_id, opened
 from agentfootprint.core.tools import Tool, define_tool
-from agentfootprint.errors import ReplayDivergence, UsageError
-from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.verify.bundle import BundleSource, is_bundle
+from agentfootprint.errors import FileError, ReplayDivergence, UsageError
 
 if TYPE_CHECKING:
     from agentfootprint.core.agent import Agent
@@ -59,38 +56,57 @@ def assert_replays(
 
     from agentfootprint.core.agent import Agent
 
+    if not callable(factory):
+        raise UsageError(
+            f"factory: expected a function that returns a new Agent, got {type(factory).__name__}",
+            option="factory",
+        )
+    if run_id is not None:
+        check_run_id(run_id)
+    if not isinstance(golden_db, str | os.PathLike):
+        raise UsageError(
+            f"golden_db: expected the path of a recorded database or bundle, got "
+            f"{type(golden_db).__name__}",
+            option="golden_db",
+        )
     path = Path(golden_db)
     if not path.is_file():
-        raise UsageError(f"golden log {path} does not exist (record it first)")
+        raise FileError(
+            f"golden_db: golden log {path} does not exist (record it first)",
+            path=str(path),
+            option="golden_db",
+        )
+    if disclosures is not None and (
+        not isinstance(disclosures, str | os.PathLike) or not Path(disclosures).is_file()
+    ):
+        raise FileError(
+            f"disclosures: golden vault {disclosures} does not exist",
+            path=str(disclosures),
+            option="disclosures",
+        )
     failures: list[str] = []
     results: list[ReplayResult] = []
-    with tempfile.TemporaryDirectory(prefix="agentfootprint-golden-") as scratch:
-        vault_copy = None
-        if disclosures is not None:  # read from a copy: the golden vault is never touched
-            if not Path(disclosures).is_file():
-                raise UsageError(f"golden vault {disclosures} does not exist")
-            vault_copy = Path(scratch) / f"vault-{Path(disclosures).name}"
-            shutil.copyfile(disclosures, vault_copy)
-        source = _open_read_only(path, Path(scratch))
-        try:
-            run_ids = [run_id] if run_id is not None else [i.run_id for i in source.runs()]
-            if not run_ids:
-                pytest.fail(f"golden log {path} holds no runs", pytrace=False)
-            for current in run_ids:
-                agent = factory()
-                if not isinstance(agent, Agent):
-                    raise UsageError(
-                        "assert_replays: the factory must return an agentfootprint Agent, "
-                        f"it returned {type(agent).__name__}"
-                    )
-                try:
-                    results.append(replay_sync(agent, source, current, disclosures=vault_copy))
-                except ReplayDivergence as exc:
-                    failures.append(describe_divergence(exc, current, path))
-                finally:
-                    agent.close()
-        finally:
-            source.close()
+    # read only: the golden log and vault are never changed, nothing is created beside them
+    with opened(path, "golden_db") as source:
+        # the runs found from the events themselves (a run index is not evidence)
+        found: Any = source
+        run_ids = [run_id] if run_id is not None else list(found.run_ids())
+        if not run_ids:
+            pytest.fail(f"golden log {path} holds no runs", pytrace=False)
+        for current in run_ids:
+            agent = factory()
+            if not isinstance(agent, Agent):
+                raise UsageError(
+                    "assert_replays: the factory must return an agentfootprint Agent, "
+                    f"it returned {type(agent).__name__}",
+                    option="factory",
+                )
+            try:
+                results.append(replay_sync(agent, source, current, disclosures=disclosures))
+            except ReplayDivergence as exc:
+                failures.append(describe_divergence(exc, current, path))
+            finally:
+                agent.close()
     if failures:
         pytest.fail(
             "\n\n".join(failures)
@@ -114,18 +130,6 @@ def describe_divergence(exc: ReplayDivergence, run_id: str, golden: Path | str =
     if exc.diff:
         lines.append(exc.diff.rstrip("\n"))
     return "\n".join(lines)
-
-
-def _open_read_only(path: Path, scratch: Path) -> Any:
-    """A bundle as it is; a database through a copy in ``scratch`` (with its WAL, if any)."""
-    if is_bundle(path):
-        return BundleSource(path)
-    copy = scratch / path.name
-    shutil.copyfile(path, copy)
-    wal = path.with_name(path.name + "-wal")
-    if wal.exists():  # committed pages not yet checkpointed into the main file
-        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-    return SqliteStore(copy)
 
 
 class NoModel:

@@ -14,6 +14,8 @@ import pytest
 from agentfootprint.errors import RunNotFoundError, StoreConflictError, StoreError
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.writer import RunWriter
+from agentfootprint.verify.canonical import canon
+from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import LOG_FORMAT, Outcome, Verifier
 
 __all__ = ["StoreContract", "open_body"]
@@ -145,12 +147,95 @@ class StoreContract:
             )
         assert [i.run_id for i in store.runs()] == ["zz-parent", "aa-child", "mm-grandchild"]
 
+    def test_append_runs_keeps_every_batch(self, store: EventStore) -> None:
+        self._write_run(store, "old", commits=1)
+        parent = _batch("p", [("run.open", open_body("p"))])
+        child = _batch("c", [("run.open", open_body("c", "p", {"run_id": "p"}))])
+        more = _batch("c", [("commit", _commit(0))], after=child)
+        store.append_runs([parent, child, more])  # a later batch may continue an earlier one
+        assert [e.type for e in store.read("c")] == ["run.open", "commit"]
+        assert [i.run_id for i in store.runs()] == ["old", "p", "c"]
+        assert store.run_info("c").parent_run_id == "p"
+        store.append_runs([])  # nothing to append is not an error
+        store.append_runs(iter([_batch("g", [("run.open", open_body("g"))])]))  # a generator
+        assert store.run_ids() == ["old", "p", "c", "g"]
+
+    @pytest.mark.parametrize("failure", ["taken", "gap", "shape", "open-body", "raises"])
+    def test_append_runs_keeps_nothing_when_a_batch_fails(
+        self, store: EventStore, failure: str
+    ) -> None:
+        self._write_run(store, "old", commits=1)
+        before = {run_id: list(store.read(run_id)) for run_id in store.run_ids()}
+        index_before = store.index_entries()
+        good = _batch("new", [("run.open", open_body("new"))])
+        good_after = _batch("last", [("run.open", open_body("last"))])
+        bad: list[StoredEvent]
+        if failure == "taken":  # another run.open of a run the store holds
+            bad = _batch("old", [("run.open", open_body("old"))])
+        elif failure == "gap":
+            bad = _batch("new", [("commit", _commit(0))], first_seq=5)
+        elif failure == "shape":  # seq 0 that is not run.open
+            bad = _batch("other", [("commit", _commit(0))])
+        else:  # a run.open body without its run index
+            bad = _batch("other", [("run.open", {"format": LOG_FORMAT})])
+
+        def batches() -> Any:
+            yield good
+            if failure == "raises":  # the source of the batches fails half-way
+                raise StoreError("the bundle could not be read")
+            yield bad
+            yield good_after
+
+        with pytest.raises(StoreError):
+            store.append_runs(batches())
+        assert store.run_ids() == ["old"]
+        assert {run_id: list(store.read(run_id)) for run_id in store.run_ids()} == before
+        assert store.index_entries() == index_before
+        with pytest.raises(RunNotFoundError):
+            store.run_info("new")
+        store.append_runs([good, good_after])  # the store still takes the good batches
+        assert store.run_ids() == ["old", "new", "last"]
+        for run_id in ("old", "new", "last"):
+            assert Verifier(store).verify(run_id).outcome is Outcome.UNSEALED
+
     def test_unknown_run(self, store: EventStore) -> None:
         with pytest.raises(RunNotFoundError):
             store.run_info("nope")
         with pytest.raises(RunNotFoundError):
             list(store.read("nope"))
         assert store.runs() == []
+
+
+def _commit(index: int) -> dict[str, Any]:
+    return {"commit": index, "stage": "s", "stage_run": f"s#{index}", "writes": 0}
+
+
+def _batch(
+    run_id: str,
+    events: list[tuple[str, Any]],
+    *,
+    after: list[StoredEvent] | None = None,
+    first_seq: int = 0,
+) -> list[StoredEvent]:
+    """A hashed batch of ``run_id``, not appended (continuing ``after``, if given)."""
+    seq, head = (after[-1].seq + 1, after[-1].chain_hash) if after else (first_seq, GENESIS)
+    batch = []
+    for offset, (type_, body) in enumerate(events, start=seq):
+        data = canon(body)
+        digest = event_hash(run_id, offset, type_, 1_700_000_000_000, data)
+        head = chain_hash(head, digest)
+        batch.append(
+            StoredEvent(
+                run_id=run_id,
+                seq=offset,
+                type=type_,
+                ts=1_700_000_000_000,
+                body=data,
+                event_hash=digest,
+                chain_hash=head,
+            )
+        )
+    return batch
 
 
 def _fields(event: StoredEvent) -> dict[str, Any]:

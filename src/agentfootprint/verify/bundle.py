@@ -1,48 +1,76 @@
 """Export bundles: runs' events as stored, in one file an auditor verifies offline.
 
-A bundle is UTF-8 JSON Lines:
+A bundle is UTF-8 JSON Lines (docs/log-format.md, section 13):
 
 1. a manifest line: ``{"agentfootprint_bundle": 1, "format", "canon", "hash", "library",
-   "runs": [{"run_id", "conversation_id", "parent_run_id", "events", "head",
-   "policy_digest", "requested"}], "policies": {digest: policy}, "counts": {"runs",
-   "events"}}``;
-2. one line per event, runs in dependency order (a parent before its children), seqs
-   in order: ``{"run", "seq", "type", "ts", "body", "event_hash", "chain_hash"}`` where
-   ``body`` is the stored canonical body as a JSON string (its UTF-8 bytes are exactly
-   the hashed bytes) and hashes are lowercase hex;
+   "runs": [{"run_id", "conversation_id", "parent_run_id", "opened_at", "events",
+   "last_type", "head", "policy_digest", "requested"}], "policies": {digest: policy},
+   "counts": {"runs", "events"}}``;
+2. one line per event, runs in dependency order (a parent before its children), each
+   run's rows together and in seq order: ``{"run", "seq", "type", "ts", "body",
+   "event_hash", "chain_hash"}`` where ``body`` is the stored canonical body as a JSON
+   string (its UTF-8 bytes are exactly the hashed bytes) and hashes are lowercase hex;
 3. a trailer line: ``{"end": true, "events": n, "sha256": hex}``, the SHA-256 of every
    byte before the trailer, so a cut or spliced file is refused before verification.
 
-Reading a bundle gives a row source the :class:`~agentfootprint.verify.verifier.Verifier`
-takes exactly as it takes a database. Salts and disclosures are never in a bundle.
+Memory is bounded by the size limit, never by the file: no line may exceed
+``limits.MAX_BUNDLE_LINE_BYTES`` (so a reader holds at most one bounded line), opening is one
+streaming pass that keeps only each run's place in the file, and writing reads each run
+from its source while it writes it. Salts and disclosures are never in a bundle.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import io
+import json
 import os
-from collections.abc import Iterator, Sequence
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import orjson
-
-from agentfootprint.errors import RunNotFoundError, VerificationError
-from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.verifier import Row, RowSource, parent_of
+from agentfootprint.errors import (
+    FileError,
+    RunNotFoundError,
+    UsageError,
+    VerificationError,
+)
+from agentfootprint.verify import limits
+from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.verify.chain import open_body, stored_kind
 
 __all__ = [
     "BUNDLE_MAGIC",
+    "BundleIndexEntry",
     "BundleRow",
     "BundleRun",
     "BundleSource",
     "is_bundle",
-    "write_bundle",
 ]
 
+
 BUNDLE_MAGIC = b'{"agentfootprint_bundle":1'
+#: how every bundle version begins (the version number follows)
+_PREFIX = b'{"agentfootprint_bundle":'
 BUNDLE_VERSION = 1
+_HEADER = {"format": "agentfootprint/log/v1", "canon": "RFC8785", "hash": "SHA-256"}
+_MANIFEST_KEYS = frozenset(
+    {"agentfootprint_bundle", "library", "runs", "policies", "counts", *_HEADER}
+)
+_INDEXED = ("run_id", "conversation_id", "parent_run_id", "opened_at")
+_ENTRY_KEYS = frozenset({*_INDEXED, "events", "last_type", "head", "policy_digest", "requested"})
+_ROW_KEYS = frozenset(["run", "seq", "type", "ts", "body", "event_hash", "chain_hash"])
+_TRAILER_KEYS = frozenset({"end", "events", "sha256"})
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+#: the version number right after the prefix (a JSON integer, then what may follow it)
+_VERSION = re.compile(rb"(0|[1-9][0-9]{0,17})[,}\s]")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,7 +88,12 @@ class BundleRow:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BundleRun:
-    """A run as the manifest lists it (the same attributes as a store's run info)."""
+    """A run as its rows show it (a store's run info, plus whether it was asked for).
+
+    ``conversation_id`` and ``parent_run_id`` are what the run's ``run.open`` row names
+    (``""`` / None when its first row is no readable ``run.open``: verification says why),
+    never the manifest's, which is an index and not evidence.
+    """
 
     run_id: str
     conversation_id: str
@@ -76,242 +109,642 @@ class BundleRun:
         return self.last_type == "run.close"
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BundleIndexEntry:
+    """One run of the manifest as written (values uncoerced): the bundle's run index, which
+    whole-file verification compares with the events, like a database's ``runs`` table."""
+
+    run_id: Any
+    conversation_id: Any
+    parent_run_id: Any
+    opened_at: Any
+
+
+def _path_argument(value: Any, name: str, call: str) -> Path:
+    """A path argument as a Path, or a UsageError naming the argument."""
+    if isinstance(value, str | os.PathLike) and not isinstance(value, bytes):
+        path = os.fspath(value)
+        if isinstance(path, str) and "\x00" not in path:
+            return Path(path)
+    raise UsageError(
+        f"{call}() argument {name!r} must be a file path (str or os.PathLike), not "
+        f"{type(value).__name__} {value!r:.60}",
+        option=name,
+    )
+
+
 def is_bundle(path: str | os.PathLike[str]) -> bool:
-    """Whether the file starts like a bundle (a database starts ``SQLite format 3``)."""
-    with open(path, "rb") as handle:
-        return handle.read(len(BUNDLE_MAGIC)) == BUNDLE_MAGIC
+    """Whether the file starts like a bundle of any version (``{"agentfootprint_bundle":``;
+    a database starts ``SQLite format 3``): opening it then says whether it is one.
 
-
-def _ancestry(source: RowSource, run_ids: Sequence[str]) -> list[tuple[str, list[Row]]]:
-    """The runs and all their ancestors, each once, parents before children."""
-    ordered: list[tuple[str, list[Row]]] = []
-    placed: set[str] = set()
-    for run_id in run_ids:
-        chain: list[str] = []  # run_id and its unplaced ancestors, nearest first
-        current: str | None = run_id
-        while current is not None and current not in placed:
-            if current in chain:
-                raise VerificationError(
-                    current, 0, "run.open names a parent cycle", code="ancestry"
-                )
-            chain.append(current)
-            current = parent_of(source, current)
-        for ancestor in reversed(chain):
-            rows = list(source.read(ancestor))
-            if not rows:
-                raise RunNotFoundError(f"no run {ancestor!r} to export")
-            placed.add(ancestor)
-            ordered.append((ancestor, rows))
-    return ordered
-
-
-def write_bundle(
-    source: RowSource, run_ids: Sequence[str], out: str | os.PathLike[str], *, library: str
-) -> dict[str, Any]:
-    """Write the runs (ancestors included) to ``out``; returns the manifest.
-
-    Built by reading events through the source, never by copying database files, so
-    nothing but the log's own rows (no free pages, no WAL, no vault) can reach it.
+    A path that cannot be read (missing, a folder, no permission) is a :class:`FileError`.
     """
-    if not run_ids:
-        raise ValueError("export needs at least one run id")
-    runs = _ancestry(source, list(dict.fromkeys(run_ids)))
-    requested = set(run_ids)
-    entries, policies = [], {}
-    for run_id, rows in runs:
-        opened = parse(rows[0].body)
-        parent = opened.get("parent")
-        digest = opened.get("policy_digest")
-        if digest is not None:
-            policies[digest] = opened.get("policy")
-        entries.append(
-            {
-                "run_id": run_id,
-                "conversation_id": opened.get("conversation_id"),
-                "parent_run_id": parent.get("run_id") if isinstance(parent, dict) else None,
-                "opened_at": rows[0].ts,
-                "events": len(rows),
-                "last_type": rows[-1].type,
-                "head": bytes(rows[-1].chain_hash).hex(),
-                "policy_digest": digest,
-                "requested": run_id in requested,
-            }
+    checked = _path_argument(path, "path", "is_bundle")
+    try:
+        with open(checked, "rb") as handle:
+            return handle.read(len(_PREFIX)) == _PREFIX
+    except OSError as exc:
+        raise _file_error(exc, checked, "read") from exc
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def _file_error(exc: OSError, path: Path, doing: str) -> FileError:
+    """A FileError that names the file and says what was wrong with it."""
+    code = exc.errno
+    done = "read" if doing == "read" else "written"
+    if isinstance(exc, IsADirectoryError) or code == errno.EISDIR:
+        why = "is a folder: name a file"
+    elif isinstance(exc, FileNotFoundError) or code == errno.ENOENT:
+        why = (
+            "does not exist"
+            if doing == "read"
+            else f"cannot be written: the folder {path.parent} does not exist"
         )
-    total = sum(len(rows) for _, rows in runs)
-    manifest = {
-        "agentfootprint_bundle": BUNDLE_VERSION,
-        "format": "agentfootprint/log/v1",
-        "canon": "RFC8785",
-        "hash": "SHA-256",
-        "library": library,
-        "runs": entries,
-        "policies": policies,
-        "counts": {"runs": len(runs), "events": total},
-    }
-    digest = hashlib.sha256()
-    tmp = Path(f"{os.fspath(out)}.partial")
-    with open(tmp, "wb") as handle:
+    elif isinstance(exc, PermissionError) or code in (errno.EACCES, errno.EPERM):
+        why = f"cannot be {done}: permission denied"
+    elif code == errno.EROFS:
+        why = "cannot be written: the file system is read-only"
+    elif code in (errno.ENOSPC, errno.EDQUOT):
+        why = "cannot be written: no room left on the device"
+    else:
+        why = f"cannot be {done}: {exc.strerror or exc}"
+    return FileError(f"{path} {why}", path=str(path))
 
-        def emit(line: bytes) -> None:
-            digest.update(line)
-            handle.write(line)
 
-        # the manifest line starts with the magic: keys are written in this order
-        emit(orjson.dumps(manifest) + b"\n")
-        for run_id, rows in runs:
-            for row in rows:
-                emit(
-                    orjson.dumps(
-                        {
-                            "run": run_id,
-                            "seq": row.seq,
-                            "type": row.type,
-                            "ts": row.ts,
-                            "body": bytes(row.body).decode("utf-8"),
-                            "event_hash": bytes(row.event_hash).hex(),
-                            "chain_hash": bytes(row.chain_hash).hex(),
-                        }
-                    )
-                    + b"\n"
+# -- parsing one line -------------------------------------------------------------------------
+
+
+class _LineError(Exception):
+    """Internal: why a line is not what its place in the bundle requires."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _LineError(f"member {name!r} appears twice in one object")
+            seen.add(name)
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise _LineError(f"{name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+
+
+class _Entry(NamedTuple):
+    """A manifest run entry that passed its checks: what the run's rows are held to."""
+
+    run_id: str
+    events: int
+    head: bytes
+    requested: bool
+
+
+def _entry_or_object(pairs: list[tuple[str, Any]]) -> Any:
+    """Each object of the manifest as it is parsed: a sound run entry becomes a small
+    :class:`_Entry` at once (so the entries of a large manifest are never all dicts);
+    anything else stays an object, to be judged where it stands."""
+    found = _no_duplicates(pairs)
+    if found.keys() == _ENTRY_KEYS:
+        with contextlib.suppress(_LineError):
+            return _expected_of(found)
+    return found
+
+
+def _index_or_object(pairs: list[tuple[str, Any]]) -> Any:
+    found = _no_duplicates(pairs)
+    if found.keys() == _ENTRY_KEYS:
+        return BundleIndexEntry(**{name: found[name] for name in _INDEXED})
+    return found
+
+
+_MANIFEST_DECODER = json.JSONDecoder(
+    object_pairs_hook=_entry_or_object, parse_constant=_no_constant
+)
+_INDEX_DECODER = json.JSONDecoder(object_pairs_hook=_index_or_object, parse_constant=_no_constant)
+
+
+def _text_of(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _LineError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+
+
+def _parse(line: bytes | str, decoder: json.JSONDecoder = _DECODER) -> Any:
+    """The line's one JSON value (RFC 8259, no duplicate member names), nothing after it
+    but whitespace."""
+    text = line if isinstance(line, str) else _text_of(line)
+    try:
+        return decoder.decode(text)
+    except json.JSONDecodeError as exc:
+        raise _LineError(f"not JSON: {exc.msg} at character {exc.pos}") from exc
+    except RecursionError as exc:
+        raise _LineError("nested too deeply") from exc
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise _LineError(f"not readable JSON: {exc}") from exc
+
+
+def _sound_text(value: Any) -> bool:
+    """A string that is Unicode text (JSON escapes can spell lone surrogates)."""
+    if type(value) is not str:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _no_lone_surrogates(value: Any) -> bool:
+    """Every string in ``value`` (member names too) is Unicode text."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if not _sound_text(item):
+                return False
+        elif type(item) is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return True
+
+
+def _safe_int(value: Any) -> bool:
+    return type(value) is int and -MAX_SAFE_INT <= value <= MAX_SAFE_INT
+
+
+def _hex(value: Any) -> bytes | None:
+    if type(value) is str and _HEX64.fullmatch(value):
+        return bytes.fromhex(value)
+    return None
+
+
+def _members(item: Any, keys: frozenset[str], what: str) -> dict[str, Any]:
+    if type(item) is not dict:
+        raise _LineError(f"{what} is not a JSON object")
+    if item.keys() != keys:
+        missing, extra = sorted(keys - item.keys()), sorted(item.keys() - keys)
+        raise _LineError(
+            f"{what} has "
+            + "; ".join(
+                part
+                for part in (
+                    f"no member {', '.join(missing)}" if missing else "",
+                    f"members it may not have: {', '.join(map(repr, extra))}" if extra else "",
                 )
-        handle.write(
-            orjson.dumps({"end": True, "events": total, "sha256": digest.hexdigest()}) + b"\n"
+                if part
+            )
         )
-    os.replace(tmp, out)  # nothing half-written is left under the final name
-    return manifest
+    return item
 
 
-def _row_shape_ok(item: Any) -> bool:
-    return (
-        isinstance(item, dict)
-        and type(item.get("run")) is str
-        and type(item.get("seq")) is int
-        and type(item.get("type")) is str
-        and type(item.get("ts")) is int
-        and type(item.get("body")) is str
-        and all(
-            type(item.get(k)) is str and len(item[k]) == 64 for k in ("event_hash", "chain_hash")
-        )
+def _row_of(item: Any) -> BundleRow:
+    """An event line's members as a row, or :class:`_LineError` saying which is wrong."""
+    item = _members(item, _ROW_KEYS, "the line")
+    run, seq, type_, ts, body = (item[k] for k in ("run", "seq", "type", "ts", "body"))
+    if not _sound_text(run):
+        raise _LineError(f"run is {stored_kind(run)}, not a string")
+    for name, number in (("seq", seq), ("ts", ts)):
+        if not _safe_int(number):
+            raise _LineError(f"{name} is not an integer within +-(2**53 - 1)")
+    if not _sound_text(type_):
+        raise _LineError(f"type is {stored_kind(type_)}, not a string")
+    if type(body) is not str:
+        raise _LineError(f"body is {stored_kind(body)}, not a string")
+    try:
+        data = body.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _LineError("body holds a lone surrogate, not Unicode text") from exc
+    event, chain = _hex(item["event_hash"]), _hex(item["chain_hash"])
+    if event is None or chain is None:
+        raise _LineError("event_hash and chain_hash must be 64 lowercase hex digits")
+    return BundleRow(
+        run_id=run, seq=seq, type=type_, ts=ts, body=data, event_hash=event, chain_hash=chain
     )
 
 
-def _manifest_shape_ok(manifest: dict[str, Any]) -> bool:
-    counts, runs = manifest.get("counts"), manifest.get("runs")
-    return (
-        "agentfootprint_bundle" in manifest
-        and isinstance(counts, dict)
-        and isinstance(runs, list)
-        and all(
-            isinstance(entry, dict)
-            and isinstance(entry.get("run_id"), str)
-            and isinstance(entry.get("events"), int)
-            and isinstance(entry.get("head"), str)
-            for entry in runs
-        )
+def _expected_of(item: Any) -> _Entry:
+    """A manifest run entry checked: ``(run_id, events, head, requested)``."""
+    item = _members(item, _ENTRY_KEYS, "a manifest run entry")
+    if not _sound_text(item["run_id"]):
+        raise _LineError(f"a run entry's run_id is {stored_kind(item['run_id'])}, not a string")
+    run_id = item["run_id"]
+    for name in ("conversation_id", "parent_run_id", "policy_digest"):
+        if item[name] is not None and not _sound_text(item[name]):
+            raise _LineError(f"run {run_id}: {name} is neither a string nor null")
+    if not _safe_int(item["opened_at"]):
+        raise _LineError(f"run {run_id}: opened_at is not an integer within +-(2**53 - 1)")
+    events = item["events"]
+    if not _safe_int(events) or events < 1:
+        raise _LineError(f"run {run_id}: events is not a positive integer")
+    if not _sound_text(item["last_type"]):
+        raise _LineError(f"run {run_id}: last_type is not a string")
+    head = _hex(item["head"])
+    if head is None:
+        raise _LineError(f"run {run_id}: head is not 64 lowercase hex digits")
+    if type(item["requested"]) is not bool:
+        raise _LineError(f"run {run_id}: requested is not true or false")
+    return _Entry(run_id, events, head, item["requested"])
+
+
+def _check_version(members: dict[str, Any]) -> None:
+    version = members.get("agentfootprint_bundle")
+    if type(version) is not int or version != BUNDLE_VERSION:
+        raise _LineError(f"unknown bundle version {version!r} (this reader knows 1)")
+
+
+def _check_header(members: dict[str, Any], entries: int) -> None:
+    """The manifest's members other than ``runs`` (after :func:`_check_version`)."""
+    _members(members, _MANIFEST_KEYS, "the manifest")
+    for name, value in _HEADER.items():
+        if members[name] != value:
+            raise _LineError(f"{name} is {members[name]!r}, not {value!r}")
+    if not _sound_text(members["library"]):
+        raise _LineError("library is not a string")
+    if type(members["runs"]) is not list:
+        raise _LineError("runs is not an array")
+    if type(members["policies"]) is not dict or not _no_lone_surrogates(members["policies"]):
+        raise _LineError("policies is not an object of Unicode text")
+    counts = _members(members["counts"], frozenset({"runs", "events"}), "counts")
+    if not all(_safe_int(counts[k]) and counts[k] >= 0 for k in counts):
+        raise _LineError("counts are not integers")
+    if counts["runs"] != entries:
+        raise _LineError(f"counts.runs is {counts['runs']} but the manifest lists {entries} runs")
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+class _Span:
+    """Where one run's rows are in the file, and what they showed when it was opened."""
+
+    __slots__ = (
+        "conversation_id",
+        "count",
+        "head",
+        "last_type",
+        "length",
+        "line",
+        "offset",
+        "opened_at",
+        "parent_run_id",
+        "requested",
+        "run_id",
     )
 
+    def __init__(self, offset: int, line: int, first: BundleRow, requested: bool) -> None:
+        self.run_id = first.run_id
+        self.offset, self.line, self.length, self.count = offset, line, 0, 0
+        self.opened_at = first.ts
+        self.requested = requested
+        self.head = first.chain_hash
+        self.last_type = first.type
+        body = open_body(first)
+        conversation = body.get("conversation_id") if body is not None else None
+        parent = body.get("parent") if body is not None else None
+        self.conversation_id: str = (
+            first.run_id  # a root run's: one string kept, not two
+            if conversation == first.run_id
+            else conversation
+            if type(conversation) is str
+            else ""
+        )
+        self.parent_run_id: str | None = (
+            parent["run_id"]
+            if isinstance(parent, dict) and type(parent.get("run_id")) is str
+            else None
+        )
 
-class BundleSource:
-    """A bundle opened for verification: ``read(run_id)`` like a store, plus ``runs()``.
 
-    Opening checks the file's framing (manifest, trailer, byte digest, counts, that each
-    run's rows match the manifest) and raises :class:`VerificationError` with code
-    ``bundle`` on the first problem; the events themselves are checked by the verifier.
+class _Opening:
+    """The one streaming pass that opens a bundle (framing checks, spans of the runs).
+
+    Problems other than a line over the limit are kept (the first one), and the pass goes
+    on hashing, so that a file altered without a new trailer is reported as altered.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        data = self.path.read_bytes()
-        lines = data.split(b"\n")
-        if not data.startswith(BUNDLE_MAGIC):
-            raise self._bad("not an agentfootprint bundle (no manifest line)")
-        if not data.endswith(b"\n") or len(lines) < 3:
-            raise self._bad("the bundle is truncated (it does not end with its trailer)")
-        lines = lines[:-1]
+    def __init__(
+        self, handle: io.BufferedReader[Any], bad: Callable[[str], VerificationError], path: Path
+    ) -> None:
+        self.handle, self.bad, self.path = handle, bad, path
+        self.limit = limits.MAX_BUNDLE_LINE_BYTES
+        self.problem: str | None = None
+        self.expected: dict[str, _Entry] = {}
+        self.spans: dict[str, _Span] = {}
+        self.awaited: dict[str, str] = {}  # a parent not seen yet -> its first child
+        self.current: _Span | None = None
+        self.current_id: str | None = None
+        self.events = 0
+        self.library = ""
+        self.counts: dict[str, Any] = {}
+        self.order: Iterator[_Entry] = iter(())
+
+    def fail(self, reason: str) -> None:
+        if self.problem is None:
+            self.problem = reason
+
+    def line(self, number: int, head: bytes = b"") -> bytes:
+        line = head + self.handle.readline(self.limit + 1 - len(head))
+        if len(line) > self.limit and not line.endswith(b"\n"):
+            raise self.bad(
+                f"line {number} is longer than the limit of {self.limit} bytes "
+                "(docs/log-format.md, size limits): refused without reading it whole"
+            )
+        return line
+
+    def run(self) -> None:
+        head = self.handle.read(len(_PREFIX))
+        if head != _PREFIX:
+            raise self.bad("not an agentfootprint bundle (no manifest line)")
+        version = _VERSION.match(self.handle.peek(20)[:20])
+        if version is not None and int(version[1]) > BUNDLE_VERSION:
+            raise FileError(  # not judged at all: like a database of a newer schema version
+                f"bundle {self.path} is of version {int(version[1])}, newer than the version "
+                f"{BUNDLE_VERSION} this reader knows: upgrade agentfootprint to read it",
+                path=str(self.path),
+            )
+        if version is None or int(version[1]) != BUNDLE_VERSION:
+            self.fail(
+                'the manifest is malformed: it does not begin with {"agentfootprint_bundle":1 '
+                "followed by ',' or '}' (the bytes a version 1 bundle begins with)"
+            )
+        size = os.fstat(self.handle.fileno()).st_size  # the last line is the trailer
+        manifest = self.line(1, head)
+        offset, number = len(manifest), 1
+        if not manifest.endswith(b"\n") or offset >= size:
+            raise self.bad("the bundle is truncated (it does not end with its trailer)")
+        digest = hashlib.sha256(manifest)
         try:
-            trailer = orjson.loads(lines[-1])
-            manifest = orjson.loads(lines[0])
-        except orjson.JSONDecodeError as exc:
-            raise self._bad(f"the bundle is truncated or damaged ({exc})") from exc
-        if not isinstance(trailer, dict) or trailer.get("end") is not True:
-            raise self._bad("the bundle is truncated (its last line is not the trailer)")
-        body_bytes = len(data) - len(lines[-1]) - 1
-        if hashlib.sha256(data[:body_bytes]).hexdigest() != trailer.get("sha256"):
-            raise self._bad(
+            text = _text_of(manifest)
+        except _LineError as exc:
+            self.fail(f"the manifest is malformed: {exc}")
+        else:
+            del manifest  # the text alone while it is parsed
+            self.manifest(text)
+            del text
+        while True:
+            number += 1
+            line = self.line(number)
+            if not line or offset + len(line) >= size:
+                break
+            digest.update(line)
+            if self.problem is None:
+                self.row(number, offset, line)
+            offset += len(line)
+            self.events += 1
+            line = b""  # one line held at a time, not two
+        self.trailer(line, digest.hexdigest())
+
+    def manifest(self, text: str) -> None:
+        try:
+            members = _parse(text, _MANIFEST_DECODER)
+            if type(members) is not dict:
+                raise _LineError("it is not a JSON object")
+            _check_version(members)  # before anything a later version may write otherwise
+            if type(members.get("runs")) is list:
+                for item in members["runs"]:
+                    entry = item if type(item) is _Entry else _expected_of(item)  # says why
+                    if entry.run_id in self.expected:
+                        raise _LineError(f"it lists run {entry.run_id} twice")
+                    self.expected[entry.run_id] = entry
+                members["runs"] = []
+            _check_header(members, len(self.expected))
+        except _LineError as exc:
+            self.fail(f"the manifest is malformed: {exc} (docs/log-format.md, bundles)")
+            return
+        self.counts = members["counts"]
+        self.library = members["library"]
+        self.order = iter(self.expected.values())
+
+    def row(self, number: int, offset: int, line: bytes) -> None:
+        try:
+            row = _row_of(_parse(line))
+        except _LineError as exc:
+            self.fail(f"line {number} is not an event row ({exc})")
+            return
+        if row.run_id != self.current_id:
+            self.start_run(number, offset, row)
+            if self.problem is not None:
+                return
+        span = self.current
+        assert span is not None
+        span.count += 1
+        span.length += len(line)
+        span.head, span.last_type = row.chain_hash, sys.intern(row.type)
+
+    def start_run(self, number: int, offset: int, row: BundleRow) -> None:
+        run_id = row.run_id
+        if run_id in self.spans:
+            self.fail(
+                f"line {number}: the rows of run {run_id} are not together (they resume "
+                "after another run's rows)"
+            )
+            return
+        expected = next(self.order, None)
+        if run_id not in self.expected:
+            self.fail(f"line {number} holds rows of run {run_id}, which the manifest does not list")
+            return
+        if expected is None or expected.run_id != run_id:
+            self.fail(
+                f"the manifest lists its runs in another order than the bundle's rows (run "
+                f"{run_id} starts at line {number})"
+            )
+            return
+        if run_id in self.awaited:
+            self.fail(
+                f"run {run_id} (line {number}) comes after its child {self.awaited[run_id]}: "
+                "a bundle holds a parent's rows before its children's"
+            )
+            return
+        span = _Span(offset, number, row, expected.requested)
+        parent = span.parent_run_id
+        if parent in self.spans:
+            span.parent_run_id = self.spans[parent].run_id  # one string kept, not two
+        elif parent is not None and parent != run_id:
+            self.awaited.setdefault(parent, run_id)
+        self.spans[run_id] = self.current = span
+        self.current_id = run_id
+
+    def finish(self) -> None:
+        """Each run's rows as many as the manifest says, ending at its head; every run it
+        lists present (checked once all rows are read, so a run's rows resumed after
+        another's are reported as that)."""
+        for run_id, span in self.spans.items():
+            if self.problem is not None:
+                return
+            entry = self.expected[run_id]
+            if (span.count, span.head) != (entry.events, entry.head):
+                self.fail(
+                    f"run {run_id}: the manifest's event count or head differs from the rows "
+                    "the bundle holds"
+                )
+        if self.problem is None and len(self.spans) != len(self.expected):
+            missing = next(run_id for run_id in self.expected if run_id not in self.spans)
+            self.fail(f"run {missing}: the manifest lists it but the bundle holds no rows of it")
+
+    def trailer(self, line: bytes, digest: str) -> None:
+        if not line.endswith(b"\n"):
+            raise self.bad("the bundle is truncated (it does not end with its trailer)")
+        try:
+            trailer = _members(_parse(line), _TRAILER_KEYS, "the last line")
+            if trailer["end"] is not True or not _safe_int(trailer["events"]):
+                raise _LineError("it is not the trailer")
+        except _LineError as exc:
+            raise self.bad(
+                f"the bundle is truncated or damaged (its last line is not the trailer: {exc})"
+            ) from exc
+        if trailer["sha256"] != digest:
+            raise self.bad(
                 "the bundle's bytes do not match its trailer digest (it was "
                 "altered, cut or spliced)"
             )
-        if not isinstance(manifest, dict) or not _manifest_shape_ok(manifest):
-            raise self._bad("the manifest is malformed (see docs/log-format.md, bundles)")
-        version = manifest["agentfootprint_bundle"]
-        if type(version) is not int or version != BUNDLE_VERSION:
-            raise self._bad(f"unknown bundle version {version!r}")
-        self.manifest: dict[str, Any] = manifest
-        self._rows: dict[str, list[BundleRow]] = {}
-        for number, line in enumerate(lines[1:-1], start=2):
-            try:
-                item = orjson.loads(line)
-                if not _row_shape_ok(item):
-                    raise ValueError("fields missing or of the wrong type")
-                row = BundleRow(
-                    run_id=item["run"],
-                    seq=item["seq"],
-                    type=item["type"],
-                    ts=item["ts"],
-                    body=item["body"].encode("utf-8"),
-                    event_hash=bytes.fromhex(item["event_hash"]),
-                    chain_hash=bytes.fromhex(item["chain_hash"]),
-                )
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise self._bad(f"line {number} is not an event row ({exc})") from exc
-            self._rows.setdefault(row.run_id, []).append(row)
-        events = sum(len(rows) for rows in self._rows.values())
-        if trailer.get("events") != events or manifest.get("counts", {}).get("events") != events:
-            raise self._bad(
-                f"the bundle holds {events} events but its trailer or manifest counts differ"
+        self.finish()
+        if self.problem is not None:
+            raise self.bad(self.problem)
+        if trailer["events"] != self.events or self.counts["events"] != self.events:
+            raise self.bad(
+                f"the bundle holds {self.events} events but its trailer or manifest counts differ"
             )
-        self._runs: dict[str, BundleRun] = {}
-        for entry in manifest.get("runs", []):
-            run_id = entry.get("run_id")
-            rows = self._rows.get(run_id, [])
-            if (
-                len(rows) != entry.get("events")
-                or not rows
-                or (rows[-1].chain_hash.hex() != entry.get("head"))
-            ):
-                raise self._bad(
-                    f"run {run_id}: the manifest's event count or head differs "
-                    "from the rows the bundle holds"
-                )
-            self._runs[run_id] = BundleRun(
-                run_id=run_id,
-                conversation_id=entry.get("conversation_id") or "",
-                parent_run_id=entry.get("parent_run_id"),
-                opened_at=rows[0].ts,
-                events=len(rows),
-                last_type=rows[-1].type,
-                head=rows[-1].chain_hash,
-                requested=bool(entry.get("requested")),
-            )
-        if set(self._runs) != set(self._rows):
-            raise self._bad("the bundle holds rows of runs its manifest does not list")
+
+
+class BundleSource:
+    """A bundle opened for verification: ``read(run_id)`` like a store, plus ``run_ids()``,
+    ``index_entries()``, ``runs()`` and ``run_info()``.
+
+    Opening is one streaming pass over the file that checks its framing (section 13.2:
+    manifest, trailer, byte digest, counts, each run's rows together, in dependency order
+    and as the manifest lists them) and raises :class:`VerificationError` with code
+    ``bundle`` on the first problem; the events themselves are checked by the verifier. It
+    keeps only where each run's rows are: ``read`` parses them again, lazily, from the file,
+    which stays open until :meth:`close` (a context manager closes it). The file must not
+    change while it is open: a row read back that is not what opening saw fails with code
+    ``bundle``. A missing, unreadable or folder path is a :class:`FileError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = _path_argument(path, "path", "BundleSource")
+        try:
+            self._handle = io.BufferedReader(io.FileIO(self.path, "r"), buffer_size=1 << 16)
+        except OSError as exc:
+            raise _file_error(exc, self.path, "read") from exc
+        self._lock = threading.Lock()
+        self._limit = limits.MAX_BUNDLE_LINE_BYTES
+        try:
+            opening = _Opening(self._handle, self._bad, self.path)
+            opening.run()
+        except OSError as exc:
+            self._handle.close()
+            raise _file_error(exc, self.path, "read") from exc
+        except BaseException:
+            self._handle.close()
+            raise
+        self._spans = opening.spans
+        #: the ``library`` member of the manifest (who wrote the bundle, as it says)
+        self.library: str = opening.library
 
     def _bad(self, reason: str) -> VerificationError:
         return VerificationError("", None, reason, code="bundle", where=f"bundle {self.path}")
 
-    def read(self, run_id: str, *, start: int = 0) -> Iterator[BundleRow]:
-        if run_id not in self._rows:
+    def _changed(self, line: int) -> VerificationError:
+        return self._bad(
+            f"line {line} is not what it was when the bundle was opened: the file changed "
+            "while it was open (a bundle must not change while it is read)"
+        )
+
+    def _line_at(self, offset: int, number: int) -> bytes:
+        with self._lock:
+            if self._handle.closed:
+                raise UsageError(f"bundle {self.path} is closed")
+            try:
+                self._handle.seek(offset)
+                line = self._handle.readline(self._limit + 1)
+            except OSError as exc:
+                raise _file_error(exc, self.path, "read") from exc
+        if not line.endswith(b"\n"):
+            raise self._changed(number)
+        return line
+
+    def _span(self, run_id: str) -> _Span:
+        span = self._spans.get(run_id) if type(run_id) is str else None
+        if span is None:
             raise RunNotFoundError(f"no run {run_id!r} in bundle {self.path}")
-        return iter(self._rows[run_id][start:])
+        return span
+
+    def read(self, run_id: str, *, start: int = 0) -> Iterator[BundleRow]:
+        """The run's rows from position ``start`` on, parsed from the file as they are
+        consumed; :class:`RunNotFoundError` for a run the bundle does not hold."""
+        return self._rows(run_id, self._span(run_id), start)
+
+    def _rows(self, run_id: str, span: _Span, start: int) -> Iterator[BundleRow]:
+        offset = span.offset
+        for index in range(span.count):
+            line = self._line_at(offset, span.line + index)
+            offset += len(line)
+            if index < start:
+                continue
+            try:
+                row = _row_of(_parse(line))
+            except _LineError:
+                raise self._changed(span.line + index) from None
+            if row.run_id != run_id:
+                raise self._changed(span.line + index)
+            yield row
+        if offset != span.offset + span.length:
+            raise self._changed(span.line + span.count - 1)
+
+    def run_ids(self) -> list[str]:
+        """Every run the bundle's event lines hold, in file order (never the manifest's)."""
+        return list(self._spans)
+
+    def index_entries(self) -> list[BundleIndexEntry]:
+        """The manifest's run list as written: the bundle's run index (read again from the
+        file; opening already checked that it lists the same runs, counts and heads)."""
+        try:
+            entries = _parse(self._line_at(0, 1), _INDEX_DECODER)["runs"]
+            if not all(type(entry) is BundleIndexEntry for entry in entries):
+                raise TypeError
+        except (_LineError, KeyError, TypeError):
+            raise self._changed(1) from None
+        return list(entries)
+
+    def _info(self, run_id: str, span: _Span) -> BundleRun:
+        return BundleRun(
+            run_id=run_id,
+            conversation_id=span.conversation_id,
+            parent_run_id=span.parent_run_id,
+            opened_at=span.opened_at,
+            events=span.count,
+            last_type=span.last_type,
+            head=span.head,
+            requested=span.requested,
+        )
 
     def runs(self) -> list[BundleRun]:
-        """Every run in the bundle, parents before children."""
-        return list(self._runs.values())
+        """Every run in the bundle, in file order (parents before children)."""
+        return [self._info(run_id, span) for run_id, span in self._spans.items()]
 
     def run_info(self, run_id: str) -> BundleRun:
-        if run_id not in self._runs:
-            raise RunNotFoundError(f"no run {run_id!r} in bundle {self.path}")
-        return self._runs[run_id]
+        return self._info(run_id, self._span(run_id))
 
     def close(self) -> None:
-        """Nothing to release (the bundle is read whole)."""
+        """Release the file (reading a run afterwards is a :class:`UsageError`)."""
+        with self._lock:
+            self._handle.close()
+
+    def __enter__(self) -> BundleSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -3,20 +3,80 @@
 ``e_i = H(event, canon({body, run, seq, ts, type}))`` where ``body`` is the
 event's canonical body embedded as JSON, and ``c_i = H(chain, c_{i-1} || e_i)``
 with ``c_{-1}`` = 32 zero bytes.
+
+Rows as stored are read, not trusted: :func:`row_problem` checks a row's envelope before
+anything is hashed (a TEXT body from a crafted SQLite file, a hash of the wrong length is a
+finding about that row, never an exception); :func:`open_body` reads what a first row names
+before it is verified; :func:`index_findings` compares a run index (a store's ``runs``
+table, a bundle's manifest: never evidence) with the events.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Final
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, Protocol
 
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
+from agentfootprint.errors import VerificationError
+from agentfootprint.verify.canonical import MAX_SAFE_INT, canon, parse
 from agentfootprint.verify.hashing import ZERO, digest
+from agentfootprint.verify.limits import MAX_BODY_BYTES
 
-__all__ = ["EVENT_TYPES", "GENESIS", "chain_hash", "event_envelope", "event_hash"]
+__all__ = [
+    "EVENT_TYPES",
+    "GENESIS",
+    "Row",
+    "RowSource",
+    "RunSource",
+    "chain_hash",
+    "event_envelope",
+    "event_hash",
+    "index_findings",
+    "is_text",
+    "open_body",
+    "parent_named",
+    "row_problem",
+    "shown",
+    "stored_kind",
+]
 
 GENESIS: Final = ZERO
 EVENT_TYPES: Final = frozenset({"run.open", "write", "receipt", "commit", "event", "run.close"})
+
+
+class Row(Protocol):
+    """One stored event as a source yields it: the types are what a sound source gives;
+    a crafted one may give others, which :func:`row_problem` finds before any use."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def ts(self) -> int: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def event_hash(self) -> bytes: ...
+    @property
+    def chain_hash(self) -> bytes: ...
+
+
+class RowSource(Protocol):
+    """Anything that yields a run's rows in seq order (a store, an export)."""
+
+    def read(self, run_id: str, *, start: int = 0) -> Iterable[Row]: ...
+
+
+class RunSource(RowSource, Protocol):
+    """A row source that also lists its runs from the events (for whole-file verification).
+
+    A source with ``index_entries()`` too (a store's ``runs`` table, a bundle's manifest)
+    has its index checked against the events."""
+
+    def run_ids(self) -> list[str]: ...
 
 
 def event_hash(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes:
@@ -59,3 +119,156 @@ def event_envelope(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> b
 def chain_hash(previous: bytes, event: bytes) -> bytes:
     """Link ``event`` (an event hash) onto the chain whose head is ``previous``."""
     return digest("chain", previous + event)
+
+
+def stored_kind(value: Any) -> str:
+    """What a stored column value is, as a message names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a real number"
+    if isinstance(value, bytes):
+        return f"{len(value)} bytes"
+    return f"a {type(value).__name__}"
+
+
+def row_problem(row: Any, run_id: str, seq: int) -> str | None:
+    """Why ``row`` cannot be event ``seq`` of run ``run_id`` (None: its envelope is sound).
+
+    In order: ``seq`` an integer, the row of this run, ``seq`` the expected one, a known
+    ``type``, ``ts`` an I-JSON integer, ``body`` bytes within ``MAX_BODY_BYTES``, both
+    hashes 32 bytes. Integers exclude booleans.
+    """
+    if type(row.seq) is not int:
+        return f"seq is {stored_kind(row.seq)}, not an integer"
+    if type(row.run_id) is not str or row.run_id != run_id:
+        return f"row belongs to run {row.run_id!r}"
+    if row.seq != seq:
+        return f"seq {row.seq} where {seq} was expected " + (
+            "(a row is missing)" if row.seq > seq else "(a row is repeated)"
+        )
+    if type(row.type) is not str:
+        return f"type is {stored_kind(row.type)}, not text"
+    if row.type not in EVENT_TYPES:
+        return f"unknown event type {row.type!r}"
+    if type(row.ts) is not int:
+        return f"ts is {stored_kind(row.ts)}, not an integer"
+    if not -MAX_SAFE_INT <= row.ts <= MAX_SAFE_INT:
+        return f"ts {row.ts} is outside +-(2**53 - 1)"
+    if type(row.body) is not bytes:
+        return f"body is {stored_kind(row.body)}, not bytes (a BLOB)"
+    if len(row.body) > MAX_BODY_BYTES:
+        return f"body is {len(row.body)} bytes, over the limit of {MAX_BODY_BYTES}"
+    for name in ("event_hash", "chain_hash"):
+        value = getattr(row, name)
+        if type(value) is not bytes or len(value) != 32:
+            return f"{name} is {stored_kind(value)}, not 32 bytes"
+    return None
+
+
+def open_body(row: Any) -> dict[str, Any] | None:
+    """The body of a ``run.open`` row as recorded, or None (no row, another type, a body
+    that is not a JSON object). For reading a run's first row before it is verified."""
+    if row is None or row.type != "run.open" or type(row.body) is not bytes:
+        return None
+    try:
+        body = parse(row.body)
+    except (ValueError, RecursionError):  # RecursionError: deep arrays holding big numbers
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def parent_named(row: Any) -> str | None:
+    """The parent run id a first row's ``run.open`` names (None: none, or no such row)."""
+    body = open_body(row)
+    parent = body.get("parent") if body is not None else None
+    if isinstance(parent, dict) and type(parent.get("run_id")) is str:
+        return str(parent["run_id"])
+    return None
+
+
+def is_text(value: Any) -> bool:
+    """A ``str`` that encodes as UTF-8 (no lone surrogate): text a log can hold."""
+    if type(value) is not str:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(run_id: Any) -> str:
+    """A run id as messages show it (an id that is not UTF-8 text is shown as its repr)."""
+    return run_id if is_text(run_id) else repr(run_id)
+
+
+def _same(index_value: Any, event_value: Any) -> bool:
+    """Equal and of the same type (``1 == 1.0 == True`` does not make an index agree)."""
+    return type(index_value) is type(event_value) and index_value == event_value
+
+
+_INDEXED = ("conversation_id", "parent_run_id", "opened_at")
+
+
+def index_findings(
+    run_ids: Sequence[Any], facts: Mapping[Any, tuple[Any, Any, Any] | None], entries: Sequence[Any]
+) -> Iterator[VerificationError]:
+    """One ``index`` finding per index entry that disagrees with the events, in index order,
+    then one per run with events and no entry.
+
+    ``facts[run_id]`` is ``(conversation_id, parent run id, ts)`` of a run that verified, as
+    its ``run.open`` row records them (None: the run failed, and its verdict says why).
+    """
+    listed: set[Any] = set()
+    with_events = set(run_ids)
+    for entry in entries:
+        run_id = entry.run_id
+        if not is_text(run_id):
+            kind = "text that is not UTF-8" if type(run_id) is str else stored_kind(run_id)
+            yield VerificationError(
+                shown(run_id), None, f"index row's run id is {kind}, not text", code="index"
+            )
+            continue
+        if run_id in listed:
+            yield VerificationError(run_id, None, "the index lists this run twice", code="index")
+            continue
+        listed.add(run_id)
+        if run_id not in with_events:
+            yield VerificationError(
+                run_id,
+                None,
+                "the index lists this run but the log holds no event of it",
+                code="index",
+            )
+            continue
+        recorded = facts.get(run_id)
+        if recorded is None:
+            continue
+        indexed = (entry.conversation_id, entry.parent_run_id, entry.opened_at)
+        differ = [
+            f"{name} {have!r} where run.open says {want!r}"
+            for name, have, want in zip(_INDEXED, indexed, recorded, strict=True)
+            if not _same(have, want)
+        ]
+        if differ:
+            yield VerificationError(
+                run_id,
+                0,
+                "the index row disagrees with the events: " + "; ".join(differ),
+                code="index",
+            )
+    for run_id in run_ids:
+        if run_id not in listed:
+            yield VerificationError(
+                shown(run_id),
+                None,
+                "the log holds events of this run but the index has no row for it",
+                code="index",
+            )

@@ -1,47 +1,87 @@
-"""Redaction policies and salted commitments: the format-level rules.
+"""Redaction policies, the JSON-text rule and salted commitments: the format-level rules.
 
-A policy selects values by the *name of the key* they sit under, at any depth:
-a key matches when it is one of ``keys`` exactly, or when a ``patterns`` regular
-expression (Python ``re``, ``search``) finds a match in it. Keys longer than 256
-characters are tested against ``keys`` only (a guard against pathological regexes).
-Strings that hold a JSON object or array (tool-call arguments, JSON tool results)
-are parsed, and keys inside them match too.
+A policy selects values by the *name of the key* they sit under, at any depth: a key
+matches when it is one of ``keys`` exactly, or when a ``patterns`` regular expression finds
+a match in it. Policy documents of version 2 (what the writer records) hold RE2 patterns,
+matched in linear time at any key length; version 1 documents (older logs) hold Python
+``re`` patterns, tried on keys of at most 256 characters and matched with the ``regex``
+module under a time budget (:class:`MatchBudgetExceeded` when it runs out).
+
+Strings that hold JSON text are classified by one rule, :func:`read_json_text`, shared by
+the store boundary and the verifier: text (not an object or array), a *walkable* container
+(parsed, its keys match too, and it can be rewritten in canonical form), or *opaque* JSON
+text (RFC 8259 JSON that cannot be safely rewritten). Under a policy, opaque text is
+committed whole.
 
 A matched value (the whole subtree) is replaced by ``{"$commit": hex}`` with
-``hex = H("commit", canon([b64url(salt), key, value]))`` and a fresh random
-128-bit salt. The triple ``[b64url(salt), key, value]`` is a *disclosure*: whoever
-holds it can prove the value; without it the commitment hides the value.
-
-This module is shared by the store boundary (which commits) and the verifier
-(which checks commitments are well formed, never repeated, and that no plaintext
-sits under a policy key). It imports nothing of the runtime.
+``hex = H("commit", canon([b64url(salt), key, value]))`` and a fresh random 128-bit salt.
+The triple ``[b64url(salt), key, value]`` is a *disclosure*. This module imports nothing
+of the runtime.
 """
 
 from __future__ import annotations
 
 import base64
+import enum
+import json
+import math
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, Final
 
-from agentfootprint.verify.canonical import canon, json_path, parse
+import orjson
+import re2
+import regex
+
+from agentfootprint.verify.canonical import MAX_DEPTH, MAX_SAFE_INT, canon, json_path
 from agentfootprint.verify.hashing import hexdigest
 
 __all__ = [
     "COMMIT_KEY",
+    "LEGACY_BUDGET_PER_KEY",
+    "LEGACY_BUDGET_SECONDS",
+    "LEGACY_POLICY_VERSION",
     "MAX_PATTERN_KEY",
+    "MAX_TEXT_DEPTH",
+    "OPAQUE",
+    "POLICY_VERSION",
     "Disclosure",
+    "Leak",
+    "MatchBudgetExceeded",
     "PolicyDocument",
+    "RedactionScan",
+    "bracket_depth",
     "commitment_digest",
     "is_commitment",
     "iter_commitments",
     "iter_leaks",
+    "nests_too_deep",
+    "parse_json_container",
+    "re2_refusal",
+    "read_json_text",
+    "scan_redaction",
 ]
 
 COMMIT_KEY: Final = "$commit"
+#: version 1 patterns are tried on keys of at most this many characters only
 MAX_PATTERN_KEY: Final = 256
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+POLICY_VERSION: Final = 2
+LEGACY_POLICY_VERSION: Final = 1
+#: CPU time a version 1 policy's matcher may spend in its patterns (the clock the ``regex``
+#: module's ``timeout`` counts): this much to start with ...
+LEGACY_BUDGET_SECONDS: Final = 1.0
+#: ... and this much more for every key it tries them on (so the budget is linear in the input)
+LEGACY_BUDGET_PER_KEY: Final = 50e-6
+#: deepest bracket nesting of JSON text that is walked (deeper text is opaque)
+MAX_TEXT_DEPTH: Final = MAX_DEPTH
+_HEX64 = re.compile(r"[0-9a-f]{64}")  # fullmatch: no final newline (as "$" allows)
+
+
+class MatchBudgetExceeded(ValueError):
+    """A recorded version 1 (Python ``re``) pattern used up its matcher's time budget."""
 
 
 def b64url(data: bytes) -> str:
@@ -65,60 +105,478 @@ def is_commitment(value: Any) -> bool:
         type(value) is dict
         and len(value) == 1
         and type(value.get(COMMIT_KEY)) is str
-        and _HEX64.match(value[COMMIT_KEY]) is not None
+        and _HEX64.fullmatch(value[COMMIT_KEY]) is not None
     )
+
+
+# -- the JSON-text rule ---------------------------------------------------------------------
+
+
+class _Opaque(enum.Enum):
+    OPAQUE = "opaque"
+
+
+#: what :func:`read_json_text` returns for JSON text that is committed whole under a policy
+OPAQUE: Final = _Opaque.OPAQUE
+
+_JSON_WS = " \t\n\r"
+_STRUCTURE = b'"[]{}'
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in _STRUCTURE)
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_DEEP_RUN = b"\x01" * (MAX_TEXT_DEPTH + 1)
+_RAW_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class _Unsafe(Exception):
+    """Internal: a duplicate member name or a number beyond the doubles."""
+
+
+class _NotJson(Exception):
+    """Internal: ``NaN``, ``Infinity`` or ``-Infinity``, which RFC 8259 does not allow."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise _Unsafe
+    return members
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(name)
+
+
+def _finite(text: str) -> int | float:
+    """A number token as the log reads it back: the nearest double, or the int it equals
+    when integral within +-(2**53 - 1) (``1.0`` and ``1e-400`` read as ``1`` and ``0``)."""
+    number = float(text)  # correctly rounded, linear in the token's length
+    if math.isinf(number):
+        raise _Unsafe
+    if number.is_integer() and -MAX_SAFE_INT <= number <= MAX_SAFE_INT:
+        return int(number)
+    return number
+
+
+def _integer(text: str) -> int | float:
+    """An integer token: an int within +-(2**53 - 1), else the nearest (finite) double."""
+    if len(text) <= 17:  # (a sign and 16 digits)
+        number = int(text)
+        if -MAX_SAFE_INT <= number <= MAX_SAFE_INT:
+            return number
+    return _finite(text)
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_finite, parse_int=_integer
+)
+# whether the text is RFC 8259 JSON at all (any number, duplicate names, lone surrogates)
+_LENIENT_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_int=float)
+
+
+def bracket_depth(text: str) -> int:
+    """How deep ``[``/``{`` nest outside string literals (linear, never recursing).
+
+    Remove every ``\\\\`` pair (left to right), then every ``\\"``; split what is left at
+    each ``"`` and keep the pieces at even positions (outside strings); the depth is the
+    highest running count of ``[``/``{`` (+1) and ``]``/``}`` (-1) over them, or 0. For a JSON
+    text this is its nesting depth (``[]`` is 1, ``[[1]]`` is 2)."""
+    return max(0, max(accumulate(memoryview(_steps(text)).cast("b")), default=0))
+
+
+def nests_too_deep(text: str) -> bool:
+    """``bracket_depth(text) > MAX_TEXT_DEPTH``, deciding the usual cases without a scan."""
+    if text.count("[") + text.count("{") <= MAX_TEXT_DEPTH:  # too few openers to nest deeper
+        return False
+    steps = _steps(text)
+    if _DEEP_RUN in steps:  # that many openers in a row
+        return True
+    return max(accumulate(memoryview(steps).cast("b")), default=0) > MAX_TEXT_DEPTH
+
+
+def _steps(text: str) -> bytes:
+    """The brackets outside string literals, as bytes 1 (an opener) and 255 (a closer)."""
+    data = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b"".join(data.translate(None, _NOT_STRUCTURE).split(b'"')[::2]).translate(_STEPS)
+
+
+def read_json_text(text: str) -> Any:
+    """What a string is under the JSON-text rule: the object or array it holds (walkable),
+    :data:`OPAQUE`, or None (text).
+
+    * None: the first character after JSON whitespace is not ``{`` or ``[``; or the string
+      holds a lone surrogate (it is not Unicode text); or it is not one RFC 8259 JSON text
+      (``NaN``, trailing commas, two values...).
+    * :data:`OPAQUE`: the bracket nesting (:func:`bracket_depth`) exceeds
+      :data:`MAX_TEXT_DEPTH`; or the text is RFC 8259 JSON with a duplicate member name in
+      an object, a number whose nearest double is infinite, or a ``\\u`` escape that leaves
+      a lone surrogate.
+    * otherwise the parsed container, which ``canon`` can rewrite: each number is the
+      nearest double, read as an int when it is integral within +-(2**53 - 1) (so the
+      value is what the log gives back once it is written: ``1.0`` reads as ``1``).
+    """
+    start = text[:1]
+    if start != "{" and start != "[" and text.lstrip(_JSON_WS)[:1] not in ("{", "["):
+        return None
+    if not text.isascii() and _RAW_SURROGATE.search(text) is not None:
+        return None
+    if nests_too_deep(text):
+        return OPAQUE
+    try:
+        value = _DECODER.decode(text)
+    except _NotJson:
+        return None
+    except _Unsafe:
+        return OPAQUE if _is_json(text) else None
+    except ValueError:  # JSONDecodeError: not JSON
+        return None
+    except RecursionError:  # only from a caller already deep in recursion: fail closed
+        return OPAQUE
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
+        try:
+            orjson.dumps(value)  # refuses a string or name holding a lone surrogate
+        except orjson.JSONEncodeError:
+            return OPAQUE
+    return value
+
+
+def _is_json(text: str) -> bool:
+    try:
+        _LENIENT_DECODER.decode(text)
+    except (_NotJson, ValueError):
+        return False
+    return True
+
+
+def parse_json_container(text: str) -> Any | None:
+    """The walkable container a string holds as JSON text, or None (text, or opaque)."""
+    value = read_json_text(text)
+    return None if value is OPAQUE else value
+
+
+# -- the verifier's scans -------------------------------------------------------------------
+
+
+class Leak(tuple[str | None, tuple[str | int, ...]]):
+    """Plaintext where the policy wants a commitment: ``(key, path)`` (unpacks as a pair).
+
+    ``opaque``: the value is opaque JSON text (the boundary commits it whole), ``key`` the
+    member it sits under (None at the top of an appended value); otherwise ``key`` is a
+    member name the policy matches."""
+
+    opaque: bool
+
+    def __new__(cls, key: str | None, path: tuple[str | int, ...], opaque: bool = False) -> Leak:
+        leak = super().__new__(cls, (key, path))
+        leak.opaque = opaque
+        return leak
+
+    @property
+    def key(self) -> str | None:
+        return self[0]
+
+    @property
+    def path(self) -> tuple[str | int, ...]:
+        return self[1]
+
+    @property
+    def message(self) -> str:
+        if self.opaque:
+            return f"JSON text the boundary commits whole is in clear at {json_path(self.path)}"
+        return f"plaintext under the policy key {self.key!r} at {json_path(self.path)}"
+
+
+def _walked(value: Any) -> bool:
+    """Whether a scan has to look at ``value``: a container, or a string that may be JSON."""
+    kind = type(value)
+    return kind is dict or kind is list or (kind is str and value != "" and value[0] in _MAYBE_JSON)
+
+
+_MAYBE_JSON = "{[" + _JSON_WS
+
+
+def iter_commitments(
+    value: Any, path: tuple[str | int, ...] = (), key: str | None = None
+) -> Iterator[tuple[str, str | None, tuple[str | int, ...]]]:
+    """Every commitment in ``value``: ``(digest, key it sits under, path)``.
+
+    Walkable JSON text inside strings is searched too (its path ends at the string);
+    opaque JSON text and other text are not. Raises ``ValueError`` on a malformed one.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...], str | None]] = [(value, path, key)]
+    while stack:
+        item, where, under = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if COMMIT_KEY in item:
+                if not is_commitment(item):
+                    raise ValueError(f"{json_path(where)}: malformed commitment {item!r:.80}")
+                yield item[COMMIT_KEY], under, where
+                continue
+            stack.extend((c, (*where, k), k) for k, c in item.items() if _walked(c))
+        elif kind is list:
+            stack.extend((c, (*where, i), under) for i, c in enumerate(item) if _walked(c))
+        elif kind is str:
+            inner = read_json_text(item)
+            if inner is not None and inner is not OPAQUE:
+                stack.append((inner, where, under))
+
+
+def iter_leaks(
+    value: Any,
+    matches: Callable[[str], bool],
+    path: tuple[str | int, ...] = (),
+    key: str | None = None,
+) -> Iterator[Leak]:
+    """What a policy wants committed but is not: a member the policy matches whose value
+    is not a commitment, and opaque JSON text anywhere (a :class:`Leak` each).
+
+    ``matches`` may raise :class:`MatchBudgetExceeded` (a version 1 policy)."""
+    stack: list[tuple[Any, tuple[str | int, ...], str | None]] = [(value, path, key)]
+    while stack:
+        item, where, under = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if is_commitment(item):
+                continue
+            for k, child in item.items():
+                if matches(k) and not is_commitment(child):
+                    yield Leak(k, (*where, k))
+                elif _walked(child):
+                    stack.append((child, (*where, k), k))
+        elif kind is list:
+            stack.extend((c, (*where, i), under) for i, c in enumerate(item) if _walked(c))
+        elif kind is str:
+            inner = read_json_text(item)
+            if inner is OPAQUE:
+                yield Leak(under, where, opaque=True)
+            elif inner is not None:
+                stack.append((inner, where, under))
+
+
+@dataclass(slots=True)
+class RedactionScan:
+    """One walk's findings: ``commitments`` as :func:`iter_commitments` yields them (in
+    its order) and ``leaks`` as :func:`iter_leaks` does (empty without a policy)."""
+
+    commitments: list[tuple[str, str | None, tuple[str | int, ...]]] = field(default_factory=list)
+    leaks: list[Leak] = field(default_factory=list)
+
+
+def scan_redaction(
+    value: Any,
+    matches: Callable[[str], bool] | None,
+    path: tuple[str | int, ...] = (),
+    key: str | None = None,
+) -> RedactionScan:
+    """:func:`iter_commitments` and :func:`iter_leaks` in one walk (each JSON string is
+    read once). Raises ``ValueError`` on a malformed commitment (before any leak counts)
+    and :class:`MatchBudgetExceeded` when ``matches`` does."""
+    found = RedactionScan()
+    commitments, leaks = found.commitments, found.leaks
+    stack: list[tuple[Any, tuple[str | int, ...], str | None, bool]] = [(value, path, key, True)]
+    while stack:
+        item, where, under, open_ = stack.pop()  # open_: not inside a leak (still checked)
+        kind = type(item)
+        if kind is dict:
+            if COMMIT_KEY in item:
+                if not is_commitment(item):
+                    raise ValueError(f"{json_path(where)}: malformed commitment {item!r:.80}")
+                commitments.append((item[COMMIT_KEY], under, where))
+                continue
+            for k, child in item.items():
+                if open_ and matches is not None and matches(k) and not is_commitment(child):
+                    leaks.append(Leak(k, (*where, k)))
+                    if _walked(child):
+                        stack.append((child, (*where, k), k, False))
+                elif _walked(child):
+                    stack.append((child, (*where, k), k, open_))
+        elif kind is list:
+            stack.extend((c, (*where, i), under, open_) for i, c in enumerate(item) if _walked(c))
+        elif kind is str:
+            inner = read_json_text(item)
+            if inner is OPAQUE:
+                if open_ and matches is not None:
+                    leaks.append(Leak(under, where, opaque=True))
+            elif inner is not None:
+                stack.append((inner, where, under, open_))
+    return found
+
+
+def mapping_keys(value: Mapping[str, Any] | Sequence[Any]) -> Iterator[str]:
+    """All object keys at any depth (no JSON text inside strings)."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            yield from item
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+
+
+# -- policy documents -----------------------------------------------------------------------
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print a line on stderr for each refused pattern
+    return options
+
+
+_RE2_OPTIONS: Final = _re2_options()
+
+
+def re2_refusal(pattern: str) -> str | None:
+    """Why RE2 (default options, UTF-8) refuses ``pattern``, or None when it compiles."""
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else "refused"
+        return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    except UnicodeEncodeError:
+        return "the pattern holds a lone surrogate"
+    return None
+
+
+def _python_re_refusal(pattern: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return str(exc)
+    except (RecursionError, OverflowError) as exc:
+        return type(exc).__name__
+    try:
+        regex.compile(pattern, flags=regex.VERSION0)
+    except (regex.error, RecursionError, OverflowError) as exc:
+        return (
+            f"the regex module, which matches version 1 patterns under a budget, refuses it: {exc}"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyDocument:
-    """A policy as recorded in ``run.open``: ``{"v": 1, "keys": [...], "patterns": [...]}``."""
+    """A policy as recorded in ``run.open``: ``{"v": 2, "keys": [...], "patterns": [...]}``
+    (RE2 patterns); ``version`` 1 for documents of older logs (Python ``re`` patterns)."""
 
     keys: tuple[str, ...]
     patterns: tuple[str, ...]
+    version: int = POLICY_VERSION
 
     @classmethod
     def from_json(cls, document: Any) -> PolicyDocument:
         """Read a recorded policy; raises ``ValueError`` naming what is wrong."""
         if not isinstance(document, dict) or set(document) != {"v", "keys", "patterns"}:
             raise ValueError("policy must be {v, keys, patterns}")
-        if type(document["v"]) is not int or document["v"] != 1:
-            raise ValueError(f"unknown policy version {document['v']!r}")
+        version = document["v"]
+        if type(version) is not int or version not in (LEGACY_POLICY_VERSION, POLICY_VERSION):
+            raise ValueError(f"unknown policy version {version!r} (known: 1, 2)")
         keys, patterns = document["keys"], document["patterns"]
         if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
             raise ValueError("policy keys must be non-empty strings")
         if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
             raise ValueError("policy patterns must be non-empty strings")
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"pattern {pattern!r} is not a regular expression") from exc
-        return cls(keys=tuple(keys), patterns=tuple(patterns))
+        if version == LEGACY_POLICY_VERSION:
+            for pattern in patterns:
+                why = _python_re_refusal(pattern)
+                if why is not None:
+                    raise ValueError(
+                        f"pattern {pattern!r:.200} is not a Python regular expression ({why})"
+                    )
+        elif version == POLICY_VERSION:
+            for pattern in patterns:
+                why = re2_refusal(pattern)
+                if why is not None:
+                    raise ValueError(f"pattern {pattern!r:.200} is not RE2 syntax ({why})")
+        else:  # pragma: no cover - refused above
+            raise ValueError(f"unknown policy version {version!r}")
+        return cls(keys=tuple(keys), patterns=tuple(patterns), version=version)
 
     def to_json(self) -> dict[str, Any]:
-        return {"v": 1, "keys": sorted(set(self.keys)), "patterns": list(self.patterns)}
+        return {"v": self.version, "keys": sorted(set(self.keys)), "patterns": list(self.patterns)}
 
     def digest(self) -> str:
         """``H("policy", canon(document))``: what ``run.open`` records as ``policy_digest``."""
         return hexdigest("policy", canon(self.to_json()))
 
     def matcher(self) -> Callable[[str], bool]:
-        """``matches(key)``: exact keys, or a pattern found in a key of at most 256 chars."""
+        """``matches(key)``, with a cache. Version 2: exact keys, or an RE2 pattern found
+        anywhere in the key (linear time). Version 1: exact keys, or a Python ``re`` pattern
+        found in a key of at most 256 characters, within a time budget of
+        :data:`LEGACY_BUDGET_SECONDS` plus :data:`LEGACY_BUDGET_PER_KEY` per key tried;
+        running out raises :class:`MatchBudgetExceeded`, then and for every later key it
+        has to try the patterns on (keys seen before keep their answers)."""
         exact = frozenset(self.keys)
-        compiled = [re.compile(p) for p in self.patterns]
+        search = (
+            _legacy_search(self.patterns)
+            if self.version == LEGACY_POLICY_VERSION
+            else _re2_search(self.patterns)
+        )
         cache: dict[str, bool] = {}
 
         def matches(key: str) -> bool:
             hit = cache.get(key)
             if hit is None:
-                hit = key in exact or (
-                    len(key) <= MAX_PATTERN_KEY and any(p.search(key) for p in compiled)
-                )
-                if len(cache) < 4096:
+                hit = key in exact or (search is not None and search(key))
+                if len(cache) < 65536:
                     cache[key] = hit
             return hit
 
         return matches
+
+
+def _re2_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
+    if not patterns:
+        return None
+    compiled = [re2.compile(p.encode("utf-8"), _RE2_OPTIONS) for p in patterns]
+
+    def search(key: str) -> bool:
+        data = key.encode("utf-8", "surrogatepass")  # (a recorded key never has a surrogate)
+        return any(p.search(data) is not None for p in compiled)
+
+    return search
+
+
+def _legacy_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
+    if not patterns:
+        return None
+    compiled = [(p, regex.compile(p, flags=regex.VERSION0)) for p in patterns]
+    budget = [LEGACY_BUDGET_SECONDS]
+    spent: list[MatchBudgetExceeded] = []
+
+    def exceeded(pattern: str, key: str) -> MatchBudgetExceeded:
+        if not spent:  # the first exhaustion is the one every later call reports
+            spent.append(
+                MatchBudgetExceeded(
+                    f"matching the version 1 (Python re) pattern {pattern!r:.120} on a key "
+                    f"of {len(key)} characters used up the matcher's time budget "
+                    f"({LEGACY_BUDGET_SECONDS:g} s plus {LEGACY_BUDGET_PER_KEY * 1e6:g} us per "
+                    "key tried): the pattern backtracks catastrophically"
+                )
+            )
+        return MatchBudgetExceeded(*spent[0].args)
+
+    def search(key: str) -> bool:
+        if len(key) > MAX_PATTERN_KEY:
+            return False
+        if spent:
+            raise exceeded(compiled[0][0], key)
+        budget[0] += LEGACY_BUDGET_PER_KEY
+        for text, pattern in compiled:
+            started = time.process_time()
+            try:
+                found = pattern.search(key, timeout=max(budget[0], 1e-6)) is not None
+            except TimeoutError:
+                raise exceeded(text, key) from None
+            budget[0] -= time.process_time() - started
+            if budget[0] <= 0:
+                raise exceeded(text, key)
+            if found:
+                return True
+        return False
+
+    return search
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,82 +603,10 @@ class Disclosure:
     def from_json(cls, data: Any) -> Disclosure:
         if not isinstance(data, dict) or set(data) != {"commitment", "salt", "key", "value"}:
             raise ValueError("a disclosure is {commitment, salt, key, value}")
-        if not isinstance(data["commitment"], str) or not _HEX64.match(data["commitment"]):
+        if not isinstance(data["commitment"], str) or not _HEX64.fullmatch(data["commitment"]):
             raise ValueError("disclosure commitment is not 64 lowercase hex digits")
         if not isinstance(data["salt"], str) or not isinstance(data["key"], str):
             raise ValueError("disclosure salt and key are strings")
         return cls(
             commitment=data["commitment"], salt=data["salt"], key=data["key"], value=data["value"]
         )
-
-
-def parse_json_container(text: str) -> Any | None:
-    """The object or array a string holds as JSON text, or None (not JSON, or a scalar)."""
-    start = text.lstrip(" \t\n\r")[:1]  # JSON allows whitespace before the value
-    if start not in ("{", "["):
-        return None
-    try:
-        value = parse(text.encode("utf-8", "surrogatepass"))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict | list) else None
-
-
-def iter_commitments(
-    value: Any, path: tuple[str | int, ...] = (), key: str | None = None
-) -> Iterator[tuple[str, str | None, tuple[str | int, ...]]]:
-    """Every commitment in ``value``: ``(digest, key it sits under, path)``.
-
-    Strings holding JSON containers are searched too (their path ends at the string).
-    """
-    stack: list[tuple[Any, tuple[str | int, ...], str | None]] = [(value, path, key)]
-    while stack:
-        item, where, under = stack.pop()
-        if type(item) is dict:
-            if COMMIT_KEY in item:
-                if not is_commitment(item):
-                    raise ValueError(f"{json_path(where)}: malformed commitment {item!r:.80}")
-                yield item[COMMIT_KEY], under, where
-                continue
-            stack.extend((child, (*where, k), k) for k, child in item.items())
-        elif type(item) is list:
-            stack.extend((child, (*where, i), under) for i, child in enumerate(item))
-        elif type(item) is str:
-            inner = parse_json_container(item)
-            if inner is not None:
-                stack.append((inner, where, under))
-
-
-def iter_leaks(
-    value: Any, matches: Callable[[str], bool], path: tuple[str | int, ...] = ()
-) -> Iterator[tuple[str, tuple[str | int, ...]]]:
-    """Keys matched by the policy whose value is not a commitment: ``(key, path)``."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if type(item) is dict:
-            if is_commitment(item):
-                continue
-            for k, child in item.items():
-                if matches(k) and not is_commitment(child):
-                    yield k, (*where, k)
-                else:
-                    stack.append((child, (*where, k)))
-        elif type(item) is list:
-            stack.extend((child, (*where, i)) for i, child in enumerate(item))
-        elif type(item) is str:
-            inner = parse_json_container(item)
-            if inner is not None:
-                stack.append((inner, where))
-
-
-def mapping_keys(value: Mapping[str, Any] | Sequence[Any]) -> Iterator[str]:
-    """All object keys at any depth (used to refuse the reserved ``$commit`` in input)."""
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) is dict:
-            yield from item
-            stack.extend(item.values())
-        elif type(item) is list:
-            stack.extend(item)

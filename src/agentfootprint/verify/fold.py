@@ -11,17 +11,27 @@ Write verbs (path = a top-level state key in log format v1):
 * ``delete``: the key is removed (it must exist).
 
 Receipt digest lists are stored as ``{"keep": n, "add": [...]}``: the first
-``n`` digests of the previous receipt's list of that kind, then ``add``.
+``n`` digests of the previous receipt's list of that kind, then ``add`` (64 lowercase
+hex digits each).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-__all__ = ["VERBS", "FoldError", "apply_write", "compress_digests", "expand_digests"]
+__all__ = [
+    "VERBS",
+    "FoldError",
+    "apply_write",
+    "compress_digests",
+    "digest_list_problem",
+    "expand_digests",
+]
 
 VERBS = ("set", "append", "merge", "delete")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class FoldError(ValueError):
@@ -60,15 +70,29 @@ def compress_digests(previous: Sequence[str], current: Sequence[str]) -> dict[st
     return {"keep": keep, "add": list(current[keep:])}
 
 
+def digest_list_problem(stored: Any) -> str | None:
+    """Why ``stored`` is not a stored digest list ``{keep: int, add: [hex, ...]}`` (None: it is).
+
+    The shape only; whether ``keep`` fits the previous list is :func:`expand_digests`'.
+    """
+    if not isinstance(stored, dict) or set(stored) != {"keep", "add"}:
+        return "must be an object with exactly the members keep and add"
+    if type(stored["keep"]) is not int:
+        return "keep must be an integer"
+    add = stored["add"]
+    if not isinstance(add, list):
+        return "add must be an array"
+    for index, item in enumerate(add):
+        if type(item) is not str or _HEX64.fullmatch(item) is None:
+            return f"add[{index}] is not 64 lowercase hex digits"
+    return None
+
+
 def expand_digests(previous: Sequence[str], stored: Any) -> list[str]:
-    """Inverse of :func:`compress_digests`; refuses a malformed or overlong ``keep``."""
-    if (
-        not isinstance(stored, dict)
-        or set(stored) != {"keep", "add"}
-        or type(stored["keep"]) is not int
-        or not isinstance(stored["add"], list)
-    ):
-        raise FoldError("digest list must be {keep: int, add: [...]}")
+    """Inverse of :func:`compress_digests`; refuses a malformed list or an overlong ``keep``."""
+    problem = digest_list_problem(stored)
+    if problem is not None:
+        raise FoldError(f"digest list {problem}")
     keep = stored["keep"]
     if not 0 <= keep <= len(previous):
         raise FoldError(f"keep={keep} but the previous list has {len(previous)} digests")

@@ -1,10 +1,18 @@
 """The size limits of the log format: one body limit, from which every other bound follows.
 
-``MAX_BODY_BYTES`` bounds the canonical body of any event the writer records. A bundle
-line holds one body as a JSON string (a canonical body has no raw control characters, so
-escaping at most doubles it) plus a fixed-size envelope, so ``MAX_BUNDLE_LINE_BYTES``
-follows from it: every run a writer could record can be exported, and a reader never has
-to hold more than one bounded line. docs/log-format.md states both.
+``MAX_BODY_BYTES`` bounds the canonical body of any event the writer records
+(``store.writer.RunWriter`` refuses a larger one with ``RecordTooLargeError`` before anything
+is appended). A bundle line holds one body as a JSON string plus an envelope (member names,
+run id, type, seq, ts, both hashes); the writer also refuses an event whose envelope would
+exceed ``MAX_ENVELOPE_BYTES`` (in practice: a run id of tens of kilobytes). A canonical body
+holds no control character, and JSON string escaping writes every other byte as itself or,
+for ``"`` and ``\\``, as two: so a line is at most ``2 * MAX_BODY_BYTES + MAX_ENVELOPE_BYTES``
+= ``MAX_BUNDLE_LINE_BYTES``, every run the writer records can be exported, and a reader
+never holds more than one bounded line. The bundle reader refuses any longer line (the
+manifest and the trailer too) without reading it whole. docs/log-format.md states all three.
+
+The values are read at each use (``limits.MAX_BODY_BYTES``), never copied at import, so one
+setting governs the writer, the exporter and the reader.
 """
 
 from __future__ import annotations

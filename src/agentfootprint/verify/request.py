@@ -14,6 +14,11 @@ request field  state key                           default
 ``messages``   ``history``                         ``[]``
 ``tools``      ``tool_schemas``                    ``[]``
 =============  ==================================  ===========
+
+A state whose projected keys have the wrong JSON type (``model`` not a string,
+``params`` not an object, a piece list not an array) projects onto no request:
+:class:`ProjectionError`, never a request built from whatever the value happens to be
+(a string would otherwise be served character by character).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any, Final
 
 import orjson
 
+from agentfootprint.errors import AgentFootprintError, UsageError
 from agentfootprint.verify.canonical import canon, canon_object
 from agentfootprint.verify.hashing import domain_prefix, hexdigest
 
@@ -33,9 +39,12 @@ __all__ = [
     "PIECE_KINDS",
     "PROJECTION",
     "REQUEST_VERSION",
+    "ProjectionError",
     "RequestDigests",
     "RequestHasher",
     "build_request",
+    "json_kind",
+    "piece_mismatch",
     "request_digest",
 ]
 
@@ -49,17 +58,76 @@ PROJECTION: Final = {
 PIECE_KINDS: Final = tuple(PROJECTION)
 
 
+class ProjectionError(AgentFootprintError, ValueError):
+    """The state projects onto no request: ``model`` absent, or a projected key holding
+    the wrong JSON type. ``key`` names the state key."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(reason)
+        self.key = key
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a parsed value, with its article: what messages call it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return f"a {type(value).__name__} (not JSON)"
+
+
+def _projected(
+    state: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any, name: str
+) -> Any:
+    value = state.get(key, default)
+    if not isinstance(value, kind):
+        raise ProjectionError(key, f"state key {key} is {json_kind(value)}, not {name}")
+    return value
+
+
 def build_request(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Project committed state onto the request the model is served (projection v1)."""
+    """Project committed state onto the request the model is served (projection v1).
+
+    Raises :class:`ProjectionError` when there is no ``model`` or a projected key holds
+    the wrong JSON type: such a state is served nothing, so it attests nothing.
+    """
+    if not isinstance(state, Mapping):
+        raise UsageError(
+            f"state must be a mapping of state keys, not {type(state).__name__}",
+            option="state",
+        )
     if "model" not in state:
-        raise KeyError("state has no 'model': the seed stage writes it before any call")
+        raise ProjectionError(
+            "model", "state has no 'model': the seed stage writes it before any call"
+        )
     return {
-        "model": state["model"],
-        "params": state.get("params", {}),
-        "system": state.get("system_pieces", []),
-        "messages": state.get("history", []),
-        "tools": state.get("tool_schemas", []),
+        "model": _projected(state, "model", str, None, "a string"),
+        "params": _projected(state, "params", dict, {}, "an object"),
+        "system": _projected(state, "system_pieces", (list, tuple), [], "an array"),
+        "messages": _projected(state, "history", (list, tuple), [], "an array"),
+        "tools": _projected(state, "tool_schemas", (list, tuple), [], "an array"),
     }
+
+
+def piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str]) -> str:
+    """What a receipt's expanded digest list gets wrong against the rebuilt one."""
+    for position, (want, got) in enumerate(zip(claimed, actual, strict=False)):
+        if want != got:
+            return (
+                f"call {call}: {kind} piece {position} was served as {got} "
+                f"but the receipt says {want}"
+            )
+    return (
+        f"call {call}: {len(actual)} {kind} pieces were served but the receipt lists {len(claimed)}"
+    )
 
 
 def request_digest(model: str, params: Any, pieces: Mapping[str, Sequence[str]]) -> str:

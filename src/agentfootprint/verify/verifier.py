@@ -15,37 +15,72 @@ Checks, per run, in seq order:
 5. receipts: the request rebuilt from the folded state hashes, piece by piece and
    as a whole, to what the receipt says;
 6. ancestry: a continued run's parent verifies and its head is the one recorded.
+
+Every value read from the log has its type checked before it is indexed, iterated or
+called: a crafted file gets INVALID with a code and a seq, never a traceback and never a
+pass. :meth:`Verifier.verify_all` verifies a whole file: the runs found from the events
+(never from the run index, which is not evidence), then the index rows that disagree.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import itertools
 import re
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import orjson
 
-from agentfootprint.errors import CanonicalFormError, VerificationError
-from agentfootprint.verify.canonical import canon, json_path, parse
-from agentfootprint.verify.chain import EVENT_TYPES, GENESIS, chain_hash, event_hash
+from agentfootprint.errors import (
+    CanonicalFormError,
+    RunNotFoundError,
+    UsageError,
+    VerificationError,
+)
+from agentfootprint.verify.canonical import canon, parse
+from agentfootprint.verify.chain import (
+    GENESIS,
+    Row,
+    RowSource,
+    RunSource,
+    chain_hash,
+    event_hash,
+    index_findings,
+    is_text,
+    parent_named,
+    row_problem,
+    shown,
+    stored_kind,
+)
 from agentfootprint.verify.commitments import (
     Disclosure,
+    MatchBudgetExceeded,
     PolicyDocument,
     iter_commitments,
-    iter_leaks,
+    scan_redaction,
 )
-from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
-from agentfootprint.verify.request import PIECE_KINDS, RequestHasher, build_request
+from agentfootprint.verify.fold import FoldError, apply_write, digest_list_problem, expand_digests
+from agentfootprint.verify.request import (
+    PIECE_KINDS,
+    ProjectionError,
+    RequestHasher,
+    build_request,
+    json_kind,
+    piece_mismatch,
+)
 
 __all__ = [
     "LOG_FORMAT",
     "Outcome",
     "ProvenValue",
+    "Row",
     "RowSource",
+    "RunSource",
     "RunVerification",
     "Verifier",
     "shared_verifier",
@@ -55,7 +90,7 @@ __all__ = [
 LOG_FORMAT = "agentfootprint/log/v1"
 OUTCOMES = ("answered", "stopped_early", "failed")
 _CONTINUABLE = ("answered", "stopped_early")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")  # used with fullmatch: "$" would allow a final newline
 _CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
 
 
@@ -64,29 +99,6 @@ class Outcome(enum.Enum):
 
     VALID_UNSIGNED = "VALID_UNSIGNED"  #: closed, every check passed, no signature (seals: later)
     UNSEALED = "UNSEALED"  #: never closed (the process died); the prefix is consistent
-
-
-class Row(Protocol):
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def ts(self) -> int: ...
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def event_hash(self) -> bytes: ...
-    @property
-    def chain_hash(self) -> bytes: ...
-
-
-class RowSource(Protocol):
-    """Anything that yields a run's rows in seq order (a store, an export)."""
-
-    def read(self, run_id: str, *, start: int = 0) -> Iterable[Row]: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,6 +118,8 @@ class RunVerification:
     ancestors: tuple[str, ...]
     #: the redaction policy document the run recorded (None: no policy)
     policy: Mapping[str, Any] | None = None
+    #: the ``ts`` of the run's ``run.open`` row
+    opened_at: int = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -170,52 +184,125 @@ class Verifier:
     """
 
     def __init__(self, source: RowSource, *, cache_size: int = 64) -> None:
-        if cache_size < 1:
-            raise ValueError("cache_size must be at least 1")
+        if type(cache_size) is not int or cache_size < 1:
+            raise UsageError(
+                f"cache_size must be an integer of at least 1, not {cache_size!r}",
+                option="cache_size",
+            )
+        if not callable(getattr(source, "read", None)):
+            raise UsageError(
+                f"source must be a store or a bundle (anything with read(run_id)), "
+                f"not {type(source).__name__}",
+                option="source",
+            )
         self.source = source
         self.cache_size = cache_size
         self._done: OrderedDict[str, tuple[RunVerification, RequestHasher]] = OrderedDict()
         self._active: set[str] = set()
+        #: failures seen during one verify or verify_all call (a failed parent is verified
+        #: once, not once per child); None between calls
+        self._failed: dict[str, VerificationError] | None = None
         #: every commitment seen in a verified run: digest -> (run, seq, the key it sits under)
         self.commitments: dict[str, tuple[str, int, str | None]] = {}
 
     def verify(self, run_id: str) -> RunVerification:
         """Verify one run (and, as needed, its ancestors); raise on the first failure."""
-        return self._verified(run_id)[0]
+        if type(run_id) is not str or not run_id:
+            raise UsageError(f"run_id must be a non-empty string, not {run_id!r}", option="run_id")
+        try:
+            return self._verified(run_id)[0]
+        except RunNotFoundError as exc:  # the run asked for (a missing ancestor is ancestry)
+            raise RunNotFoundError(f"run_id: {exc}") from exc
+
+    def verify_all(self) -> Iterator[tuple[str, RunVerification | VerificationError]]:
+        """Verify every run the source's events hold, then check its run index against them.
+
+        Yields ``(run_id, result)`` per run found from the events (``source.run_ids()``,
+        never the index), a result being the :class:`RunVerification` or the
+        :class:`VerificationError`; then one ``VerificationError`` with code ``index`` per
+        index row that disagrees with the events (a source without ``index_entries`` has
+        no index to check; the row of a run that failed is checked for presence only).
+        Store errors (an unreadable file) propagate.
+        """
+        list_runs = getattr(self.source, "run_ids", None)
+        if not callable(list_runs):
+            raise UsageError(
+                f"{type(self.source).__name__} cannot list its runs (no run_ids()); "
+                "verify runs one by one with verify(run_id)"
+            )
+        run_ids = list(list_runs())
+        facts: dict[Any, tuple[Any, Any, Any] | None] = {}
+        self._failed = {}  # the whole file's failures: a failed parent is verified once
+        try:
+            for run_id in run_ids:
+                try:
+                    verified = self._verified(run_id)[0]  # ids as stored: not text is rows
+                except VerificationError as exc:
+                    facts[run_id] = None  # INVALID already: its index row is not compared
+                    yield shown(run_id), exc
+                else:
+                    parent = verified.ancestors[-1] if verified.ancestors else None
+                    facts[run_id] = (verified.conversation_id, parent, verified.opened_at)
+                    yield run_id, verified
+        finally:
+            self._failed = None
+        entries = getattr(self.source, "index_entries", None)
+        if callable(entries):
+            for finding in index_findings(run_ids, facts, list(entries())):
+                yield finding.run_id, finding
 
     def hasher_after(self, run_id: str) -> RequestHasher:
         """A hasher primed with the pieces of a verified run's last request (for its children)."""
         return self._verified(run_id)[1].fork()
 
     def _verified(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
+        if self._failed is not None:
+            return self._verified_in_scope(run_id)
+        self._failed = {}  # one call's failures: a failed ancestor is verified once
+        try:
+            return self._verified_in_scope(run_id)
+        finally:
+            self._failed = None
+
+    def _verified_in_scope(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
+        assert self._failed is not None
+        if not is_text(run_id):
+            what = "not UTF-8" if type(run_id) is str else f"{stored_kind(run_id)}, not a string"
+            raise VerificationError(shown(run_id), None, f"run id is {what}", code="rows")
         cached = self._done.get(run_id)
         if cached is not None:
             self._done.move_to_end(run_id)
             return cached
-        # Verify the uncached ancestors oldest first, so each run finds its parent cached:
-        # no recursion however deep the conversation. A failing ancestor fails this run.
-        chain = self._uncached_ancestors(run_id)
-        for ancestor in reversed(chain):
-            try:
+        if run_id in self._failed:
+            raise self._failed[run_id]
+        rows = iter(self.source.read(run_id))  # an unknown run: RunNotFoundError
+        first = next(rows, None)
+        parent = parent_named(first)
+        if first is not None and parent is not None and parent not in self._done:
+            # the parent comes from this run's unverified run.open row: its own checks come
+            # first, as when the parent is cached (a damaged row is itself the failure)
+            where = _RunCheck(run_id, {})
+            self._open_members(where, self._sound_row(where, 0, first, GENESIS)[0])
+        # Verify the uncached ancestors oldest first, so each run finds its parent verified
+        # (or its failure remembered): no recursion however deep the conversation. A failure
+        # is reported by the child's own run.open check, in place.
+        for ancestor in reversed(self._uncached_ancestors(run_id, parent)):
+            with contextlib.suppress(VerificationError):  # remembered in self._failed
                 self._verify_cached(ancestor)
-            except VerificationError as exc:
-                kin = "parent" if ancestor == chain[0] else "ancestor"
-                raise VerificationError(
-                    run_id,
-                    0,
-                    f"{kin} run {ancestor} fails verification: {exc}",
-                    code="ancestry",
-                ) from exc
-        return self._verify_cached(run_id)
+        head = [] if first is None else [first]
+        return self._verify_cached(run_id, itertools.chain(head, rows))
 
-    def _uncached_ancestors(self, run_id: str) -> list[str]:
-        """The parent chain of ``run_id`` up to the first cached run (nearest first)."""
+    def _uncached_ancestors(self, run_id: str, parent: str | None) -> list[str]:
+        """The parent chain of ``run_id`` up to the first cached run (nearest first), each
+        parent named by its child's ``run.open`` row (never by an index)."""
         chain: list[str] = []
         seen = {run_id}
-        current = parent_of(self.source, run_id)
+        current = parent
         while current is not None and current not in self._done:
             if current in seen:
                 raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
+            if self._failed is not None and current in self._failed:
+                break  # known to fail: its child reports it, and its ancestors need no read
             try:
                 parent = parent_of(self.source, current)
             except KeyError:  # a missing ancestor: its child reports it, in place
@@ -225,16 +312,26 @@ class Verifier:
             current = parent
         return chain
 
-    def _verify_cached(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
+    def _verify_cached(
+        self, run_id: str, rows: Iterable[Row] | None = None
+    ) -> tuple[RunVerification, RequestHasher]:
         cached = self._done.get(run_id)
         if cached is not None:
             self._done.move_to_end(run_id)
             return cached
+        if self._failed is not None and run_id in self._failed:
+            raise self._failed[run_id]
         if run_id in self._active:
             raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
         self._active.add(run_id)
         try:
-            verified, hasher, sightings = self._verify(run_id)
+            verified, hasher, sightings = self._verify(
+                run_id, self.source.read(run_id) if rows is None else rows
+            )
+        except VerificationError as exc:
+            if self._failed is not None:
+                self._failed[run_id] = exc
+            raise
         finally:
             self._active.discard(run_id)
         for digest, seq, key in sightings:  # only runs that verified can prove disclosures
@@ -293,35 +390,17 @@ class Verifier:
 
     # -- one run ----------------------------------------------------------------------------
     def _verify(
-        self, run_id: str
+        self, run_id: str, rows: Iterable[Row]
     ) -> tuple[RunVerification, RequestHasher, list[tuple[str, int, str | None]]]:
         check: _RunCheck | None = None
         head = GENESIS
         expected_seq = 0
+        opened_at = 0
         ancestors: tuple[str, ...] = ()
-        for row in self.source.read(run_id):
-            seq = row.seq
+        for row in rows:
+            seq = expected_seq
             where = _RunCheck(run_id, {}) if check is None else check
-            if row.run_id != run_id:
-                raise where.fail(seq, f"row belongs to run {row.run_id}", "rows")
-            if type(seq) is not int or type(row.ts) is not int or type(row.type) is not str:
-                raise where.fail(
-                    expected_seq, "row has a seq, ts or type of the wrong type", "rows"
-                )
-            if seq != expected_seq:
-                reason = f"seq {seq} where {expected_seq} was expected " + (
-                    "(a row is missing)" if seq > expected_seq else "(a row is repeated)"
-                )
-                raise where.fail(expected_seq, reason, "rows")
-            if row.type not in EVENT_TYPES:
-                raise where.fail(seq, f"unknown event type {row.type!r}", "rows")
-            body = self._canonical_body(where, row)
-            recomputed = event_hash(run_id, seq, row.type, row.ts, row.body)
-            if recomputed != bytes(row.event_hash):
-                raise where.fail(seq, "event hash does not match the event", "hash")
-            head = chain_hash(head, recomputed)
-            if head != bytes(row.chain_hash):
-                raise where.fail(seq, "chain hash does not link to the previous event", "chain")
+            body, head = self._sound_row(where, seq, row, head)
             if seq == 0:
                 if row.type != "run.open":
                     raise where.fail(0, f"first event is {row.type}, not run.open", "structure")
@@ -332,10 +411,13 @@ class Verifier:
                 check.receipted = (
                     isinstance(options, dict) and options.get("record_receipt") is True
                 )
+                opened_at = row.ts
             else:
                 assert check is not None
                 self._event(check, seq, row.type, body)
-                if check.matches is not None or b"$" in row.body or b"u0024" in row.body:
+                # a $commit member reaches a canonical body only as the bytes "$commit" or
+                # through a \u escape at some level of JSON-in-JSON, which leaves a backslash
+                if check.matches is not None or b"$" in row.body or b"\\" in row.body:
                     self._redaction(check, seq, row.type, body)
             expected_seq += 1
         if check is None:
@@ -360,24 +442,44 @@ class Verifier:
             receipt_lists={kind: tuple(check.previous[kind]) for kind in PIECE_KINDS},
             ancestors=ancestors,
             policy=check.policy,
+            opened_at=opened_at,
         )
         return result, check.hasher, check.sightings
 
+    @classmethod
+    def _sound_row(
+        cls, check: _RunCheck, seq: int, row: Row, head: bytes
+    ) -> tuple[dict[str, Any], bytes]:
+        """Steps 1-4 for one row: its envelope, canonical body, event hash and chain link;
+        returns the body and the new head."""
+        problem = row_problem(row, check.run_id, seq)
+        if problem is not None:
+            raise check.fail(seq, problem, "rows")
+        body = cls._canonical_body(check, seq, row.body)
+        recomputed = event_hash(check.run_id, seq, row.type, row.ts, row.body)
+        if recomputed != row.event_hash:
+            raise check.fail(seq, "event hash does not match the event", "hash")
+        head = chain_hash(head, recomputed)
+        if head != row.chain_hash:
+            raise check.fail(seq, "chain hash does not link to the previous event", "chain")
+        return body, head
+
     @staticmethod
-    def _canonical_body(check: _RunCheck, row: Row) -> dict[str, Any]:
-        data = bytes(row.body)
+    def _canonical_body(check: _RunCheck, seq: int, data: bytes) -> dict[str, Any]:
         try:
             body = parse(data)
         except orjson.JSONDecodeError as exc:
-            raise check.fail(row.seq, f"body is not JSON ({exc})", "canonical") from exc
+            raise check.fail(seq, f"body is not JSON ({exc})", "canonical") from exc
+        except RecursionError as exc:  # parse() recurses over deep arrays holding big numbers
+            raise check.fail(seq, "body is not I-JSON (nested too deep)", "canonical") from exc
         try:
             canonical = canon(body)
         except CanonicalFormError as exc:
-            raise check.fail(row.seq, f"body is not I-JSON ({exc})", "canonical") from exc
+            raise check.fail(seq, f"body is not I-JSON ({exc})", "canonical") from exc
         if canonical != data:
-            raise check.fail(row.seq, "body is not in canonical form (RFC 8785)", "canonical")
+            raise check.fail(seq, "body is not in canonical form (RFC 8785)", "canonical")
         if not isinstance(body, dict):
-            raise check.fail(row.seq, "body is not a JSON object", "structure")
+            raise check.fail(seq, f"body is {json_kind(body)}, not a JSON object", "structure")
         return body
 
     def _open(self, run_id: str, body: dict[str, Any]) -> tuple[_RunCheck, tuple[str, ...]]:
@@ -391,6 +493,33 @@ class Verifier:
         check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
         return check, (*verified.ancestors, verified.run_id)
 
+    @staticmethod
+    def _open_members(
+        where: _RunCheck, body: dict[str, Any]
+    ) -> tuple[str, tuple[str, int, bytes] | None]:
+        """``run.open``'s own members (structure): the conversation and the parent reference."""
+        if body.get("format") != LOG_FORMAT:
+            raise where.fail(0, f"unknown log format {body.get('format')!r}", "structure")
+        if body.get("run_id") != where.run_id:
+            raise where.fail(0, "run.open names another run id", "structure")
+        conversation = body.get("conversation_id")
+        if not isinstance(conversation, str) or not conversation:
+            raise where.fail(0, "run.open has no conversation_id", "structure")
+        parent = body.get("parent")
+        if parent is None:
+            return conversation, None
+        try:
+            if not isinstance(parent, dict):
+                raise ValueError(f"it is {json_kind(parent)}, not an object")
+            parent_id = _field(parent, "run_id", str)
+            parent_events = _field(parent, "events", int)
+            head_hex = _field(parent, "head", str)
+            if _HEX64.fullmatch(head_hex) is None:
+                raise ValueError("head is not 64 lowercase hex digits")
+        except ValueError as exc:
+            raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
+        return conversation, (parent_id, parent_events, bytes.fromhex(head_hex))
+
     def check_open(
         self, run_id: str, body: dict[str, Any]
     ) -> tuple[str, tuple[RunVerification, RequestHasher] | None]:
@@ -401,31 +530,22 @@ class Verifier:
         run onto a parent other than the one it continued.
         """
         where = _RunCheck(run_id, {})
-        if body.get("format") != LOG_FORMAT:
-            raise where.fail(0, f"unknown log format {body.get('format')!r}", "structure")
-        if body.get("run_id") != run_id:
-            raise where.fail(0, "run.open names another run id", "structure")
-        conversation = body.get("conversation_id")
-        if not isinstance(conversation, str) or not conversation:
-            raise where.fail(0, "run.open has no conversation_id", "structure")
-        parent = body.get("parent")
-        if parent is None:
+        conversation, reference = self._open_members(where, body)
+        if reference is None:
             return conversation, None
-        try:
-            parent_id = _field(parent, "run_id", str)
-            parent_events = _field(parent, "events", int)
-            head_hex = _field(parent, "head", str)
-            if not _HEX64.match(head_hex):
-                raise ValueError("head is not 64 lowercase hex digits")
-            parent_head = bytes.fromhex(head_hex)
-        except (ValueError, AttributeError) as exc:
-            raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
+        parent_id, parent_events, parent_head = reference
         try:
             verified, parent_hasher = self._verified(parent_id)
         except VerificationError as exc:
+            # name the first failure up the ancestry, not every link (a long conversation
+            # with a broken root would nest its whole length into each message)
+            cause = exc.__cause__
+            through = exc.code == "ancestry" and isinstance(cause, VerificationError)
+            root = cause if through and isinstance(cause, VerificationError) else exc
+            via = " (through its ancestry)" if through else ""
             raise where.fail(
-                0, f"parent run {parent_id} fails verification: {exc}", "ancestry"
-            ) from exc
+                0, f"parent run {parent_id} fails verification{via}: {root}", "ancestry"
+            ) from root
         except KeyError as exc:  # RunNotFoundError: the source does not hold the parent
             raise where.fail(
                 0, f"parent run {parent_id} is not in this log: {exc}", "ancestry"
@@ -504,30 +624,37 @@ class Verifier:
         else:
             return
         for key, value in entries:
+            # one walk: every malformed commitment (commitment) before any reuse
+            # (commitment-reuse) before any leak (leak), whatever the walk order
             try:
-                for digest, under, at_path in iter_commitments(value, where, key=key):
-                    if (
-                        digest in check.digests
-                        and not check.inherited(digest)
-                        and not rerecorded(digest, at_path)
-                    ):
-                        raise check.fail(
-                            seq,
-                            f"commitment {digest} appears twice in the run "
-                            "(a reused salt links equal values)",
-                            "commitment-reuse",
-                        )
-                    check.digests.add(digest)
-                    check.sightings.append((digest, seq, under))
+                scan = scan_redaction(value, check.matches, where, key)
+            except MatchBudgetExceeded as exc:
+                try:  # a malformed commitment in the same value is reported first
+                    for _ in iter_commitments(value, where, key=key):
+                        pass
+                except ValueError as malformed:
+                    raise check.fail(seq, str(malformed), "commitment") from malformed
+                raise check.fail(
+                    seq, f"policy matching ran out of its budget: {exc}", "policy-budget"
+                ) from exc
             except ValueError as exc:
                 raise check.fail(seq, str(exc), "commitment") from exc
-            if check.matches is not None:
-                for leaked_key, at in iter_leaks(value, check.matches, where):
+            for digest, under, at_path in scan.commitments:
+                if (
+                    digest in check.digests
+                    and not check.inherited(digest)
+                    and not rerecorded(digest, at_path)
+                ):
                     raise check.fail(
                         seq,
-                        f"plaintext under the policy key {leaked_key!r} at {json_path(at)}",
-                        "leak",
+                        f"commitment {digest} appears twice in the run "
+                        "(a reused salt links equal values)",
+                        "commitment-reuse",
                     )
+                check.digests.add(digest)
+                check.sightings.append((digest, seq, under))
+            if scan.leaks:
+                raise check.fail(seq, scan.leaks[0].message, "leak")
 
     @staticmethod
     def _write(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
@@ -576,9 +703,10 @@ class Verifier:
         if check.in_batch:
             raise check.fail(seq, f"run.close inside commit {check.commit}'s batch", "structure")
         outcome = _field(body, "outcome", str)
+        commits, receipts = _field(body, "commits", int), _field(body, "receipts", int)
+        calls = _field(body, "calls", int) if check.receipted else receipts
         if outcome not in OUTCOMES:
             raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
-        commits, receipts = _field(body, "commits", int), _field(body, "receipts", int)
         if (commits, receipts) != (check.commit, check.receipts):
             raise check.fail(
                 seq,
@@ -586,10 +714,10 @@ class Verifier:
                 f"holds {check.commit} and {check.receipts}",
                 "structure",
             )
-        if check.receipted and _field(body, "calls", int) != receipts:
+        if calls != receipts:
             raise check.fail(
                 seq,
-                f"run.close counts {body['calls']} calls but receipts were on and "
+                f"run.close counts {calls} calls but receipts were on and "
                 f"{receipts} receipts were written",
                 "receipt",
             )
@@ -597,7 +725,16 @@ class Verifier:
 
     @staticmethod
     def _receipt(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
+        # every member's shape first (structure), then what it says (receipt)
         call, commit = _field(body, "call", int), _field(body, "commit", int)
+        model, params = _field(body, "model", str), _field(body, "params", dict)
+        claimed_request = _field(body, "request", str)
+        if _HEX64.fullmatch(claimed_request) is None:
+            raise ValueError("field 'request' is not 64 lowercase hex digits")
+        for kind in PIECE_KINDS:
+            problem = digest_list_problem(body.get(kind))
+            if problem is not None:
+                raise ValueError(f"field {kind!r} {problem}")
         if call != check.receipts:
             raise check.fail(
                 seq, f"receipt for call {call} where call {check.receipts} was expected", "receipt"
@@ -610,7 +747,7 @@ class Verifier:
             )
         try:
             request = build_request(check.state)
-        except KeyError as exc:
+        except ProjectionError as exc:
             raise check.fail(seq, f"no request can be built here: {exc}", "receipt") from exc
         try:
             served = check.hasher.digests(request)
@@ -618,22 +755,21 @@ class Verifier:
             raise check.fail(seq, f"served state is not I-JSON: {exc}", "receipt") from exc
         for kind in PIECE_KINDS:
             try:
-                claimed = expand_digests(check.previous[kind], body.get(kind))
+                claimed = expand_digests(check.previous[kind], body[kind])
             except FoldError as exc:
                 raise check.fail(seq, f"receipt {kind} list: {exc}", "receipt") from exc
             actual = served.pieces(kind)
             if claimed != actual:
-                raise check.fail(seq, _piece_mismatch(call, kind, claimed, actual), "receipt")
+                raise check.fail(seq, piece_mismatch(call, kind, claimed, actual), "receipt")
             check.previous[kind] = actual  # equal; its prefix objects make the next compare cheap
-        model, params = _field(body, "model", str), _field(body, "params", dict)
         if canon(model) != canon(served.model) or canon(params) != canon(served.params):
             raise check.fail(
                 seq, f"call {call}: model or parameters differ from those served", "receipt"
             )
-        if body.get("request") != served.request:
+        if claimed_request != served.request:
             raise check.fail(
                 seq,
-                f"call {call}: request digest {body.get('request')} does not "
+                f"call {call}: request digest {claimed_request} does not "
                 f"match the rebuilt request {served.request}",
                 "receipt",
             )
@@ -660,24 +796,10 @@ def _held_by(
 
 
 def parent_of(source: RowSource, run_id: str) -> str | None:
-    """The run a run continues: from the source's run index when it has one, else from the
-    ``run.open`` row (None for a root or a damaged first row: verification reports those
-    in place, and checks the real link whatever this says)."""
-    run_info = getattr(source, "run_info", None)
-    if callable(run_info):
-        parent = getattr(run_info(run_id), "parent_run_id", None)
-        return parent if isinstance(parent, str) else None
-    for row in source.read(run_id):
-        if row.type != "run.open":
-            return None
-        try:
-            parent = parse(bytes(row.body)).get("parent")
-        except (ValueError, AttributeError):
-            return None
-        if isinstance(parent, dict) and isinstance(parent.get("run_id"), str):
-            return str(parent["run_id"])
-        return None
-    return None
+    """The run a run continues, named by its ``run.open`` row (never by a run index, which
+    is not evidence). None for a root or a first row that names no parent: verification
+    reports a damaged first row in place. An unknown run: the source's RunNotFoundError."""
+    return parent_named(next(iter(source.read(run_id)), None))
 
 
 def _policy_matcher(check: _RunCheck, body: dict[str, Any]) -> Callable[[str], bool] | None:
@@ -687,6 +809,10 @@ def _policy_matcher(check: _RunCheck, body: dict[str, Any]) -> Callable[[str], b
         return None
     try:
         policy = PolicyDocument.from_json(document)
+    except MatchBudgetExceeded as exc:
+        raise check.fail(
+            0, f"policy matching ran out of its budget: {exc}", "policy-budget"
+        ) from exc
     except ValueError as exc:
         raise check.fail(0, f"run.open policy is malformed: {exc}", "policy") from exc
     if policy.to_json() != document:
@@ -694,18 +820,6 @@ def _policy_matcher(check: _RunCheck, body: dict[str, Any]) -> Callable[[str], b
     if digest != policy.digest():
         raise check.fail(0, "run.open policy_digest does not match the policy", "policy")
     return policy.matcher()
-
-
-def _piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str]) -> str:
-    for position, (want, got) in enumerate(zip(claimed, actual, strict=False)):
-        if want != got:
-            return (
-                f"call {call}: {kind} piece {position} was served as {got} "
-                f"but the receipt says {want}"
-            )
-    return (
-        f"call {call}: {len(actual)} {kind} pieces were served but the receipt lists {len(claimed)}"
-    )
 
 
 _SHARED: weakref.WeakKeyDictionary[Any, Verifier] = weakref.WeakKeyDictionary()

@@ -23,7 +23,28 @@ Reply = str | LLMResponse
 
 
 def tool_call(name: str, arguments: Any = None, *, id: str | None = None) -> ToolCall:
-    """A scripted tool call; ``id`` defaults to a deterministic ``call_<k>_<i>``."""
+    """A scripted tool call; ``id`` defaults to a deterministic ``call_<k>_<i>``.
+
+    ``arguments`` is what a model sends: an object, JSON text (valid or not) or a list;
+    what is inside is checked when the call is made, as for a real provider's reply.
+    """
+    if not isinstance(name, str):
+        raise UsageError(
+            f"tool_call() argument 'name' must be the tool's name as a str, got "
+            f"{type(name).__name__}",
+            option="provider",
+        )
+    if arguments is not None and not isinstance(arguments, dict | str | list):
+        raise UsageError(
+            "tool_call() argument 'arguments' must be an object (dict), JSON text (str) or a "
+            f"list, as a model sends them, got {type(arguments).__name__}",
+            option="provider",
+        )
+    if id is not None and not isinstance(id, str):
+        raise UsageError(
+            f"tool_call() argument 'id' must be a str or None, got {type(id).__name__}",
+            option="provider",
+        )
     return ToolCall(id=id or "", name=name, arguments={} if arguments is None else arguments)
 
 
@@ -31,6 +52,28 @@ def reply(
     text: str = "", *, tool_calls: Sequence[ToolCall] = (), stop_reason: str | None = None
 ) -> LLMResponse:
     """A scripted reply with text and/or tool calls."""
+    if not isinstance(text, str):
+        raise UsageError(
+            f"reply() argument 'text' must be a str, got {type(text).__name__}", option="provider"
+        )
+    if not isinstance(tool_calls, list | tuple) or not all(
+        isinstance(c, ToolCall) for c in tool_calls
+    ):
+        raise UsageError(
+            "reply() argument 'tool_calls' must be a list of tool_call(...), got "
+            + (
+                type(tool_calls).__name__
+                if not isinstance(tool_calls, list | tuple)
+                else "an item that is not a ToolCall"
+            ),
+            option="provider",
+        )
+    if stop_reason is not None and not isinstance(stop_reason, str):
+        raise UsageError(
+            f"reply() argument 'stop_reason' must be a str or None, got "
+            f"{type(stop_reason).__name__}",
+            option="provider",
+        )
     return LLMResponse(
         content=text,
         tool_calls=tuple(tool_calls),
@@ -65,11 +108,31 @@ class MockProvider:
             raise UsageError(
                 "MockProvider takes exactly one of replies=[...] or respond=fn", option="provider"
             )
+        if replies is not None and (
+            isinstance(replies, str | bytes | Mapping) or not isinstance(replies, Iterable)
+        ):
+            raise UsageError(
+                "MockProvider argument 'replies' must be a list of replies (str or reply(...)), "
+                f"got {type(replies).__name__}",
+                option="provider",
+            )
+        if respond is not None and not callable(respond):
+            raise UsageError(
+                "MockProvider argument 'respond' must be a function of the request, got "
+                f"{type(respond).__name__}",
+                option="provider",
+            )
+        if not isinstance(record, bool):
+            raise UsageError(
+                f"MockProvider argument 'record' must be True or False, got {record!r}",
+                option="provider",
+            )
         self._script: list[Reply] = list(replies) if replies is not None else []
         for index, item in enumerate(self._script):
             if not isinstance(item, str | LLMResponse):
                 raise UsageError(
-                    f"MockProvider reply {index} is {type(item).__name__}; use a str or reply(...)",
+                    f"MockProvider argument 'replies': reply {index} is "
+                    f"{type(item).__name__}; use a str or reply(...)",
                     option="provider",
                 )
         self._respond = respond
