@@ -28,11 +28,8 @@ def demo_db(tmp_path: Path, runner: CliRunner) -> Path:
 
 
 def run_ids(db: Path) -> list[str]:
-    store = af.SqliteStore(db)
-    try:
+    with af.SqliteStore(db, readonly=True) as store:
         return [info.run_id for info in store.runs()]
-    finally:
-        store.close()
 
 
 @pytest.mark.parametrize(
@@ -53,26 +50,41 @@ def run_ids(db: Path) -> list[str]:
                 "receipt",
             ],
         ),
-        (["demo"], ["--db", "agentfootprint.db", "scripted", "verify"]),
-        (["runs"], ["DB", "export bundle", "opened"]),
-        (["show"], ["RUN_ID", "timeline", "commitments"]),
-        (["served"], ["call K", "rebuilt from the log", "receipt attests"]),
+        (["demo"], ["--db", "agentfootprint.db", "scripted", "verify", "not an agentfootprint"]),
+        (["runs"], ["DB", "export bundle", "opened", "read-only", "run index", "2  usage"]),
+        (["show"], ["RUN_ID", "timeline", "commitments", "verified first", "1  the run does"]),
+        (["served"], ["call K", "rebuilt from the log", "receipt attests", "verified first"]),
         (
             ["verify"],
             [
                 "--run",
                 "--disclosures",
                 "0  every run verified",
-                "1  a run",
+                "1  a run, the run index",
                 "2  usage",
+                "not a log",
+                "newer",
                 "3  all consistent",
                 "export bundle",
+                "read-only",
+                "found from the events",
             ],
         ),
-        (["export"], ["--run", "--out", "ancestors", "salts and the vault never"]),
-        (["import"], ["BUNDLE", "already in DB", "exit 1"]),
-        (["disclose"], ["VAULT", "COMMITMENTS", "--run", "--out", "[salt, key, value]"]),
-        (["erase"], ["VAULT", "secure delete", "still verifies"]),
+        (
+            ["export"],
+            ["--run", "--out", "ancestors", "salts and the vault never", "1  a run does not"],
+        ),
+        (["import"], ["BUNDLE", "already in DB", "exit 1", "DB is not a log"]),
+        (
+            ["disclose"],
+            ["VAULT", "COMMITMENTS", "--run", "--out", "[salt, key, value]", "not a disclosure"],
+        ),
+        (["erase"], ["VAULT", "secure delete", "still verifies", "not a disclosure vault"]),
+        (
+            [],
+            ["Exit codes", "0  success", "1  INVALID", "2  usage or I/O", "3  UNSEALED"],
+        ),
+        ([], ["never create, migrate or change a file", "AGENTFOOTPRINT_DEBUG=1"]),
     ],
 )
 def test_help_is_accurate(runner: CliRunner, command: list[str], words: list[str]) -> None:
@@ -169,6 +181,27 @@ def test_verify_exit_codes(demo_db: Path, runner: CliRunner) -> None:
 def test_empty_database(tmp_path: Path, runner: CliRunner) -> None:
     db = tmp_path / "empty.db"
     af.SqliteStore(db).close()
+    before = db.read_bytes()
     assert "no runs" in runner.invoke(main, ["runs", str(db)]).output
     result = runner.invoke(main, ["verify", str(db)])
     assert result.exit_code == EXIT_OK and "no runs to verify" in result.output
+    assert db.read_bytes() == before and sorted(tmp_path.iterdir()) == [db]
+
+
+def test_verify_finds_runs_from_the_events_not_the_index(demo_db: Path, runner: CliRunner) -> None:
+    """A run whose index row was deleted is still verified, and the missing row reported."""
+    first, second = run_ids(demo_db)
+    conn = sqlite3.connect(demo_db)
+    conn.execute("DROP TRIGGER runs_no_delete")
+    conn.execute("DELETE FROM runs WHERE run_id = ?", (first,))
+    conn.commit()
+    conn.close()
+    result = runner.invoke(main, ["verify", str(demo_db)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    lines = result.output.splitlines()
+    assert any(line.startswith("VALID_UNSIGNED  run " + first) for line in lines), lines
+    assert any(line.startswith("INVALID") and first in line for line in lines), lines
+    listed = runner.invoke(main, ["runs", str(demo_db)])
+    assert listed.exit_code == EXIT_OK
+    assert f"{first}  (events but no row in the run index)" in listed.output
+    assert second in listed.output

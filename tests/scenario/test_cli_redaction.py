@@ -20,7 +20,7 @@ def recorded(tmp_path: Path) -> tuple[Path, Path, str, str]:
         description="customer record",
         execute=lambda a: {"name": "Ann", "ssn": "SECRET-SSN-" + a["id"]},
     )
-    script = [
+    script: list[str | af.LLMResponse] = [
         af.reply(tool_calls=[af.tool_call("crm", {"id": "7"})]),
         "found Ann",
         af.reply(tool_calls=[af.tool_call("crm", {"id": "8"})]),

@@ -89,15 +89,10 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The golden runs' ids (read from a copy: opening SQLite may write)."""
-    copy = tmp_path_factory.mktemp("golden") / "golden.db"
-    shutil.copyfile(GOLDEN, copy)
-    store = af.SqliteStore(copy)
-    try:
+def runs() -> list[str]:
+    """The golden runs' ids (read in place: a read-only store never writes)."""
+    with af.SqliteStore(GOLDEN, readonly=True) as store:
         return [info.run_id for info in store.runs()]
-    finally:
-        store.close()
 
 
 def invoke(runner: CliRunner, *args: str) -> Any:

@@ -1,0 +1,96 @@
+"""The ``agentfootprint`` command: run the demo, list and inspect runs, verify logs, replay.
+
+One module per command group; every command runs inside the one error boundary
+(:mod:`agentfootprint.cli._boundary`), which maps each error to its exit code:
+
+* 0: success (every run verified and is closed: VALID_UNSIGNED; identical; written);
+* 1: INVALID (a run, the run index, a bundle or a disclosure failed verification), a
+  replay that diverged, a diff that found a difference;
+* 2: usage and I/O (a missing, unreadable or unwritable file, a file that is not a log
+  or not a vault, a newer schema version, an unknown run, bad arguments), and any
+  internal error (one line, no traceback; ``AGENTFOOTPRINT_DEBUG=1`` re-raises it);
+* 3: every run is consistent but at least one never closed (UNSEALED: a crash).
+
+The replay and diff modules are imported inside their commands: ``verify`` must keep
+working where the runtime (``agentfootprint.core``) cannot be imported.
+"""
+
+from __future__ import annotations
+
+import click
+
+from agentfootprint import __version__
+from agentfootprint.cli._boundary import (
+    DEBUG_VARIABLE,
+    EXIT_DIFFERENT,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_UNSEALED,
+    EXIT_USAGE,
+    BoundaryGroup,
+)
+from agentfootprint.cli.demo import demo
+from agentfootprint.cli.inspect import runs, served, show, state
+from agentfootprint.cli.replaying import diff_command, replay_command
+from agentfootprint.cli.transfer import export_command, import_command
+from agentfootprint.cli.vault import disclose, erase
+from agentfootprint.cli.verifying import verify
+
+__all__ = [
+    "EXIT_DIFFERENT",
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_UNSEALED",
+    "EXIT_USAGE",
+    "main",
+]
+
+_EPILOG = f"""\b
+Exit codes (each command's --help says which apply):
+  0  success: every run VALID_UNSIGNED, identical, or written
+  1  INVALID (a run, the run index, a bundle or a disclosure failed
+     verification), a replay diverged, a diff found a difference
+  2  usage or I/O: a file missing, unreadable, unwritable, not a log or not
+     a vault (the message says what it is), a newer schema version, an
+     unknown run, bad arguments; also an internal error (one line, no traceback)
+  3  UNSEALED: every run consistent, but one never closed (a crash)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+
+\b
+Read-only commands (runs, show, served, state, verify, diff, export's DB,
+replay's DB and VAULT, disclose's VAULT) never create, migrate or change a file.
+Set {DEBUG_VARIABLE}=1 to get the Python traceback of an internal error."""
+
+
+@click.group(
+    cls=BoundaryGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=_EPILOG,
+)
+@click.version_option(__version__, prog_name="agentfootprint")
+def main() -> None:
+    """agentfootprint: agent runs recorded as verifiable evidence.
+
+    Every stage write is an append-only event in SQLite, every LLM call has a
+    receipt of SHA-256 digests, and `verify` rebuilds each request the model
+    was served from the log and checks it against its receipt.
+    """
+
+
+for _command in (
+    demo,
+    runs,
+    show,
+    served,
+    verify,
+    export_command,
+    import_command,
+    disclose,
+    erase,
+    replay_command,
+    diff_command,
+    state,
+):
+    main.add_command(_command)

@@ -1,0 +1,185 @@
+"""``runs``, ``show``, ``served``, ``state``: read a log, never change it.
+
+``show``, ``served`` and ``state`` verify the run first: what they print is what a
+verified log holds (a run that does not verify is refused with exit 1, never rendered
+from rows that may be forged or malformed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentfootprint.audit.read import RunReader
+from agentfootprint.cli._boundary import EXIT_USAGE, fail, one_line
+from agentfootprint.cli._common import DB, echo_json, open_log, short, when
+from agentfootprint.verify.canonical import parse
+from agentfootprint.verify.verifier import shared_verifier
+
+__all__ = ["runs", "served", "show", "state"]
+
+
+def _exit_codes(one: str) -> str:
+    return (
+        "\b\nExit codes:\n"
+        "  0  printed\n"
+        f"  1  {one}\n"
+        "  2  usage error: DB missing, not a log, of a newer schema version or\n"
+        "     unreadable; unknown run\n"
+    )
+
+
+def _body(raw: object) -> dict[str, Any]:
+    """A row body as an object ({} when it is not one, or not even bytes: ``runs`` lists
+    rows it has not verified)."""
+    if not isinstance(raw, bytes):
+        return {}
+    try:
+        value = parse(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@click.command(epilog=_exit_codes("a bundle whose framing does not verify"))
+@click.argument("db", type=DB)
+def runs(db: Path) -> None:
+    """List the runs in DB (a database or an export bundle), in the order they opened.
+
+    DB is never changed (a database is opened read-only). Runs are found from the
+    events (as `verify` finds them); one with no row in the run index is listed as such.
+    Nothing is verified here: run `verify` for that.
+    """
+    with open_log(db) as source:
+        indexed = {info.run_id: info for info in source.runs()}
+        found = source.run_ids()
+        if not found:
+            click.echo("no runs")
+        for run_id in found:
+            info = indexed.get(run_id)
+            if info is None:
+                click.echo(f"{one_line(run_id)}  (events but no row in the run index)")
+                continue
+            status = "closed" if info.closed else "open"
+            if info.closed:
+                last = next(iter(source.read(run_id, start=info.events - 1)), None)
+                outcome = _body(last.body).get("outcome") if last is not None else None
+                status = outcome if isinstance(outcome, str) else status
+            parent = f" parent={one_line(info.parent_run_id)}" if info.parent_run_id else ""
+            click.echo(
+                f"{one_line(run_id)}  {when(info.opened_at)}  {info.events:>5} events  "
+                f"{one_line(status):<13} conversation={one_line(info.conversation_id)}{parent}"
+            )
+
+
+def _error(error: Any) -> str:
+    if not isinstance(error, dict):
+        return f"  ERROR error: {short(error, 120)}"
+    detail = error.get("message", error.get("details"))
+    return f"  ERROR {one_line(error.get('type', 'error'))}: {short(detail, 120)}"
+
+
+def _line(type_: str, body: dict[str, Any]) -> str | None:
+    """The pending line a row adds under its commit (None: the row prints none)."""
+    if type_ == "write":
+        value = "" if body["verb"] == "delete" else " " + short(body.get("value"))
+        return f"    {body['verb']:<6} {one_line(body['path'])}{value}"
+    if type_ == "receipt":
+        messages = body["messages"]
+        count = messages["keep"] + len(messages["add"])
+        return (
+            f"    receipt call {body['call']}: request {body['request'][:16]}… ({count} messages)"
+        )
+    if type_ == "event":
+        return f"    event  {one_line(body.get('name'))}"
+    return None
+
+
+@click.command(epilog=_exit_codes("the run does not verify (nothing of it is shown)"))
+@click.argument("db", type=DB)
+@click.argument("run_id")
+def show(db: Path, run_id: str) -> None:
+    """Print RUN_ID's commit timeline: each stage's writes, receipts and decisions.
+
+    DB is a database (opened read-only, never changed) or an export bundle; redacted
+    values show as their commitments. The run is verified first.
+    """
+    with open_log(db) as source:
+        shared_verifier(source).verify(run_id)
+        pending: list[str] = []
+        for event in source.read(run_id):
+            body = parse(event.body)
+            if event.type == "run.open":
+                parent = body.get("parent")
+                click.echo(
+                    f"run {one_line(run_id)}  opened {when(event.ts)}  "
+                    f"model={one_line(body.get('model'))}"
+                    + (f"  continues {one_line(parent['run_id'])}" if parent else "")
+                )
+            elif event.type == "commit":
+                extra = f" -> {one_line(body['decision'])}" if "decision" in body else ""
+                if "error" in body:
+                    extra += _error(body["error"])
+                click.echo(f"  [{body['commit']:>3}] {one_line(body['stage_run'])}{extra}")
+                for line in pending:
+                    click.echo(line)
+                pending = []
+            elif event.type == "run.close":
+                click.echo(f"run closed {when(event.ts)}: {short(body, 200)}")
+            elif (added := _line(event.type, body)) is not None:
+                pending.append(added)
+
+
+@click.command(epilog=_exit_codes("the run does not verify"))
+@click.argument("db", type=DB)
+@click.argument("run_id")
+@click.argument("k", type=click.IntRange(min=0))
+def served(db: Path, run_id: str, k: int) -> None:
+    """Print the request served at call K (0-based) of RUN_ID, rebuilt from the log.
+
+    DB is a database (opened read-only, never changed) or an export bundle. Under a
+    redaction policy this is the request as recorded (commitments in place of redacted
+    values): what the receipt attests. The run is verified first.
+    """
+    with open_log(db) as source:
+        shared_verifier(source).verify(run_id)
+        request = RunReader(source).served_at(run_id, k)
+    echo_json(request)
+
+
+@click.command(epilog=_exit_codes("the run does not verify"))
+@click.argument("db", type=DB)
+@click.argument("run_id")
+@click.option(
+    "--at",
+    "commit",
+    type=click.IntRange(min=-1),
+    required=True,
+    metavar="COMMIT",
+    help="The commit (0-based, the [n] that `show` prints) whose state to print; "
+    "-1 is the state the run started from (its parent's final state, or {}).",
+)
+@click.option("--path", "key", metavar="KEY", help="Print only this state key's value.")
+def state(db: Path, run_id: str, commit: int, key: str | None) -> None:
+    """Print RUN_ID's state as of commit COMMIT, rebuilt from the log.
+
+    The state is folded from the run's writes (and its ancestors' for a continued run)
+    and printed as JSON with sorted keys; --path KEY prints one key's value. DB is a
+    database (opened read-only, never changed) or an export bundle; redacted values show
+    as their commitments. The run is verified first. Exit 2 for an unknown run, commit
+    or key.
+    """
+    with open_log(db) as source:
+        shared_verifier(source).verify(run_id)
+        folded: Any = RunReader(source).state_at(run_id, commit)
+    if key is not None:
+        if key not in folded:
+            fail(
+                f"no key {key!r} in the state of run {run_id} at commit {commit} "
+                f"(keys: {', '.join(sorted(folded)) or 'none'})",
+                EXIT_USAGE,
+            )
+        folded = folded[key]
+    echo_json(folded, sort_keys=True)

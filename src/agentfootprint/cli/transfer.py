@@ -1,0 +1,123 @@
+"""``export`` and ``import``: runs into one bundle file, and a verified bundle into a log."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import click
+
+from agentfootprint.cli._boundary import EXIT_INVALID, fail, one_line, verification_message
+from agentfootprint.cli._common import DB, SQLITE_MAGIC, check_output
+from agentfootprint.errors import FileError, VerificationError
+from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.transfer import export_runs, import_bundle
+from agentfootprint.verify.bundle import BundleSource, is_bundle
+from agentfootprint.verify.verifier import Verifier
+
+__all__ = ["export_command", "import_command"]
+
+
+@click.command("export")
+@click.argument("db", type=DB)
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    required=True,
+    metavar="ID",
+    help="A run to export (its ancestors come along). Repeatable.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The bundle file to write (in an existing folder; never DB itself or another "
+    "SQLite file).",
+)
+def export_command(db: Path, run_ids: tuple[str, ...], out: Path) -> None:
+    """Write runs of DB to one bundle file an auditor can verify offline.
+
+    The bundle holds each run's events exactly as stored (with their hashes), the
+    ancestors continued runs need, and a manifest. Redacted values are in it only as
+    commitments; salts and the vault never are. Each run is verified before export.
+    DB is opened read-only and never changed.
+
+    \b
+    Exit codes:
+      0  the bundle was written
+      1  a run does not verify (nothing is written)
+      2  usage error: DB missing, not a log or of a newer schema version; an unknown
+         run; --out in a missing or read-only folder, or an input or SQLite file
+    """
+    check_output(out, db)
+    with contextlib.closing(SqliteStore(db, readonly=True)) as store:
+        try:
+            manifest = export_runs(store, list(run_ids), out)
+        except VerificationError as exc:
+            fail(f"not exported: {verification_message(exc)}", EXIT_INVALID)
+    counts = manifest["counts"]
+    click.echo(f"exported {counts['runs']} runs ({counts['events']} events) to {out}")
+
+
+def _not_a_bundle(path: Path) -> FileError:
+    with path.open("rb") as handle:
+        head = handle.read(len(SQLITE_MAGIC))
+    what = (
+        "an empty file"
+        if not head
+        else "an SQLite database (export its runs to a bundle first)"
+        if head == SQLITE_MAGIC
+        else "not an agentfootprint export bundle"
+    )
+    return FileError(f"BUNDLE {path} is {what}", path=str(path))
+
+
+def _verify(source: BundleSource) -> None:
+    verifier = Verifier(source)
+    for _, result in verifier.verify_all():
+        if isinstance(result, VerificationError):
+            raise result
+
+
+@click.command("import")
+@click.argument("bundle", type=DB)
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+def import_command(bundle: Path, db: Path) -> None:
+    """Verify BUNDLE, then load its runs into DB (created if missing).
+
+    Runs already in DB with the same log are skipped; a run id held with a different
+    log is refused (exit 2), and so is a DB that is not an agentfootprint log. A bundle
+    that does not verify is not loaded (exit 1).
+
+    \b
+    Exit codes:
+      0  imported (runs already there are skipped)
+      1  BUNDLE does not verify (nothing is loaded)
+      2  usage error: BUNDLE is not a bundle; DB is not a log, of a newer schema
+         version, or cannot be written; a run id already in DB with another log
+    """
+    if not is_bundle(bundle):
+        raise _not_a_bundle(bundle)
+    folder = db.parent if str(db.parent) else Path(".")
+    if not db.exists() and not folder.is_dir():
+        raise FileError(
+            f"cannot import into {db}: the folder {folder} does not exist", path=str(db)
+        )
+    try:
+        source = BundleSource(bundle)
+    except VerificationError as exc:
+        fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)
+    with contextlib.closing(source):
+        try:
+            if not db.exists():  # verified before DB is created: a refusal leaves no file
+                _verify(source)
+            with contextlib.closing(SqliteStore(db)) as store:
+                imported = import_bundle(source, store)
+        except VerificationError as exc:
+            fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)
+        skipped = len(source.runs()) - len(imported)
+    click.echo(
+        f"imported {len(imported)} runs into {one_line(db)}"
+        + (f" ({skipped} already there)" if skipped else "")
+    )
