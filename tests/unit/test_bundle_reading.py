@@ -260,6 +260,14 @@ def test_a_newer_bundle_version_is_recognised_and_not_judged(
     assert caught.value.path == str(path)
 
 
+def test_a_file_that_is_only_a_newer_prefix_is_not_judged(tmp_path: Path) -> None:
+    # found by the independent verifier: the version is read before the file is framed
+    path = tmp_path / "newer.afp"
+    path.write_bytes(b'{"agentfootprint_bundle":2')
+    with pytest.raises(af.FileError, match="version 2, newer"):
+        BundleSource(path)
+
+
 @pytest.mark.parametrize("version", [b"0", b"true", b"1.0", b'"1"', b"01", b" 1"])
 def test_a_version_that_is_not_1_nor_newer_is_a_bundle_failure(
     recorded: Recorded, tmp_path: Path, version: bytes

@@ -69,7 +69,7 @@ _ROW_KEYS = frozenset(["run", "seq", "type", "ts", "body", "event_hash", "chain_
 _TRAILER_KEYS = frozenset({"end", "events", "sha256"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 #: the version number right after the prefix (a JSON integer, then what may follow it)
-_VERSION = re.compile(rb"(0|[1-9][0-9]{0,17})[,}\s]")
+_VERSION = re.compile(rb"(0|[1-9][0-9]{0,17})(?:[,}\s]|\Z)")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 

@@ -612,8 +612,10 @@ class Verifier:
             if body["verb"] == "set":
                 rerecorded = _held_by(check.state.get(path), (path,))
                 entries = [(None, {path: value})]
-            else:  # append / merge: the operand sits inside the state key
+            elif body["verb"] in ("append", "merge"):  # the operand sits inside the state key
                 entries, where = [(path, value)], (path,)
+            else:  # an unknown verb is not scanned (section 12.5): it fails the fold
+                return
         elif type_ == "event":
             entries = [(None, body["payload"])]
         elif type_ == "commit" and "error" in body:

@@ -1,0 +1,976 @@
+"""An independent verifier of the agentfootprint log format v1, written from
+``docs/log-format.md`` alone (it imports nothing of ``agentfootprint``).
+
+:func:`verify_file` (section 9.5) gives the verdicts ``(run_id, outcome_or_code, seq)`` of a
+database or an export bundle: an outcome is ``"VALID_UNSIGNED"`` or ``"UNSEALED"``, a failure
+is a code of section 9.4; ``"index"`` findings follow the runs; a bundle whose framing is wrong
+gives the one verdict ``(None, "bundle", None)``. A file that is not a log, or is newer than
+this reader knows, gives ``(None, "usage", None)``, a missing or unreadable path
+``(None, "file", None)``: neither is a verification verdict (section 4). :func:`explain_file`
+adds a reason to each verdict. Section numbers in comments are the page's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import re2
+import regex
+import rfc8785
+
+MAX_SAFE_INT = 2**53 - 1
+MAX_DEPTH, ENVELOPE_DEPTH = 250, 5
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_ENVELOPE_BYTES = 64 * 1024
+MAX_BUNDLE_LINE_BYTES = 2 * MAX_BODY_BYTES + MAX_ENVELOPE_BYTES
+LOG_FORMAT = "agentfootprint/log/v1"
+TYPES = ("run.open", "write", "receipt", "event", "commit", "run.close")
+PHASE = {"receipt": 1, "event": 2, "write": 3}
+KINDS = (
+    ("system", "system_pieces", "piece/system"),
+    ("messages", "history", "piece/message"),
+    ("tools", "tool_schemas", "piece/tool"),
+)
+KNOWN_SCHEMA_VERSION = KNOWN_BUNDLE_VERSION = 1
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUNDLE_PREFIX = b'{"agentfootprint_bundle":'
+BUNDLE_VERSION = re.compile(rb'\{"agentfootprint_bundle":(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
+HEX64 = re.compile(r"[0-9a-f]{64}")
+SURROGATE = re.compile("[\ud800-\udfff]")
+BRACKET = re.compile(r"[\[\]{}]")
+JSON_WS = " \t\n\r"
+V1_BUDGET_S, V1_PER_KEY_S, V1_MAX_KEY = 1.0, 50e-6, 256
+VALID, UNSEALED = "VALID_UNSIGNED", "UNSEALED"
+
+
+class Failure(Exception):
+    """INVALID: one failure code (section 9.4), the seq (or None) and a reason. Also what is
+    not a verdict: code "usage" (not a log, or newer than this reader) and "file"."""
+
+    def __init__(self, code: str, seq: int | None, reason: str) -> None:
+        super().__init__(f"[{code}] seq {seq}: {reason}")
+        self.code, self.seq, self.reason = code, seq, reason
+
+
+def usage(why: str) -> Failure:
+    return Failure("usage", None, why)
+
+
+class BudgetSpent(Exception):
+    """The version 1 matching budget of the run is used up (section 12.2)."""
+
+
+# --- canonical form and hashing (sections 2, 3) ------------------------------------------
+
+
+def H(tag: str, data: bytes) -> bytes:
+    return hashlib.sha256(b"afp/v1/" + tag.encode("ascii") + b"\x00" + data).digest()
+
+
+def canon(value: Any) -> bytes:
+    return rfc8785.dumps(value)
+
+
+def is_int(x: Any) -> bool:
+    return type(x) is int  # int excludes booleans; integral doubles beyond 2^53 stay doubles
+
+
+def is_hex(x: Any) -> bool:
+    return isinstance(x, str) and HEX64.fullmatch(x) is not None
+
+
+def is_str(x: Any) -> bool:
+    return isinstance(x, str)
+
+
+def is_obj(x: Any) -> bool:
+    return isinstance(x, dict)
+
+
+def decoder(flags: set[str], *, bundle: bool = False) -> json.JSONDecoder:
+    """RFC 8259 JSON; numbers as the nearest double, as an integer when that double is integral
+    and safe (sections 2, 12.2 step 6). Duplicate names and infinite numbers go to ``flags``.
+    ``bundle``: section 13.1 numbers instead, where an integer is a token without fraction or
+    exponent within the safe range (an ``int``) and every other number is a ``float``."""
+
+    def number(token: str) -> int | float:
+        d = float(token)
+        if d in (float("inf"), float("-inf")):
+            flags.add("a number whose nearest double is infinite")
+            return 0
+        return int(d) if d.is_integer() and abs(d) <= MAX_SAFE_INT else d
+
+    def integer(token: str) -> int | float:
+        if len(token.lstrip("-")) <= 16 and abs(int(token)) <= MAX_SAFE_INT:
+            return int(token)
+        return float(token)
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(items)
+        if len(obj) != len(items):
+            flags.add("a member name twice")
+        return obj
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.JSONDecoder(
+        object_pairs_hook=pairs,
+        parse_float=float if bundle else number,
+        parse_int=integer if bundle else number,
+        parse_constant=constant,
+    )
+
+
+def bracket_depth(s: str) -> int:
+    """Section 12.2 step 3: the nesting of brackets outside string literals, linear time."""
+    t = s.replace("\\\\", "").replace('\\"', "")
+    count = best = 0
+    for piece in t.split('"')[::2]:
+        for m in BRACKET.finditer(piece):
+            count += 1 if m.group() in "[{" else -1
+            best = max(best, count)
+    return best
+
+
+def depth_and_surrogates(value: Any) -> tuple[int, bool]:
+    """Depth as section 2 defines it (the root 0, a member or element d + 1) and whether a
+    string or member name holds a lone surrogate."""
+    best, lone = 0, False
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        best = max(best, d)
+        if isinstance(v, dict):
+            lone = lone or any(SURROGATE.search(k) for k in v)
+            stack.extend((item, d + 1) for item in v.values())
+        elif isinstance(v, list):
+            stack.extend((item, d + 1) for item in v)
+        elif isinstance(v, str):
+            lone = lone or SURROGATE.search(v) is not None
+    return best, lone
+
+
+def parse_body(b: bytes, seq: int) -> Any:
+    """The canonical check of section 2 (depth limit 255), else Failure(canonical)."""
+
+    def bad(why: str) -> Failure:
+        return Failure("canonical", seq, why)
+
+    limit = MAX_DEPTH + ENVELOPE_DEPTH
+    try:
+        text = b.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad("body is not UTF-8") from None
+    if bracket_depth(text) > limit + 1:  # deeper than the limit, however it fails to parse
+        raise bad(f"body nested deeper than {limit}")
+    flags: set[str] = set()
+    try:
+        value = decoder(flags).decode(text)
+    except (ValueError, RecursionError) as e:
+        raise bad(f"body is not JSON: {e}") from None
+    depth, lone = depth_and_surrogates(value)
+    if flags or lone or depth > limit:
+        raise bad(f"body is not I-JSON ({sorted(flags)}, lone surrogate {lone}, depth {depth})")
+    try:
+        again = canon(value)
+    except Exception as e:
+        raise bad(f"body is not I-JSON: {e}") from None
+    if again != b:
+        raise bad("body differs from its canonical form")
+    return value
+
+
+# --- the JSON-text rule (section 12.2) ---------------------------------------------------
+
+TEXT, OPAQUE, WALKABLE = "text", "opaque", "walkable"
+
+
+def classify(s: str) -> tuple[str, Any]:
+    t = s.lstrip(JSON_WS)
+    if not t or t[0] not in "{[" or SURROGATE.search(s):
+        return TEXT, None  # steps 1, 2
+    if bracket_depth(s) > MAX_DEPTH:
+        return OPAQUE, None  # step 3
+    flags: set[str] = set()
+    try:
+        v = decoder(flags).decode(s)  # JSON whitespace is allowed around the value
+    except (ValueError, RecursionError):
+        return TEXT, None  # step 4
+    if flags or depth_and_surrogates(v)[1]:
+        return OPAQUE, None  # step 5
+    return WALKABLE, v
+
+
+# --- policies (sections 12.1, 12.2) ------------------------------------------------------
+
+
+@dataclass
+class Matcher:
+    version: int
+    keys: set[str]
+    patterns: list[Any]
+    cache: dict[str, bool] = field(default_factory=dict)
+    budget: float = V1_BUDGET_S
+    spent: bool = False
+
+    def matches(self, key: str) -> bool:
+        if key in self.keys:
+            return True
+        if key not in self.cache:
+            if self.version == 2:  # unanchored RE2 search in the UTF-8 key, no length limit
+                self.cache[key] = any(p.search(key) for p in self.patterns)
+            elif len(key) > V1_MAX_KEY:  # longer keys match exact keys only
+                return False
+            else:
+                self.cache[key] = self._v1(key)
+        return self.cache[key]
+
+    def _v1(self, key: str) -> bool:
+        """Python-re semantics (the regex module in VERSION0 mode) under the run's budget."""
+        if self.spent:
+            raise BudgetSpent
+        self.budget += V1_PER_KEY_S
+        for p in self.patterns:
+            start = time.process_time()
+            try:
+                found = p.search(key, timeout=max(self.budget, 1e-6))
+            except TimeoutError:
+                found, self.budget = None, 0.0
+            self.budget -= time.process_time() - start
+            if self.budget <= 0:
+                self.spent = True
+                raise BudgetSpent
+            if found is not None:
+                return True
+        return False
+
+
+def check_policy(policy: Any, digest: Any) -> Matcher | None:
+    """Section 12.1: None for no policy, else a matcher; Failure(policy) at seq 0."""
+    if policy is None and digest is None:
+        return None
+
+    def bad(why: str) -> Failure:
+        return Failure("policy", 0, why)
+
+    if policy is None or digest is None:
+        raise bad("one of policy and policy_digest is null and the other is not")
+    if not is_obj(policy) or set(policy) != {"v", "keys", "patterns"}:
+        raise bad("the policy is not an object with exactly v, keys and patterns")
+    v, keys, patterns = policy["v"], policy["keys"], policy["patterns"]
+    if not is_int(v) or v not in (1, 2):
+        raise bad(f"unknown policy version {v!r}")
+    for items in (keys, patterns):
+        if not isinstance(items, list) or not all(is_str(x) and x for x in items):
+            raise bad("keys or patterns is not an array of non-empty strings")
+    compiled = []
+    for p in patterns:
+        try:
+            if v == 2:
+                compiled.append(re2.compile(p))
+            else:
+                re.compile(p)
+                compiled.append(regex.compile(p, regex.VERSION0))
+        except Exception as e:
+            raise bad(f"pattern {p!r} does not compile: {e}") from None
+    if keys != sorted(set(keys)):
+        raise bad("keys are not sorted by code point and unique (not in normal form)")
+    if digest != H("policy", canon(policy)).hex():
+        raise bad("policy_digest differs from the digest of the policy")
+    return Matcher(v, set(keys), compiled)
+
+
+# --- the redaction checks (section 12.5) -------------------------------------------------
+
+
+def is_commitment(v: Any) -> bool:
+    return is_obj(v) and len(v) == 1 and is_hex(v.get("$commit"))
+
+
+def commitment_positions(value: Any) -> dict[tuple[Any, ...], str]:
+    """Every commitment in ``value`` by its position: member names, array indexes, and None
+    for a step into walkable JSON text."""
+    found: dict[tuple[Any, ...], str] = {}
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        v, pos = stack.pop()
+        if isinstance(v, dict):
+            if is_commitment(v):
+                found[pos] = v["$commit"]
+            elif "$commit" not in v:
+                stack.extend((item, (*pos, k)) for k, item in v.items())
+        elif isinstance(v, list):
+            stack.extend((item, (*pos, i)) for i, item in enumerate(v))
+        elif isinstance(v, str) and (parsed := classify(v))[0] == WALKABLE:
+            stack.append((parsed[1], (*pos, None)))
+    return found
+
+
+@dataclass
+class Redaction:
+    """What the checks of one run remember: its policy and the commitments it wrote."""
+
+    policy: Matcher | None = None
+    seen: set[str] = field(default_factory=set)
+    inherited: set[str] = field(default_factory=set)
+
+    def scan(self, value: Any, seq: int, in_place: dict[tuple[Any, ...], str]) -> None:
+        """Walk one scanned value; report commitment, then policy-budget, reuse, leak."""
+        malformed = reuse = budget = False
+        leak = ""
+        stack: list[tuple[Any, tuple[Any, ...], bool]] = [(value, (), False)]
+        while stack:
+            v, pos, reported = stack.pop()  # reported: inside a value already reported
+            if isinstance(v, dict):
+                if "$commit" in v:
+                    if not is_commitment(v):
+                        malformed = True
+                        continue
+                    d = v["$commit"]
+                    if d in self.seen and d not in self.inherited and in_place.get(pos) != d:
+                        reuse = True
+                    self.seen.add(d)
+                    continue
+                for name, item in v.items():
+                    hit = False
+                    if self.policy is not None and not reported and not budget:
+                        try:
+                            hit = self.policy.matches(name)
+                        except BudgetSpent:
+                            budget = True
+                    leaked = hit and not is_commitment(item)
+                    if leaked:
+                        leak = leak or f"member {name!r} at {list(pos)} holds no commitment"
+                    stack.append((item, (*pos, name), reported or leaked))
+            elif isinstance(v, list):
+                stack.extend((item, (*pos, i), reported) for i, item in enumerate(v))
+            elif isinstance(v, str):
+                kind, parsed = classify(v)
+                if kind == WALKABLE:
+                    stack.append((parsed, (*pos, None), reported))
+                elif kind == OPAQUE and self.policy is not None and not reported:
+                    leak = leak or f"JSON text the boundary commits whole at {list(pos)}"
+        if malformed:
+            raise Failure("commitment", seq, "an object with $commit that is not a commitment")
+        if budget:
+            raise Failure("policy-budget", seq, "matching version 1 patterns used up the budget")
+        if reuse:
+            raise Failure("commitment-reuse", seq, "a commitment written a second time")
+        if leak:
+            raise Failure("leak", seq, leak)
+
+
+# --- sources: a database (section 4) and an export bundle (section 13) --------------------
+
+Row = tuple[Any, Any, Any, Any, Any, Any, Any]  # run_id, seq, type, ts, body, e, c
+COLUMNS = ("run_id", "seq", "type", "ts", "body", "event_hash", "chain_hash")
+
+
+def typed(kind: bytes, v: Any) -> Any:
+    """A column as SQLite stores it, uncoerced: TEXT as str (text that is not UTF-8 as the
+    tuple ``("not UTF-8", bytes)``), BLOB as bytes, INTEGER, REAL and NULL as they are."""
+    if kind == b"text":
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            return ("not UTF-8", v)
+    return bytes(v) if kind == b"blob" else v
+
+
+def select_typed(columns: tuple[str, ...]) -> str:
+    return ", ".join(f"typeof({c}), {c}" for c in columns)
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """Section 4: ``immutable=1`` when no -wal or -journal is beside the file, else mode=ro."""
+    beside = any(Path(f"{path}{s}").exists() for s in ("-wal", "-journal"))
+    conn = sqlite3.connect(path.resolve().as_uri() + ("?mode=ro" if beside else "?immutable=1"),
+                           uri=True)  # fmt: skip
+    conn.text_factory = bytes  # typeof() says what each value is; decode TEXT ourselves
+    return conn
+
+
+LOG_TABLES = {
+    "schema_version": {"version"},
+    "events": set(COLUMNS),
+    "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
+}
+VAULT_COLUMNS = {"commitment", "run_id", "key", "salt", "value"}
+
+
+class DbSource:
+    """An agentfootprint log opened for reading only; usage for any other kind of file."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = open_readonly(path)
+        try:
+            self.check_kind()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def columns(self, table: str) -> set[str]:
+        rows = self.conn.execute("SELECT name FROM pragma_table_info(?)", (table,))
+        return {str(typed(b"text", name)).lower() for (name,) in rows}
+
+    def check_kind(self) -> None:
+        q = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        names = [typed(b"text", name) for (name,) in self.conn.execute(q)]
+        tables = {n.lower() for n in names if is_str(n) and not n.startswith("sqlite_")}
+        if not all(t in tables and c <= self.columns(t) for t, c in LOG_TABLES.items()):
+            if "disclosures" in tables and self.columns("disclosures") >= VAULT_COLUMNS:
+                raise usage("a disclosure vault, not a log")
+            what = "of another application" if tables else "with no tables"
+            raise usage(f"an SQLite database {what}, not a log")
+        versions = self.conn.execute("SELECT typeof(version), version FROM schema_version")
+        versions = versions.fetchall()
+        if any(k != b"integer" for k, _ in versions) or max([v for _, v in versions] or [0]) < 1:
+            raise usage("schema_version does not hold migration numbers: not a log")
+        top = max(v for _, v in versions)
+        if top > KNOWN_SCHEMA_VERSION:
+            raise usage(f"schema version {top}, newer than {KNOWN_SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def run_keys(self) -> list[Any]:
+        q = "SELECT typeof(run_id), run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
+        return [typed(k, v) for k, v in self.conn.execute(q)]
+
+    def rows(self, run: Any, limit: int = -1) -> list[Row]:
+        """A run's rows ordered by seq, as stored."""
+        if not isinstance(run, str | bytes | int | float):
+            return []
+        q = f"SELECT {select_typed(COLUMNS)} FROM events WHERE run_id = ? ORDER BY seq, rowid"
+        cur = self.conn.execute(q + " LIMIT ?", (run, limit))
+        return [tuple(typed(r[i], r[i + 1]) for i in range(0, 14, 2)) for r in cur]
+
+    def index(self) -> list[tuple[Any, ...]]:
+        cols = ("run_id", "conversation_id", "parent_run_id", "opened_at")
+        cur = self.conn.execute(f"SELECT {select_typed(cols)} FROM runs ORDER BY rowid")
+        return [tuple(typed(r[i], r[i + 1]) for i in range(0, 8, 2)) for r in cur]
+
+
+def exact(obj: Any, members: dict[str, Any]) -> bool:
+    """``obj`` is an object with exactly these members, each of its type."""
+    return is_obj(obj) and set(obj) == set(members) and all(ok(obj[k]) for k, ok in members.items())
+
+
+def or_null(ok: Any) -> Any:
+    return lambda x: x is None or ok(x)
+
+
+def nonneg(x: Any) -> bool:
+    return is_int(x) and x >= 0
+
+
+MANIFEST = {"agentfootprint_bundle": lambda x: x == 1 and is_int(x),
+            "format": lambda x: x == LOG_FORMAT, "canon": lambda x: x == "RFC8785",
+            "hash": lambda x: x == "SHA-256", "library": is_str,
+            "runs": lambda x: isinstance(x, list), "policies": is_obj,
+            "counts": lambda x: exact(x, {"runs": nonneg, "events": nonneg})}  # fmt: skip
+ENTRY = {"run_id": is_str, "conversation_id": or_null(is_str), "parent_run_id": or_null(is_str),
+         "opened_at": is_int, "events": lambda x: is_int(x) and x >= 1, "last_type": is_str,
+         "head": is_hex, "policy_digest": or_null(is_str),
+         "requested": lambda x: isinstance(x, bool)}  # fmt: skip
+EVENT_LINE = {"run": is_str, "seq": is_int, "type": is_str, "ts": is_int, "body": is_str,
+              "event_hash": is_hex, "chain_hash": is_hex}  # fmt: skip
+TRAILER = {"end": lambda x: x is True, "events": is_int, "sha256": is_hex}
+
+
+def read_line(line: bytes, shape: dict[str, Any]) -> dict[str, Any] | None:
+    """A line as section 13.1 says (one JSON text, no member name twice, no lone surrogate,
+    its members exactly ``shape``), or None."""
+    flags: set[str] = set()
+    try:
+        value = decoder(flags, bundle=True).decode(line.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    if flags or depth_and_surrogates(value)[1] or not exact(value, shape):
+        return None
+    return value
+
+
+class BundleSource:
+    """An export bundle whose framing checks passed (section 13.2), else Failure(bundle)."""
+
+    def __init__(self, path: Path) -> None:
+        self.runs: dict[str, list[Row]] = {}
+        self.entries: list[dict[str, Any]] = []
+        self.frame(path.read_bytes())
+
+    def frame(self, data: bytes) -> None:
+        def bad(why: str) -> Failure:
+            return Failure("bundle", None, why)
+
+        if not data.startswith(BUNDLE_PREFIX):
+            raise bad("not an export bundle")
+        version = BUNDLE_VERSION.match(data)  # every version begins with the prefix (13.1)
+        if version and KNOWN_BUNDLE_VERSION < int(version[1]) <= MAX_SAFE_INT:
+            raise usage(f"bundle version {int(version[1])}, newer than {KNOWN_BUNDLE_VERSION}")
+        lines = data.split(b"\n")
+        if any(len(line) > MAX_BUNDLE_LINE_BYTES for line in lines):
+            raise bad(f"a line longer than {MAX_BUNDLE_LINE_BYTES} bytes")
+        if not data.endswith(b"\n") or len(lines) < 3:
+            raise bad("the file does not end with a newline after a manifest and a trailer")
+        lines = lines[:-1]
+        trailer = read_line(lines[-1], TRAILER)
+        if trailer is None:
+            raise bad("the last line is not a trailer")
+        if hashlib.sha256(data[: len(data) - len(lines[-1]) - 1]).hexdigest() != trailer["sha256"]:
+            raise bad("the SHA-256 of the bytes before the trailer differs from its sha256")
+        manifest = read_line(lines[0], MANIFEST)
+        if manifest is None or not lines[0].startswith(BUNDLE_PREFIX + b"1"):
+            raise bad(
+                'the manifest is not as in 13.1 (or does not begin {"agentfootprint_bundle":1)'
+            )
+        if not all(exact(e, ENTRY) for e in manifest["runs"]):
+            raise bad("a run entry lacks, adds or mistypes a member")
+        listed = [e["run_id"] for e in manifest["runs"]]
+        if len(set(listed)) != len(listed) or manifest["counts"]["runs"] != len(listed):
+            raise bad("a run listed twice, or counts.runs is not the number of entries")
+        parents_of_started: set[str] = set()
+        for line in lines[1:-1]:
+            ev = read_line(line, EVENT_LINE)
+            if ev is None:
+                raise bad("an event line that is not as in 13.1")
+            run = ev["run"]
+            body = ev["body"].encode("utf-8")
+            if not self.runs or run != next(reversed(self.runs)):  # the line starts a run
+                if run in self.runs:
+                    raise bad(f"the lines of run {run} are not contiguous")
+                if len(self.runs) >= len(listed) or listed[len(self.runs)] != run:
+                    raise bad(f"run {run} is not the next run the manifest lists")
+                if run in parents_of_started:
+                    raise bad(f"run {run} comes after a run it is the parent of")
+                parents_of_started.add(parent_named((run, 0, ev["type"], 0, body, b"", b"")))
+                self.runs[run] = []
+            e, c = bytes.fromhex(ev["event_hash"]), bytes.fromhex(ev["chain_hash"])
+            self.runs[run].append((run, ev["seq"], ev["type"], ev["ts"], body, e, c))
+        for entry in manifest["runs"]:
+            got = self.runs.get(entry["run_id"])
+            if not got or len(got) != entry["events"] or got[-1][6].hex() != entry["head"]:
+                raise bad(f"run {entry['run_id']}: no lines, or another count or head")
+        if not len(lines) - 2 == trailer["events"] == manifest["counts"]["events"]:
+            raise bad("the number of event lines differs from the trailer's or counts.events")
+        self.entries = manifest["runs"]
+
+    def close(self) -> None:
+        pass
+
+    def run_keys(self) -> list[Any]:
+        return list(self.runs)
+
+    def rows(self, run: Any, limit: int = -1) -> list[Row]:
+        """A run's event lines in file order (section 13.2)."""
+        rows = self.runs.get(run, []) if is_str(run) else []
+        return rows if limit < 0 else rows[:limit]
+
+    def index(self) -> list[tuple[Any, ...]]:
+        keys = ("run_id", "conversation_id", "parent_run_id", "opened_at")
+        return [tuple(e[k] for k in keys) for e in self.entries]
+
+
+def parent_named(first: Row) -> Any:
+    """Section 9.3: the parent a run's first row names, or None."""
+    if first[2] != "run.open" or not isinstance(first[4], bytes):
+        return None
+    try:
+        value = decoder(set()).decode(first[4].decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    parent = value.get("parent") if is_obj(value) else None
+    return parent["run_id"] if is_obj(parent) and is_str(parent.get("run_id")) else None
+
+
+# --- one run: sections 7, 8, 9.2, 9.3 ----------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    outcome: str
+    events: int
+    head: bytes
+    conversation_id: str
+    close: dict[str, Any] | None
+    state: dict[str, Any]
+    lists: dict[str, list[str]]
+    parent_run_id: str | None
+    opened_at: int
+
+
+def apply_write(state: dict[str, Any], path: str, verb: Any, value: Any) -> str | None:
+    """Section 7: apply one write (never mutating a value in place), or say why not."""
+    old = state.get(path)
+    if verb == "set":
+        state[path] = value
+    elif verb == "append" and isinstance(old, list) and isinstance(value, list):
+        state[path] = old + value
+    elif verb == "merge" and is_obj(old) and is_obj(value):
+        state[path] = {**old, **value}
+    elif verb == "delete" and path in state:
+        del state[path]
+    else:
+        return f"{verb!r} of {path!r} cannot be applied to {type(old).__name__}"
+    return None
+
+
+def build_request(state: dict[str, Any], seq: int) -> tuple[Any, Any, dict[str, list[str]]]:
+    """Projection v1 (section 8): model, params and the piece digests, or Failure(receipt)."""
+    if "model" not in state:
+        raise Failure("receipt", seq, "no model in state")
+    model, params = state["model"], state.get("params", {})
+    if not is_str(model) or not is_obj(params):
+        raise Failure("receipt", seq, "state key model is not a string or params not an object")
+    digests = {}
+    for kind, key, tag in KINDS:
+        pieces = state.get(key, [])
+        if not isinstance(pieces, list):
+            raise Failure("receipt", seq, f"state key {key} is {type(pieces).__name__}, not array")
+        try:
+            digests[kind] = [H(tag, canon(p)).hex() for p in pieces]
+        except Exception as e:
+            raise Failure("receipt", seq, f"a served piece is not I-JSON: {e}") from None
+    return model, params, digests
+
+
+def event_hash(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes:
+    return H("event", b'{"body":' + body + b',"run":' + canon(run_id) + b',"seq":' + canon(seq)
+             + b',"ts":' + canon(ts) + b',"type":' + canon(type_) + b"}")  # fmt: skip
+
+
+def row_problem(row: Row, run_id: str, expect: int) -> str | None:
+    """Section 9.2 step 2.1, in its order."""
+    rid, seq, type_, ts, body, e, c = row
+    if not is_int(seq):
+        return f"seq {seq!r} is not an integer"
+    if rid != run_id or not is_str(rid):
+        return "the row belongs to another run"
+    if seq != expect:
+        return f"seq {seq}: a row is {'missing' if seq > expect else 'repeated'}"
+    if not is_str(type_) or type_ not in TYPES:
+        return f"unknown type {type_!r}"
+    if not is_int(ts) or abs(ts) > MAX_SAFE_INT:
+        return f"ts {ts!r} is not an integer within +-(2^53 - 1)"
+    if not isinstance(body, bytes) or len(body) > MAX_BODY_BYTES:
+        return "body is not a byte string of at most MAX_BODY_BYTES"
+    if not all(isinstance(h, bytes) and len(h) == 32 for h in (e, c)):
+        return "event_hash or chain_hash is not 32 bytes"
+    return None
+
+
+def digest_list(x: Any) -> bool:
+    return exact(x, {"keep": is_int, "add": lambda a: isinstance(a, list) and all(map(is_hex, a))})
+
+
+RECEIPT = {"call": is_int, "commit": is_int, "model": is_str, "params": is_obj, "request": is_hex,
+           "system": digest_list, "messages": digest_list, "tools": digest_list}  # fmt: skip
+MARKER = {"commit": is_int, "writes": is_int, "stage": is_str, "stage_run": is_str}
+PARENT = {"run_id": is_str, "events": is_int, "head": is_hex}
+
+
+def has(body: dict[str, Any], shape: dict[str, Any]) -> bool:
+    """Shape before meaning: every listed member present and of its type (others ignored)."""
+    return all(k in body and ok(body[k]) for k, ok in shape.items())
+
+
+def structure(seq: int, why: str) -> Failure:
+    return Failure("structure", seq, why)
+
+
+class Verifier:
+    """Verifies the runs of one source, each once (results and failures are cached)."""
+
+    def __init__(self, source: DbSource | BundleSource) -> None:
+        self.source = source
+        self.cache: dict[Any, RunResult | Failure] = {}
+
+    def verify(self, run: Any) -> RunResult:
+        if run not in self.cache:
+            try:
+                self.cache[run] = self.verify_run(run)
+            except Failure as f:
+                self.cache[run] = f
+        got = self.cache[run]
+        if isinstance(got, Failure):
+            raise got
+        return got
+
+    def ancestry(self, run_id: str, parent: dict[str, Any], conversation: str) -> RunResult:
+        """Section 9.3 items 3 and 4 (steps 1-4 below them): ancestry, at seq 0."""
+
+        def bad(why: str) -> Failure:
+            return Failure("ancestry", 0, why)
+
+        chain, name = [run_id], parent["run_id"]
+        while name is not None:
+            if name in chain:
+                raise bad(f"the chain of parents comes back to {name} (a cycle)")
+            first = self.source.rows(name, 1)
+            if not first:
+                break
+            chain.append(name)
+            name = parent_named(first[0])
+        for ancestor in reversed(chain[1:]):  # oldest first, so no deep recursion
+            with contextlib.suppress(Failure):
+                self.verify(ancestor)
+        if len(chain) == 1:
+            raise bad(f"the parent {parent['run_id']} is not in the log")
+        try:
+            p = self.verify(parent["run_id"])
+        except Failure as f:
+            raise bad(f"the parent fails verification: {f}") from None
+        if p.conversation_id != conversation:
+            raise bad("the parent belongs to another conversation")
+        if p.events != parent["events"] or p.head.hex() != parent["head"]:
+            raise bad("the parent's event count or head differs from the recorded ones")
+        if p.close is None or p.close["outcome"] not in ("answered", "stopped_early"):
+            raise bad("the parent did not close as answered or stopped_early")
+        return p
+
+    def verify_run(self, R: Any) -> RunResult:
+        """Section 9.2 for run ``R``."""
+        if not is_str(R):
+            raise Failure("rows", None, f"run id {R!r} is not UTF-8 text")
+        rows = self.source.rows(R)
+        if not rows:
+            raise Failure("rows", None, "no events")
+        head, state = bytes(32), {}
+        lists: dict[str, list[str]] = {"system": [], "messages": [], "tools": []}
+        commit = receipts = phase = 0
+        pending: list[tuple[int, str, Any, Any]] = []
+        in_batch = closed = record_receipt = False
+        redaction = Redaction()
+        conversation = parent_id = close = None
+        opened_at = 0
+        for expect, row in enumerate(rows):
+            why = row_problem(row, R, expect)
+            if why:
+                raise Failure("rows", expect, why)
+            _, seq, type_, ts, raw, e, c = row
+            body = parse_body(raw, seq)
+            if not is_obj(body):
+                raise structure(seq, "the body is not an object")
+            if event_hash(R, seq, type_, ts, raw) != e:
+                raise Failure("hash", seq, "the event hash differs")
+            head = H("chain", head + e)
+            if head != c:
+                raise Failure("chain", seq, "the chain hash differs")
+            scanned, in_place = None, {}
+            if seq == 0:  # step 5, in the order of section 9.3
+                if type_ != "run.open":
+                    raise structure(0, "the first event is not run.open")
+                if body.get("format") != LOG_FORMAT:
+                    raise structure(0, f"unknown format {body.get('format')!r}")
+                if body.get("run_id") != R:
+                    raise structure(0, "run.open's run_id is not the row's")
+                conversation = body.get("conversation_id")
+                if not is_str(conversation) or not conversation:
+                    raise structure(0, "conversation_id is not a non-empty string")
+                parent = body.get("parent")
+                if parent is not None and not (is_obj(parent) and has(parent, PARENT)):
+                    raise structure(0, "parent is not null or an object {run_id, events, head}")
+                options = body.get("options")
+                record_receipt = is_obj(options) and options.get("record_receipt") is True
+                if parent is not None:
+                    p = self.ancestry(R, parent, conversation)
+                    state, lists = dict(p.state), {k: list(v) for k, v in p.lists.items()}
+                    redaction.inherited = set(commitment_positions(state).values())
+                    parent_id = parent["run_id"]
+                redaction.policy = check_policy(body.get("policy"), body.get("policy_digest"))
+                opened_at = ts
+                continue
+            if closed:
+                raise structure(seq, "an event after run.close")
+            if type_ == "run.open":
+                raise structure(seq, "a second run.open")
+            if type_ in PHASE:
+                if PHASE[type_] < phase:
+                    raise structure(seq, f"{type_} out of batch order")
+                phase, in_batch = PHASE[type_], True
+            if type_ == "write":
+                verb = body.get("verb")
+                members = {"commit", "path", "verb"} | ({"value"} if verb != "delete" else set())
+                if not has(body, {"commit": is_int, "path": is_str, "verb": is_str}):
+                    raise structure(seq, "write: commit, path or verb missing or mistyped")
+                if set(body) != members:
+                    raise structure(seq, "write: members are not exactly commit/path/verb/value")
+                if body["commit"] != commit:
+                    raise structure(seq, f"a write of commit {body['commit']}, not {commit}")
+                if not body["path"]:
+                    raise structure(seq, "a write with an empty path")
+                path = body["path"]
+                pending.append((seq, path, verb, body.get("value")))
+                if verb == "set":
+                    scanned = {path: body["value"]}
+                    if path in state:
+                        in_place = commitment_positions({path: state[path]})
+                elif verb in ("append", "merge"):
+                    scanned = body["value"]
+            elif type_ == "receipt":
+                self.receipt(body, seq, state, lists, commit, receipts)
+                receipts += 1
+            elif type_ == "event":
+                if not has(body, {"name": is_str, "payload": is_obj}):
+                    raise structure(seq, "event: name or payload missing or mistyped")
+                scanned = body["payload"]
+            elif type_ == "commit":
+                if not has(body, MARKER):
+                    raise structure(seq, "commit: commit, writes, stage or stage_run mistyped")
+                if body["commit"] != commit or body["writes"] != len(pending):
+                    raise structure(seq, f"marker {body['commit']}/{body['writes']}: expected "
+                                         f"commit {commit} with {len(pending)} writes")  # fmt: skip
+                for wseq, path, verb, value in pending:
+                    problem = apply_write(state, path, verb, value)
+                    if problem:
+                        raise Failure("fold", wseq, problem)
+                pending, commit, in_batch, phase = [], commit + 1, False, 0
+                if "error" in body:
+                    scanned = {"error": body["error"]}
+            elif type_ == "run.close":
+                if in_batch:
+                    raise structure(seq, "run.close inside a commit batch")
+                shape = {"outcome": is_str, "commits": is_int, "receipts": is_int}
+                if not has(body, shape | ({"calls": is_int} if record_receipt else {})):
+                    raise structure(seq, "run.close: a member missing or mistyped")
+                if body["outcome"] not in ("answered", "stopped_early", "failed"):
+                    raise structure(seq, f"unknown outcome {body['outcome']!r}")
+                if body["commits"] != commit or body["receipts"] != receipts:
+                    raise structure(seq, "run.close's counts differ from the log")
+                if record_receipt and body["calls"] != receipts:
+                    raise Failure("receipt", seq, "run.close's calls differ from the receipts")
+                closed, close = True, body
+                rest = ("outcome", "commits", "receipts", "calls")
+                scanned = {k: v for k, v in body.items() if k not in rest}
+            if scanned is not None:
+                redaction.scan(scanned, seq, in_place)
+        if in_batch:
+            raise Failure("truncated", len(rows), f"the log ends inside commit {commit}")
+        return RunResult(VALID if closed else UNSEALED, len(rows), head, conversation, close,
+                         state, lists, parent_id, opened_at)  # fmt: skip
+
+    @staticmethod
+    def receipt(body: dict[str, Any], seq: int, state: dict[str, Any],
+                lists: dict[str, list[str]], commit: int, receipts: int) -> None:  # fmt: skip
+        if not has(body, RECEIPT):
+            raise structure(seq, "receipt: a member missing or of the wrong shape")
+
+        def bad(why: str) -> Failure:
+            return Failure("receipt", seq, why)
+
+        if body["call"] != receipts:
+            raise bad(f"call {body['call']}, expected {receipts}")
+        if body["commit"] != commit:
+            raise bad(f"the receipt names commit {body['commit']}, not {commit}")
+        model, params, rebuilt = build_request(state, seq)
+        for kind, _, _ in KINDS:
+            keep, add = body[kind]["keep"], body[kind]["add"]
+            if not 0 <= keep <= len(lists[kind]):
+                raise bad(f"{kind}: keep {keep} out of range")
+            expanded = lists[kind][:keep] + add
+            for i, (got, want) in enumerate(zip(expanded, rebuilt[kind], strict=False)):
+                if got != want:
+                    raise bad(f"{kind}[{i}]: the digest differs from the rebuilt piece")
+            if len(expanded) != len(rebuilt[kind]):
+                raise bad(f"{kind}: {len(expanded)} digests for {len(rebuilt[kind])} pieces")
+            lists[kind] = expanded
+        if canon(body["model"]) != canon(model) or canon(body["params"]) != canon(params):
+            raise bad("model or params differ from the projected ones")
+        doc = {"v": 1, "model": model, "params": params, **rebuilt}
+        if body["request"] != H("request", canon(doc)).hex():
+            raise bad("the request digest differs from the rebuilt request")
+
+
+# --- whole-file verification (section 9.5) -----------------------------------------------
+
+Verdict = tuple[Any, str, int | None]
+
+
+def open_source(path: str | os.PathLike[str]) -> DbSource | BundleSource:
+    """Section 4 "What a file is"; a bundle is recognised by its prefix (section 13.1)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            head = f.read(len(BUNDLE_PREFIX))
+    except OSError as e:
+        raise Failure("file", None, f"{p}: missing, a folder or unreadable ({e})") from None
+    if not head and not any(Path(f"{p}{s}").exists() for s in ("-wal", "-journal")):
+        raise usage("an empty file, not a log")
+    if head.startswith(BUNDLE_PREFIX):
+        return BundleSource(p)
+    if head and not head.startswith(SQLITE_MAGIC):
+        raise usage("not an SQLite database, so not a log")
+    try:
+        return DbSource(p)
+    except sqlite3.OperationalError as e:  # e.g. a -wal without its -shm on read-only media
+        raise Failure("file", None, f"cannot be opened for reading ({e}): copy the log with "
+                      "the files beside it to writable storage") from None  # fmt: skip
+    except sqlite3.DatabaseError as e:
+        raise usage(f"SQLite refuses to parse it ({e}), so not a log") from None
+
+
+def index_findings(source: Any, results: dict[Any, RunResult | Failure]) -> list[Any]:
+    """Section 9.5 step 3: one index finding per disagreement (the first, per row)."""
+    out: list[tuple[Verdict, str]] = []
+    listed: list[Any] = []
+    for rid, conversation, parent_run_id, opened_at in source.index():
+        twice = rid in listed
+        listed.append(rid)
+        res = results.get(rid)
+        if not is_str(rid):
+            out.append(((repr(rid), "index", None), "an index run id that is not UTF-8 text"))
+        elif twice:
+            out.append(((rid, "index", None), "a run listed twice in the index"))
+        elif res is None:
+            out.append(((rid, "index", None), "an index row of a run with no events"))
+        elif isinstance(res, RunResult):  # a run that failed is checked for presence only
+            pairs = {"conversation_id": (conversation, res.conversation_id),
+                     "parent_run_id": (parent_run_id, res.parent_run_id),
+                     "opened_at": (opened_at, res.opened_at)}  # fmt: skip
+            differ = [k for k, (a, b) in pairs.items() if type(a) is not type(b) or a != b]
+            if differ:
+                out.append(((rid, "index", 0), f"the index row differs: {', '.join(differ)}"))
+    out += [
+        ((run, "index", None), "a run with no index row") for run in results if run not in listed
+    ]
+    return out
+
+
+def explain_file(path: str | os.PathLike[str]) -> list[tuple[Verdict, str]]:
+    """The verdicts of :func:`verify_file`, each with its reason."""
+    try:
+        source = open_source(path)
+    except Failure as e:
+        return [((None, e.code, None), e.reason)]
+    try:
+        verifier = Verifier(source)
+        runs = source.run_keys()
+        out: list[tuple[Verdict, str]] = []
+        for run in runs:
+            try:
+                out.append(((run, verifier.verify(run).outcome, None), ""))
+            except Failure as f:
+                out.append(((run, f.code, f.seq), f.reason))
+        return out + index_findings(source, {run: verifier.cache[run] for run in runs})
+    except sqlite3.DatabaseError as e:
+        return [((None, "file", None), f"the database cannot be read: {e}")]
+    finally:
+        source.close()
+
+
+def verify_file(path: str | os.PathLike[str]) -> list[Verdict]:
+    return [verdict for verdict, _ in explain_file(path)]
+
+
+def failure_codes(verdicts: list[Verdict]) -> set[str]:
+    return {code for _, code, _ in verdicts if code not in (VALID, UNSEALED)}

@@ -1,0 +1,860 @@
+"""The independent verifier (written from docs/log-format.md alone) against the vectors and
+against the reference verifier, on recorded runs, random single mutations of them and
+hand-made cases that probe what the page says (or leaves open).
+
+Only this module imports agentfootprint: to record runs, to damage them, and for the
+reference verdicts. Where the two disagree, the page decides which one is fixed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import independent_verifier as iv
+import pytest
+import rfc8785
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import agentfootprint as af
+from agentfootprint.testing import redaction_strategies as rs
+from agentfootprint.testing import strategies as runs_st
+from agentfootprint.testing import tamper
+from agentfootprint.verify.verifier import VerificationError, Verifier
+
+VECTORS = Path(__file__).parent.parent / "vectors"
+
+
+def slow(examples: int) -> settings:
+    """Few examples (the suite runs on two cores), no deadline: each one records runs."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+# --- verdicts of both verifiers, in one shape ---------------------------------------------
+
+Verdicts = tuple[dict[Any, tuple[str, int | None]], list[tuple[Any, int | None]]]
+
+
+def shown(run_id: Any) -> Any:
+    return run_id if isinstance(run_id, str) or run_id is None else repr(run_id)
+
+
+def mine(path: Path) -> Verdicts:
+    """``({run: (outcome or code, seq)}, [(run, seq) of each index finding])``."""
+    runs: dict[Any, tuple[str, int | None]] = {}
+    index = []
+    for run, code, seq in iv.verify_file(path):
+        if code == "index":
+            index.append((shown(run), seq))
+        else:
+            runs[shown(run)] = (code, None if code in (iv.VALID, iv.UNSEALED) else seq)
+    return runs, sorted(index, key=str)
+
+
+def reference(path: Path) -> Verdicts:
+    """The same from ``Verifier(source).verify_all()``."""
+    try:
+        source: Any = (
+            af.BundleSource(path)
+            if path.read_bytes().startswith(iv.BUNDLE_PREFIX)
+            else af.SqliteStore(path, readonly=True)
+        )
+    except VerificationError as e:
+        return {None: (e.code, None)}, []
+    except af.UsageError:
+        return {None: ("usage", None)}, []
+    runs: dict[Any, tuple[str, int | None]] = {}
+    index = []
+    try:
+        for run, result in Verifier(source).verify_all():
+            if isinstance(result, VerificationError) and result.code == "index":
+                index.append((shown(run), result.seq))
+            elif isinstance(result, VerificationError):
+                runs[shown(run)] = (result.code, result.seq)
+            else:
+                runs[shown(run)] = (result.outcome.value, None)
+    finally:
+        source.close()
+    return runs, sorted(index, key=str)
+
+
+def exit_code(verdicts: list[iv.Verdict]) -> int:
+    """Section 9.6, from the verdicts."""
+    found = {code for _, code, _ in verdicts}
+    if found & {"usage", "file"}:
+        return 2
+    if found - {iv.VALID, iv.UNSEALED}:
+        return 1
+    return 3 if iv.UNSEALED in found else 0
+
+
+# --- (a) the vectors ----------------------------------------------------------------------
+
+
+def vector_entries() -> list[Any]:
+    entries = json.loads((VECTORS / "vectors.json").read_text())
+    return [pytest.param(e, id=e["file"]) for e in entries]
+
+
+@pytest.mark.parametrize("entry", vector_entries())
+def test_vector(entry: dict[str, Any]) -> None:
+    path = VECTORS / entry["file"]
+    assert path.exists(), f"vectors.json lists {entry['file']}, which is not in tests/vectors"
+    beside = [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
+    before = [p.exists() for p in beside]
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    verdicts = iv.verify_file(path)
+    if entry["kind"] == "file":
+        assert verdicts == [(None, "usage", None)], iv.explain_file(path)
+    else:
+        assert iv.failure_codes(verdicts) == set(entry["codes"]), iv.explain_file(path)
+    assert exit_code(verdicts) == entry["exit"]
+    # section 4: a reader creates nothing beside the file and never writes it
+    assert [p.exists() for p in beside] == before
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+
+
+def test_worked_example_digests() -> None:
+    """Section 11's hand computation, with the verifier's own functions."""
+    body = b'{"commit":0,"path":"agent","value":{"id":"agent","name":"Agent"},"verb":"set"}'
+    run = "01a229b7a9caf5a1f290dc6ff7ab90ab"
+    assert iv.parse_body(body, 1) == {
+        "commit": 0,
+        "path": "agent",
+        "value": {"id": "agent", "name": "Agent"},
+        "verb": "set",
+    }
+    e1 = iv.event_hash(run, 1, "write", 1795996232138, body)
+    c0 = bytes.fromhex("696e48386f0a797677e807650c19a7511d3e049dec27e864d1d0db5699eb3d15")
+    assert e1.hex() == "817e950867c4cbc35749a6e78ad98b5b7dee193f4f6f5ec619656c59b2a458e9"
+    assert iv.H("chain", c0 + e1).hex() == (
+        "fcea682419a7714a90d3409448ade5891d627cd0feb1fa043ccc9c17586933f7"
+    )
+    policy = {"v": 2, "keys": ["ssn"], "patterns": ["(?i)(^|_)e-?mail($|_)"]}
+    digest = "9a83169c4c57476a3b8983ebeefbaef6f949e245041c03bf95ea32ed2179aa30"
+    matcher = iv.check_policy(policy, digest)
+    assert matcher is not None
+    assert matcher.matches("ssn") and matcher.matches("user_email")
+    assert not matcher.matches("SSN")
+
+
+# --- recording runs ------------------------------------------------------------------------
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder)
+
+
+def record_spec(spec: Any, path: Path) -> None:
+    store = af.SqliteStore(path)
+    try:
+        runs_st.run_spec(spec, store)
+    finally:
+        store.close()
+
+
+def record_planted(spec: Any, path: Path) -> None:
+    store = af.SqliteStore(path)
+    try:
+        agent, _ = rs.build_planted_agent(spec, store=store, redact=rs.key_policy())
+        rs.run_planted(agent, spec)
+    finally:
+        store.close()
+
+
+def test_reading_creates_nothing() -> None:
+    """Section 4: a live log (its -wal there) is read with mode=ro, a closed one with
+    immutable=1; neither read creates or changes a file."""
+    with scratch() as folder:
+        store = af.SqliteStore(folder / "live.db")
+        try:
+            af.Agent(provider=af.MockProvider(["hello"]), model="m", store=store).run_sync("hi")
+            live = sorted(p.name for p in folder.iterdir())
+            assert "live.db-wal" in live
+            assert [code for _, code, _ in iv.verify_file(folder / "live.db")] == [iv.VALID]
+            assert sorted(p.name for p in folder.iterdir()) == live
+        finally:
+            store.close()
+        digest = hashlib.sha256((folder / "live.db").read_bytes()).hexdigest()
+        assert [code for _, code, _ in iv.verify_file(folder / "live.db")] == [iv.VALID]
+        assert sorted(p.name for p in folder.iterdir()) == ["live.db"]
+        assert hashlib.sha256((folder / "live.db").read_bytes()).hexdigest() == digest
+
+
+# --- (b) recorded runs verify exactly when the reference says so -------------------------
+
+
+@slow(30)
+@given(runs_st.run_specs(max_turns=3))
+def test_recorded_runs_agree(spec: Any) -> None:
+    with scratch() as folder:
+        record_spec(spec, folder / "log.db")
+        ours, theirs = mine(folder / "log.db"), reference(folder / "log.db")
+        assert ours == theirs
+        assert all(code == iv.VALID for code, _ in ours[0].values()) == all(
+            code == iv.VALID for code, _ in theirs[0].values()
+        )
+
+
+@slow(25)
+@given(rs.planted_runs(rfc8259=True))
+def test_redacted_runs_agree(spec: Any) -> None:
+    with scratch() as folder:
+        record_planted(spec, folder / "log.db")
+        assert mine(folder / "log.db") == reference(folder / "log.db")
+
+
+# --- (c) single random mutations -------------------------------------------------------
+
+MUTATIONS = (
+    "flip body",
+    "flip event_hash",
+    "flip chain_hash",
+    "drop row",
+    "cut tail",
+    "drop row, re-chained",
+    "swap rows, re-chained",
+    "repeat row, re-chained",
+    "re-encode body, re-chained",
+    "replace a commitment, re-chained",
+)
+
+
+def run_ids(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        q = "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
+        return [r for (r,) in conn.execute(q)]
+
+
+def commitment_sites(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Where ``value`` holds an object with ``$commit`` (inside JSON text too: step "text")."""
+    if isinstance(value, dict) and "$commit" in value:
+        yield at
+    elif isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, item in items:
+            yield from commitment_sites(item, (*at, k))
+    elif isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        with contextlib.suppress(ValueError, RecursionError):
+            yield from commitment_sites(json.loads(value), (*at, "text"))
+
+
+def replaced(value: Any, at: tuple[Any, ...], new: Any) -> Any:
+    if not at:
+        return new
+    if at[0] == "text":
+        return json.dumps(replaced(json.loads(value), at[1:], new), ensure_ascii=False)
+    copy = value.copy()
+    copy[at[0]] = replaced(value[at[0]], at[1:], new)
+    return copy
+
+
+def recommit(body: dict[str, Any], data: st.DataObject, digests: list[str]) -> None:
+    """Replace one commitment of ``body``: by clear text, another digest of the log, a
+    malformed one, a fresh digest, or the same one wrapped in an array."""
+    at = data.draw(st.sampled_from(list(commitment_sites(body))), label="commitment")
+    how = data.draw(st.sampled_from(("clear", "reuse", "upper", "extra", "fresh", "wrapped")))
+    old = body
+    for step in at:
+        old = json.loads(old) if step == "text" else old[step]
+    new = {
+        "clear": "S3CR3T",
+        "reuse": {"$commit": data.draw(st.sampled_from(digests))},
+        "upper": {"$commit": str(old["$commit"]).upper()},
+        "extra": {**old, "x": 1},
+        "fresh": {"$commit": f"{data.draw(st.integers(0, 2**256 - 1)):064x}"},
+        "wrapped": [old],
+    }[how]
+    changed = replaced(body, at, new)
+    body.clear()
+    body.update(changed)
+
+
+def change_body(action: str, pick: int, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(body: dict[str, Any]) -> None:
+        names = sorted(body)
+        name = names[pick % len(names)] if names else "extra"
+        if action == "set":
+            body[name] = value
+        elif action == "delete":
+            body.pop(name, None)
+        elif action == "add":
+            body["extra"] = value
+        elif isinstance(body.get(name), int) and not isinstance(body.get(name), bool):
+            body[name] += 1 if pick % 2 else -1
+
+    return change
+
+
+def mutate(path: Path, data: st.DataObject) -> str:
+    """Damage one run of the log at ``path`` once; returns what was done."""
+    run = data.draw(st.sampled_from(run_ids(path)), label="run")
+    kind = data.draw(st.sampled_from(MUTATIONS), label="mutation")
+    with tamper.tampering(path) as conn:
+        rows = tamper.read_rows(conn, run)
+        committed = [i for i, r in enumerate(rows) if b"$commit" in r.body]
+        if kind.startswith("replace") and not committed:
+            kind = "re-encode body, re-chained"
+        i = data.draw(st.sampled_from(committed) if kind.startswith("replace") else
+                      st.integers(0, len(rows) - 1), label="row")  # fmt: skip
+        row, where = rows[i], (run, rows[i].seq)
+        if kind.startswith("flip"):
+            column = kind.split()[1]
+            raw = bytearray(getattr(row, column))
+            at = data.draw(st.integers(0, len(raw) - 1), label="byte")
+            raw[at] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+            q = f"UPDATE events SET {column} = ? WHERE run_id = ? AND seq = ?"
+            conn.execute(q, (bytes(raw), *where))
+        elif kind == "drop row":
+            conn.execute("DELETE FROM events WHERE run_id = ? AND seq = ?", where)
+        elif kind == "cut tail":
+            conn.execute("DELETE FROM events WHERE run_id = ? AND seq >= ?", where)
+        else:
+            plain = tamper.plain(rows)
+            if kind.startswith("drop") and len(plain) > 1:
+                del plain[i]
+            elif kind.startswith("swap"):
+                j = min(i + 1, len(plain) - 1)
+                plain[i], plain[j] = plain[j], plain[i]
+            elif kind.startswith("repeat"):
+                plain.insert(i, plain[i])
+            elif kind.startswith("re-encode"):
+                action = data.draw(st.sampled_from(("set", "delete", "add", "nudge")))
+                value = data.draw(runs_st.json_values(max_leaves=3), label="value")
+                pick = data.draw(st.integers(0, 50), label="member")
+                plain[i] = tamper.reencoded(row, change_body(action, pick, value))
+            elif kind.startswith("replace"):
+                q = "SELECT body FROM events WHERE instr(body, '$commit')"
+                found = b" ".join(b for (b,) in conn.execute(q))
+                digests = sorted({d.decode() for d in re.findall(rb"[0-9a-f]{64}", found)})
+                plain[i] = tamper.reencoded(row, lambda body: recommit(body, data, digests))
+            tamper.rewrite(conn, run, plain)
+    return f"{kind} at {where}"
+
+
+@slow(100)
+@given(st.data())
+def test_mutations_agree(data: st.DataObject) -> None:
+    with scratch() as folder:
+        path = folder / "log.db"
+        if data.draw(st.booleans(), label="redacted"):
+            record_planted(data.draw(rs.planted_runs(rfc8259=True), label="planted run"), path)
+        else:
+            record_spec(data.draw(runs_st.run_specs(max_turns=2), label="spec"), path)
+        note(mutate(path, data))
+        assert mine(path) == reference(path)
+
+
+# --- (d) hand-made cases: what the page says, and where it is silent ----------------------
+
+
+def lookup(arguments: Any) -> Any:
+    return {"ssn": "123-45-6789", "name": "Ann", "note": json.dumps({"ssn": "x"})}
+
+
+@pytest.fixture(scope="module")
+def base_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A root run under a policy (a tool result with secrets), and its continuation."""
+    path = tmp_path_factory.mktemp("spec") / "base.db"
+    tool = af.define_tool(
+        name="lookup",
+        description="look up",
+        execute=lookup,
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+    )
+    provider = af.MockProvider(
+        [af.reply(tool_calls=[af.tool_call("lookup", {"q": "ann"})]), "done", "again"]
+    )
+    store = af.SqliteStore(path)
+    agent = af.Agent(
+        provider=provider,
+        model="m",
+        system="sys",
+        tools=[tool],
+        store=store,
+        temperature=0.5,
+        redact=af.RedactionPolicy(keys=["ssn"], patterns=["(?i)token"]),
+    )
+    first = agent.run_sync("hi")
+    second = agent.run_sync("more", continue_from=first)
+    store.close()
+    with closing(sqlite3.connect(path)) as conn:  # the layout the cases below index into
+        q = "SELECT group_concat(type, ' ') FROM events WHERE run_id = ? ORDER BY seq"
+        layout = [conn.execute(q, (r.run_id,)).fetchone()[0].split() for r in (first, second)]
+    assert len(layout[0]) == 35 and len(layout[1]) == 21
+    assert [layout[0][i] for i in (8, 14, 18, 19, 25, 27, 34)] == [
+        "commit",
+        "receipt",
+        "commit",
+        "write",
+        "receipt",
+        "write",
+        "run.close",
+    ]
+    return path, [first.run_id, second.run_id]
+
+
+Rows = list[list[Any]]  # [type, ts, body (a dict, or bytes as they are)]
+
+
+def edit(change: Callable[[Rows], Any], which: int = 0) -> Callable[[Path, list[str]], None]:
+    """Re-encode run ``which``'s rows after ``change`` and re-chain them."""
+
+    def apply(path: Path, ids: list[str]) -> None:
+        with tamper.tampering(path) as conn:
+            rows = [[r.type, r.ts, json.loads(r.body)] for r in tamper.read_rows(conn, ids[which])]
+            change(rows)
+            plain = [(t, ts, b if isinstance(b, bytes) else rfc8785.dumps(b)) for t, ts, b in rows]
+            tamper.rewrite(conn, ids[which], plain)
+
+    return apply
+
+
+def sql(statement: str) -> Callable[[Path, list[str]], None]:
+    def apply(path: Path, ids: list[str]) -> None:
+        with tamper.tampering(path) as conn:
+            for one in statement.format(A=ids[0], B=ids[1]).split(";"):
+                conn.execute(one)
+
+    return apply
+
+
+def with_policy(policy: dict[str, Any]) -> Callable[[Rows], None]:
+    def change(rows: Rows) -> None:
+        rows[0][2]["policy"] = policy
+        rows[0][2]["policy_digest"] = iv.H("policy", rfc8785.dumps(policy)).hex()
+
+    return change
+
+
+def both(*changes: Callable[[Rows], Any]) -> Callable[[Rows], None]:
+    def change(rows: Rows) -> None:
+        for c in changes:
+            c(rows)
+
+    return change
+
+
+def nested(depth: int, leaf: bytes) -> bytes:
+    """The seed's ``iteration`` write with its value nested ``depth`` arrays deep."""
+    value = b"[" * depth + leaf + b"]" * depth
+    return b'{"commit":0,"path":"iteration","value":' + value + b',"verb":"set"}'
+
+
+def reused(rows: Rows) -> str:
+    """A commitment the root run wrote at seq 19 (inside the tool result's JSON text)."""
+    return json.loads(rows[19][2]["value"][1]["content"])["ssn"]["$commit"]
+
+
+def sets(seq: int, **members: Any) -> Callable[[Rows], None]:
+    return lambda rows: rows[seq][2].update(members)
+
+
+# The root run (A): 1-7 seed writes (2 model, 5 user_message, 6 iteration, 7 usage), 8 its
+# marker, 14 and 25 receipts, 18 a marker with a decision, 19 the tool result, 27 a usage
+# write, 34 run.close. The continuation (B) has 21 events.
+
+
+def pops(seq: int, member: str) -> Callable[[Rows], None]:
+    return lambda rows: rows[seq][2].pop(member)
+
+
+def replaces(seq: int, type_: str, body: Any) -> Callable[[Rows], None]:
+    return lambda rows: rows.__setitem__(seq, [type_, rows[seq][1], body])
+
+
+def inserts(at: int, type_: str, body: Callable[[Rows], Any]) -> Callable[[Rows], None]:
+    return lambda rows: rows.insert(at, [type_, rows[at][1], body(rows)])
+
+
+def options(**members: Any) -> Callable[[Rows], None]:
+    return lambda rows: rows[0][2]["options"].update(members)
+
+
+def digest_list(**members: Any) -> Callable[[Rows], None]:
+    return lambda rows: rows[14][2]["system"].update(members)
+
+
+def parent(**members: Any) -> Callable[[Path, list[str]], None]:
+    return edit(lambda rows: rows[0][2]["parent"].update(members), which=1)
+
+
+def stored(seq: int, assignment: str) -> Callable[[Path, list[str]], None]:
+    return sql(f"UPDATE events SET {assignment} WHERE run_id = '{{A}}' AND seq = {seq}")
+
+
+def policy_and(policy: dict[str, Any], change: Callable[[Rows], Any]) -> Any:
+    return edit(both(with_policy(policy), change))
+
+
+def two_receipts(rows: Rows) -> None:
+    """Section 8: several receipts MAY share one commit (rebuilt from the same state)."""
+    again = json.loads(json.dumps(rows[14][2]))
+    again["call"] = 1
+    for kind in ("system", "messages", "tools"):  # keep everything the first one listed
+        again[kind] = {"keep": len(again[kind]["add"]), "add": []}
+    rows.insert(15, ["receipt", rows[14][1], again])
+    rows[26][2]["call"] = 2
+    rows[35][2].update(receipts=3, calls=3)
+
+
+V1_TOK, V2_TOK = ({"v": v, "keys": ["ssn"], "patterns": ["^tok$"]} for v in (1, 2))
+EVENT = {"name": "x", "payload": {}}
+# (name, damage, the run whose verdict is expected: A, or its continuation B, the verdict)
+CASES = [
+    ("depth 255, scalar leaf", edit(replaces(6, "write", nested(254, b"1"))), "A", iv.VALID),
+    ("depth 256, scalar leaf", edit(replaces(6, "write", nested(255, b"1"))), "A", "canonical"),
+    ("depth 255, empty leaf", edit(replaces(6, "write", nested(254, b"[]"))), "A", iv.VALID),
+    ("decision not a string", edit(sets(18, decision=5)), "A", iv.VALID),
+    ("marker error not an object", edit(sets(18, error="boom")), "A", iv.VALID),
+    ("run.close iterations not an int", edit(sets(34, iterations="two")), "A", iv.VALID),
+    ("run.open agent missing", edit(pops(0, "agent")), "A", iv.VALID),
+    ("calls missing, receipts on", edit(pops(34, "calls")), "A", "structure"),
+    (
+        "receipts off: calls not read",
+        edit(both(options(record_receipt=False), sets(34, calls="x"))),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "record_receipt 1 is not true",
+        edit(both(options(record_receipt=1), pops(34, "calls"))),
+        "A",
+        iv.VALID,
+    ),
+    ("a write with an empty path", edit(sets(6, path="")), "A", "structure"),
+    ("a write with an unknown verb", edit(sets(6, verb="frob")), "A", "fold"),
+    (  # 12.5 scans set, append and merge writes only (found by this verifier; fixed)
+        "unknown verb, malformed commitment",
+        edit(sets(6, verb="frob", value={"$commit": "zz"})),
+        "A",
+        "fold",
+    ),
+    ("a delete with a value", edit(sets(5, verb="delete")), "A", "structure"),
+    ("receipt keep a boolean", edit(digest_list(keep=False)), "A", "structure"),
+    ("receipt with a member not listed", edit(sets(14, extra=1)), "A", iv.VALID),
+    ("a digest list with a third member", edit(digest_list(x=1)), "A", "structure"),
+    ("params null in state, projected", edit(sets(3, value=None)), "A", "receipt"),
+    ("history null, never projected", edit(sets(31, path="history", value=None)), "A", iv.VALID),
+    ("a body [], hashes kept", stored(3, "body = CAST('[]' AS BLOB)"), "A", "structure"),
+    ("run.open body [], hashes kept", stored(0, "body = CAST('[]' AS BLOB)"), "A", "structure"),
+    (
+        "a body 300 [ deep",
+        stored(3, "body = CAST(printf('%.*c', 300, '[') AS BLOB)"),
+        "A",
+        "canonical",
+    ),
+    ("ts a REAL", stored(3, "ts = ts + 0.5"), "A", "rows"),
+    ("a body stored as TEXT", stored(3, "body = CAST(body AS TEXT)"), "A", "rows"),
+    ("parent with an extra member", parent(x=1), "B", iv.VALID),
+    ("parent events a boolean", parent(events=True), "B", "structure"),
+    ("a parent not in the log", parent(run_id="nope"), "B", "ancestry"),
+    (
+        "a run naming itself",
+        edit(lambda r: r[0][2]["parent"].update(run_id=r[0][2]["run_id"]), 1),
+        "B",
+        "ancestry",
+    ),
+    ("continuing a failed run", edit(sets(34, outcome="failed")), "B", "ancestry"),
+    (
+        "keys in code point order",
+        edit(with_policy({"v": 2, "keys": ["\uffff", "\U0001f600"], "patterns": []})),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "keys in UTF-16 order only",
+        edit(with_policy({"v": 2, "keys": ["\U0001f600", "\uffff"], "patterns": []})),
+        "A",
+        "policy",
+    ),
+    (
+        "a policy with no key or pattern",
+        edit(with_policy({"v": 2, "keys": [], "patterns": []})),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "a policy with the key $commit",
+        edit(with_policy({"v": 2, "keys": ["$commit"], "patterns": []})),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "policy v true",
+        edit(with_policy({"v": True, "keys": ["ssn"], "patterns": []})),
+        "A",
+        "policy",
+    ),
+    (
+        "version 2 lookbehind",
+        edit(with_policy({"v": 2, "keys": [], "patterns": ["(?<=a)b"]})),
+        "A",
+        "policy",
+    ),
+    (
+        "version 1 lookbehind",
+        edit(with_policy({"v": 1, "keys": [], "patterns": ["(?<=a)b"]})),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "policy_digest upper case",
+        edit(lambda r: r[0][2].update(policy_digest=r[0][2]["policy_digest"].upper())),
+        "A",
+        "policy",
+    ),
+    ("version 1 $ before a newline", policy_and(V1_TOK, sets(7, value={"tok\n": 1})), "A", "leak"),
+    ("version 2 $ at the end only", policy_and(V2_TOK, sets(7, value={"tok\n": 1})), "A", iv.VALID),
+    (
+        "version 1, a 301-char key",
+        policy_and(V1_TOK | {"patterns": ["^t+$"]}, sets(7, value={"t" * 301: 1})),
+        "A",
+        iv.VALID,
+    ),
+    ("version 2, a 305-char key", edit(sets(7, value={"token" * 61: 1})), "A", "leak"),
+    ("a malformed commitment", edit(sets(7, value={"ssn": {"$commit": "x"}})), "A", "commitment"),
+    (
+        "a reused commitment in a leak",
+        edit(lambda r: r[27][2].update(value={"ssn": {"x": {"$commit": reused(r)}}})),
+        "A",
+        "commitment-reuse",
+    ),
+    (
+        "a payload reusing a commitment",
+        edit(
+            inserts(22, "event", lambda r: {"name": "x", "payload": {"k": {"$commit": reused(r)}}})
+        ),
+        "A",
+        "commitment-reuse",
+    ),
+    (
+        "a commitment twice in a body",
+        edit(sets(27, value={"k": {"$commit": "a" * 64}, "b": [{"$commit": "a" * 64}]})),
+        "A",
+        "commitment-reuse",
+    ),
+    ("JSON text 251 deep", edit(sets(5, value="[" * 251 + "]" * 251)), "A", "leak"),
+    ("JSON text 250 deep", edit(sets(5, value="[" * 250 + "]" * 250)), "A", iv.VALID),
+    ("JSON text after a BOM is text", edit(sets(5, value='\ufeff{"ssn":1}')), "A", iv.VALID),
+    ("JSON text after whitespace", edit(sets(5, value=' \n{"ssn":1}')), "A", "leak"),
+    ("JSON text with NaN is text", edit(sets(5, value='{"ssn":NaN}')), "A", iv.VALID),
+    ("JSON text, a name twice", edit(sets(5, value='{"a":1,"a":2}')), "A", "leak"),
+    (
+        "JSON text, a 300-digit integer",
+        edit(sets(5, value='{"a":' + "9" * 300 + "}")),
+        "A",
+        iv.VALID,
+    ),
+    ("an event after a write", edit(inserts(20, "event", lambda r: EVENT)), "A", "structure"),
+    (
+        "the log ends inside a batch",
+        edit(lambda r: r.__setitem__(slice(33, 35), [["event", r[33][1], EVENT]])),
+        "A",
+        "truncated",
+    ),
+    ("two receipts in one commit", edit(two_receipts), "A", iv.VALID),
+    (
+        "an UNSEALED parent",
+        sql("DELETE FROM events WHERE run_id = '{A}' AND seq = 34"),
+        "B",
+        "ancestry",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "target", "expected"),
+    CASES,
+    ids=[c.values[0] if hasattr(c, "values") else c[0] for c in CASES],
+)
+def test_case(
+    base_log: tuple[Path, list[str]], name: str, damage: Any, target: str, expected: str
+) -> None:
+    path, ids = base_log
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(path, copy)
+        damage(copy, ids)
+        ours, theirs = mine(copy), reference(copy)
+        assert ours[0][ids["AB".index(target)]][0] == expected, iv.explain_file(copy)
+        assert ours == theirs
+
+
+def test_index_cases(base_log: tuple[Path, list[str]]) -> None:
+    """Section 9.5 step 3 on crafted index rows: type and value, presence, order."""
+    path, (a, b) = base_log
+    cases = {
+        "UPDATE runs SET conversation_id = CAST(conversation_id AS BLOB) WHERE run_id = '{A}'": [
+            (a, 0)
+        ],
+        "UPDATE runs SET run_id = CAST(run_id AS BLOB) WHERE run_id = '{A}'": [
+            (a, None),
+            (repr(a.encode()), None),
+        ],
+        "DELETE FROM runs WHERE run_id = '{B}'": [(b, None)],
+        "INSERT INTO runs VALUES ('ghost', 'ghost', NULL, 1)": [("ghost", None)],
+        # a run that failed is checked for presence only
+        "UPDATE events SET body = CAST('[]' AS BLOB) WHERE run_id = '{A}' AND seq = 3;"
+        "UPDATE runs SET opened_at = 5, conversation_id = 'x' WHERE run_id = '{A}'": [],
+    }
+    for statement, expected in cases.items():
+        with scratch() as folder:
+            copy = folder / "case.db"
+            shutil.copy(path, copy)
+            sql(statement)(copy, [a, b])
+            ours = mine(copy)
+            assert ours[1] == sorted(expected, key=str), statement
+            assert ours == reference(copy), statement
+
+
+# --- bundles -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bundle_lines(base_log: tuple[Path, list[str]], tmp_path_factory: Any) -> list[bytes]:
+    path, ids = base_log
+    out = tmp_path_factory.mktemp("bundle") / "runs.afp"
+    store = af.SqliteStore(path, readonly=True)
+    try:
+        af.export_runs(store, [ids[1]], out)
+    finally:
+        store.close()
+    return out.read_bytes().split(b"\n")[:-1]
+
+
+def rebuilt(lines: list[bytes], trailer: bool = True) -> bytes:
+    """The lines, with the trailer's SHA-256 recomputed (a crafted bundle, not a cut one)."""
+    data = b"".join(line + b"\n" for line in lines[:-1])
+    last = json.loads(lines[-1])
+    if trailer:
+        last["sha256"] = hashlib.sha256(data).hexdigest()
+    return data + json.dumps(last, separators=(",", ":")).encode() + b"\n"
+
+
+def line_edit(i: int, old: bytes, new: bytes) -> Callable[[list[bytes]], None]:
+    def change(lines: list[bytes]) -> None:
+        assert old in lines[i]
+        lines[i] = lines[i].replace(old, new, 1)
+
+    return change
+
+
+def member_edit(i: int, change: Callable[[dict[str, Any]], Any]) -> Callable[[list[bytes]], None]:
+    def apply(lines: list[bytes]) -> None:
+        value = json.loads(lines[i])
+        change(value)
+        lines[i] = json.dumps(value, separators=(",", ":")).encode()
+
+    return apply
+
+
+BUNDLE_CASES = [
+    ("as exported", lambda lines: None, True, set()),
+    (
+        "manifest with a space after the version's colon",
+        line_edit(0, b'e":1,', b'e": 1,'),
+        True,
+        {"bundle"},
+    ),
+    (
+        "members in another order",
+        member_edit(0, lambda m: m.update(format=m.pop("format"))),
+        True,
+        set(),
+    ),
+    ("version 2 (not judged)", line_edit(0, b'e":1,', b'e":2,'), True, {"usage"}),
+    (
+        "version 2 with a wrong trailer (still not judged)",
+        line_edit(0, b'e":1,', b'e":2,'),
+        False,
+        {"usage"},
+    ),
+    ("version 0", line_edit(0, b'e":1,', b'e":0,'), True, {"bundle"}),
+    ("version 1.0", line_edit(0, b'e":1,', b'e":1.0,'), True, {"bundle"}),
+    ("policies an array", member_edit(0, lambda m: m.update(policies=[])), True, {"bundle"}),
+    (
+        "an entry's last_type wrong (informational)",
+        member_edit(0, lambda m: m["runs"][0].update(last_type="write")),
+        True,
+        set(),
+    ),
+    (
+        "an entry's requested not a boolean",
+        member_edit(0, lambda m: m["runs"][0].update(requested=1)),
+        True,
+        {"bundle"},
+    ),
+    (
+        "an entry's opened_at wrong",
+        member_edit(0, lambda m: m["runs"][0].update(opened_at=5)),
+        True,
+        {"index"},
+    ),
+    (
+        "counts.events wrong",
+        member_edit(0, lambda m: m["counts"].update(events=5)),
+        True,
+        {"bundle"},
+    ),
+    (
+        "a member name twice in an event line",
+        line_edit(3, b'"seq":2,', b'"seq":2,"seq":2,'),
+        True,
+        {"bundle"},
+    ),
+    ("seq 2.0", line_edit(3, b'"seq":2,', b'"seq":2.0,'), True, {"bundle"}),
+    ("whitespace between tokens", line_edit(3, b'"seq":2,', b'"seq" : 2 ,'), True, set()),
+    (
+        "a lone surrogate escape in a body",
+        line_edit(3, b'"body":"{', b'"body":"\\ud800{'),
+        True,
+        {"bundle"},
+    ),
+    (
+        "a run's lines out of seq order",
+        lambda lines: lines.__setitem__(slice(2, 4), [lines[3], lines[2]]),
+        True,
+        {"rows", "ancestry"},
+    ),
+    ("an empty line", lambda lines: lines.insert(3, b""), True, {"bundle"}),
+    ("the trailer's end 1", line_edit(-1, b'"end":true', b'"end":1'), True, {"bundle"}),
+    (
+        "the version read from the prefix",
+        lambda lines: lines.insert(0, b'{"agentfootprint_bundle":2,'),
+        True,
+        {"usage"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "trailer", "expected"), BUNDLE_CASES, ids=[c[0] for c in BUNDLE_CASES]
+)
+def test_bundle_case(
+    bundle_lines: list[bytes], name: str, change: Any, trailer: bool, expected: set[str]
+) -> None:
+    lines = list(bundle_lines)
+    change(lines)
+    with scratch() as folder:
+        path = folder / "case.afp"
+        path.write_bytes(rebuilt(lines, trailer))
+        ours = iv.verify_file(path)
+        assert iv.failure_codes(ours) == expected, iv.explain_file(path)
+        assert mine(path) == reference(path)
