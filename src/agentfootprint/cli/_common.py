@@ -14,7 +14,8 @@ import click
 import orjson
 
 from agentfootprint.errors import FileError, UsageError
-from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.base import same_file
+from agentfootprint.store.sqlite import SQLITE_HEADER, SqliteStore
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 
 __all__ = [
@@ -30,8 +31,6 @@ __all__ = [
 #: an existing file (a folder or a missing path is a click usage error, exit 2)
 DB = click.Path(exists=True, dir_okay=False, path_type=Path)
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
 
 @contextlib.contextmanager
 def open_log(path: Path) -> Iterator[Any]:
@@ -40,13 +39,6 @@ def open_log(path: Path) -> Iterator[Any]:
     source: Any = BundleSource(path) if is_bundle(path) else SqliteStore(path, readonly=True)
     with contextlib.closing(source):
         yield source
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.samefile(b)
-    except OSError:
-        return False
 
 
 def check_output(out: Path, *inputs: Path) -> None:
@@ -60,10 +52,10 @@ def check_output(out: Path, *inputs: Path) -> None:
     if not out.exists():
         return
     for given in inputs:
-        if _same_file(out, given):
+        if same_file(out, given):
             raise UsageError(f"--out {out} is the input {given}: refusing to overwrite it")
     with contextlib.suppress(OSError), out.open("rb") as handle:
-        if handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
+        if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
             raise FileError(
                 f"--out {out} is an SQLite database (a log or a vault?): refusing to "
                 "overwrite it; choose another file name",

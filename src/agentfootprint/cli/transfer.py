@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, fail, one_line, verification_message
-from agentfootprint.cli._common import DB, SQLITE_MAGIC, check_output
+from agentfootprint.cli._common import DB, check_output
 from agentfootprint.errors import FileError, VerificationError
-from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.sqlite import SQLITE_HEADER, SqliteStore
 from agentfootprint.store.transfer import export_runs, import_bundle
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.verifier import Verifier
@@ -62,12 +62,12 @@ def export_command(db: Path, run_ids: tuple[str, ...], out: Path) -> None:
 
 def _not_a_bundle(path: Path) -> FileError:
     with path.open("rb") as handle:
-        head = handle.read(len(SQLITE_MAGIC))
+        head = handle.read(len(SQLITE_HEADER))
     what = (
         "an empty file"
         if not head
         else "an SQLite database (export its runs to a bundle first)"
-        if head == SQLITE_MAGIC
+        if head == SQLITE_HEADER
         else "not an agentfootprint export bundle"
     )
     return FileError(f"BUNDLE {path} is {what}", path=str(path))
