@@ -44,6 +44,7 @@ from agentfootprint.errors import (
 from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import MAX_SAFE_INT
 from agentfootprint.verify.chain import open_body, stored_kind
+from agentfootprint.verify.hashing import is_hex_digest
 
 __all__ = [
     "BUNDLE_MAGIC",
@@ -67,7 +68,6 @@ _INDEXED = ("run_id", "conversation_id", "parent_run_id", "opened_at")
 _ENTRY_KEYS = frozenset({*_INDEXED, "events", "last_type", "head", "policy_digest", "requested"})
 _ROW_KEYS = frozenset(["run", "seq", "type", "ts", "body", "event_hash", "chain_hash"])
 _TRAILER_KEYS = frozenset({"end", "events", "sha256"})
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 #: the version number right after the prefix (a JSON integer, then what may follow it)
 _VERSION = re.compile(rb"(0|[1-9][0-9]{0,17})(?:[,}\s]|\Z)")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -286,7 +286,7 @@ def _safe_int(value: Any) -> bool:
 
 
 def _hex(value: Any) -> bytes | None:
-    if type(value) is str and _HEX64.fullmatch(value):
+    if is_hex_digest(value):
         return bytes.fromhex(value)
     return None
 

@@ -37,7 +37,7 @@ import re2
 import regex
 
 from agentfootprint.verify.canonical import MAX_DEPTH, MAX_SAFE_INT, canon, json_path
-from agentfootprint.verify.hashing import hexdigest
+from agentfootprint.verify.hashing import hexdigest, is_hex_digest
 
 __all__ = [
     "COMMIT_KEY",
@@ -77,7 +77,6 @@ LEGACY_BUDGET_SECONDS: Final = 1.0
 LEGACY_BUDGET_PER_KEY: Final = 50e-6
 #: deepest bracket nesting of JSON text that is walked (deeper text is opaque)
 MAX_TEXT_DEPTH: Final = MAX_DEPTH
-_HEX64 = re.compile(r"[0-9a-f]{64}")  # fullmatch: no final newline (as "$" allows)
 
 
 class MatchBudgetExceeded(ValueError):
@@ -105,7 +104,7 @@ def is_commitment(value: Any) -> bool:
         type(value) is dict
         and len(value) == 1
         and type(value.get(COMMIT_KEY)) is str
-        and _HEX64.fullmatch(value[COMMIT_KEY]) is not None
+        and is_hex_digest(value[COMMIT_KEY])
     )
 
 
@@ -603,7 +602,7 @@ class Disclosure:
     def from_json(cls, data: Any) -> Disclosure:
         if not isinstance(data, dict) or set(data) != {"commitment", "salt", "key", "value"}:
             raise ValueError("a disclosure is {commitment, salt, key, value}")
-        if not isinstance(data["commitment"], str) or not _HEX64.fullmatch(data["commitment"]):
+        if not is_hex_digest(data["commitment"]):
             raise ValueError("disclosure commitment is not 64 lowercase hex digits")
         if not isinstance(data["salt"], str) or not isinstance(data["key"], str):
             raise ValueError("disclosure salt and key are strings")

@@ -17,9 +17,10 @@ hex digits each).
 
 from __future__ import annotations
 
-import re
 from collections.abc import MutableMapping, Sequence
 from typing import Any
+
+from agentfootprint.verify.hashing import is_hex_digest
 
 __all__ = [
     "VERBS",
@@ -31,7 +32,6 @@ __all__ = [
 ]
 
 VERBS = ("set", "append", "merge", "delete")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class FoldError(ValueError):
@@ -83,7 +83,7 @@ def digest_list_problem(stored: Any) -> str | None:
     if not isinstance(add, list):
         return "add must be an array"
     for index, item in enumerate(add):
-        if type(item) is not str or _HEX64.fullmatch(item) is None:
+        if not is_hex_digest(item):
             return f"add[{index}] is not 64 lowercase hex digits"
     return None
 

@@ -7,9 +7,12 @@ never be replayed as a digest of another kind, because the tag is hashed first.
 from __future__ import annotations
 
 import hashlib
-from typing import Final
+import re
+from typing import Any, Final
 
-__all__ = ["TAGS", "ZERO", "digest", "domain_prefix", "hexdigest"]
+__all__ = ["TAGS", "ZERO", "digest", "domain_prefix", "hexdigest", "is_hex_digest"]
+
+_HEX64: Final = re.compile(r"[0-9a-f]{64}")
 
 TAGS: Final = frozenset(
     {
@@ -44,3 +47,9 @@ def digest(tag: str, data: bytes) -> bytes:
 def hexdigest(tag: str, data: bytes) -> str:
     """Lowercase hex of :func:`digest`, the form digests take inside JSON."""
     return digest(tag, data).hex()
+
+
+def is_hex_digest(value: Any) -> bool:
+    """A digest as JSON writes it: a string of exactly 64 lowercase hex digits (matched whole:
+    a ``^...$`` pattern would let a final newline through)."""
+    return type(value) is str and _HEX64.fullmatch(value) is not None

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
-import re
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -41,6 +40,14 @@ from agentfootprint.errors import (
     RunNotFoundError,
     UsageError,
     VerificationError,
+)
+from agentfootprint.verify.body_checks import (
+    RunCheck,
+    check_close,
+    check_commit,
+    check_receipt,
+    check_write,
+    field_of,
 )
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.chain import (
@@ -64,14 +71,11 @@ from agentfootprint.verify.commitments import (
     iter_commitments,
     scan_redaction,
 )
-from agentfootprint.verify.fold import FoldError, apply_write, digest_list_problem, expand_digests
+from agentfootprint.verify.hashing import is_hex_digest
 from agentfootprint.verify.request import (
     PIECE_KINDS,
-    ProjectionError,
     RequestHasher,
-    build_request,
     json_kind,
-    piece_mismatch,
 )
 
 __all__ = [
@@ -88,9 +92,7 @@ __all__ = [
 ]
 
 LOG_FORMAT = "agentfootprint/log/v1"
-OUTCOMES = ("answered", "stopped_early", "failed")
 _CONTINUABLE = ("answered", "stopped_early")
-_HEX64 = re.compile(r"[0-9a-f]{64}")  # used with fullmatch: "$" would allow a final newline
 _CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
 
 
@@ -131,46 +133,6 @@ class ProvenValue:
     key: str
     commitment: str
     value: Any
-
-
-class _RunCheck:
-    """Mutable state of one run's verification."""
-
-    def __init__(self, run_id: str, state: dict[str, Any], conversation_id: str = "") -> None:
-        self.run_id = run_id
-        self.conversation_id = conversation_id
-        self.state = state
-        self.commit = 0
-        self.pending: list[tuple[int, str, str, Any]] = []  # writes of the open commit
-        self.in_batch = False  # a commit batch has started and its marker is not seen yet
-        self.phase = 0  # 1 receipts, 2 events, 3 writes: the order inside a batch
-        self.receipts = 0
-        self.receipted = False  # run.open says every call was receipted
-        self.matches: Callable[[str], bool] | None = None  # the run's redaction policy
-        self.policy: Mapping[str, Any] | None = None
-        self.digests: set[str] = set()  # commitments written by this run
-        self.sightings: list[tuple[str, int, str | None]] = []  # (digest, seq, key)
-        self.initial: Mapping[str, Any] = {}  # the parent's final state (recorded form)
-        self._inherited: set[str] | None = None
-        self.hasher = RequestHasher()
-        self.previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
-        self.close: dict[str, Any] | None = None
-
-    def inherited(self, digest: str) -> bool:
-        """Whether the run started with this commitment (re-recording it is no reuse)."""
-        if self._inherited is None:
-            self._inherited = {d for d, _, _ in iter_commitments(dict(self.initial))}
-        return digest in self._inherited
-
-    def fail(self, seq: int, reason: str, code: str = "invalid") -> VerificationError:
-        return VerificationError(self.run_id, seq, reason, code=code)
-
-
-def _field(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    value = body.get(name)
-    if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
-        raise ValueError(f"field {name!r} missing or not {getattr(kind, '__name__', kind)}")
-    return value
 
 
 class Verifier:
@@ -281,7 +243,7 @@ class Verifier:
         if first is not None and parent is not None and parent not in self._done:
             # the parent comes from this run's unverified run.open row: its own checks come
             # first, as when the parent is cached (a damaged row is itself the failure)
-            where = _RunCheck(run_id, {})
+            where = RunCheck(run_id, {})
             self._open_members(where, self._sound_row(where, 0, first, GENESIS)[0])
         # Verify the uncached ancestors oldest first, so each run finds its parent verified
         # (or its failure remembered): no recursion however deep the conversation. A failure
@@ -392,14 +354,14 @@ class Verifier:
     def _verify(
         self, run_id: str, rows: Iterable[Row]
     ) -> tuple[RunVerification, RequestHasher, list[tuple[str, int, str | None]]]:
-        check: _RunCheck | None = None
+        check: RunCheck | None = None
         head = GENESIS
         expected_seq = 0
         opened_at = 0
         ancestors: tuple[str, ...] = ()
         for row in rows:
             seq = expected_seq
-            where = _RunCheck(run_id, {}) if check is None else check
+            where = RunCheck(run_id, {}) if check is None else check
             body, head = self._sound_row(where, seq, row, head)
             if seq == 0:
                 if row.type != "run.open":
@@ -448,7 +410,7 @@ class Verifier:
 
     @classmethod
     def _sound_row(
-        cls, check: _RunCheck, seq: int, row: Row, head: bytes
+        cls, check: RunCheck, seq: int, row: Row, head: bytes
     ) -> tuple[dict[str, Any], bytes]:
         """Steps 1-4 for one row: its envelope, canonical body, event hash and chain link;
         returns the body and the new head."""
@@ -465,7 +427,7 @@ class Verifier:
         return body, head
 
     @staticmethod
-    def _canonical_body(check: _RunCheck, seq: int, data: bytes) -> dict[str, Any]:
+    def _canonical_body(check: RunCheck, seq: int, data: bytes) -> dict[str, Any]:
         try:
             body = parse(data)
         except orjson.JSONDecodeError as exc:
@@ -482,12 +444,12 @@ class Verifier:
             raise check.fail(seq, f"body is {json_kind(body)}, not a JSON object", "structure")
         return body
 
-    def _open(self, run_id: str, body: dict[str, Any]) -> tuple[_RunCheck, tuple[str, ...]]:
+    def _open(self, run_id: str, body: dict[str, Any]) -> tuple[RunCheck, tuple[str, ...]]:
         conversation, parent = self.check_open(run_id, body)
         if parent is None:
-            return _RunCheck(run_id, {}, conversation), ()
+            return RunCheck(run_id, {}, conversation), ()
         verified, parent_hasher = parent
-        check = _RunCheck(run_id, dict(verified.final_state), conversation)
+        check = RunCheck(run_id, dict(verified.final_state), conversation)
         check.initial = verified.final_state
         check.hasher = parent_hasher.fork()
         check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
@@ -495,7 +457,7 @@ class Verifier:
 
     @staticmethod
     def _open_members(
-        where: _RunCheck, body: dict[str, Any]
+        where: RunCheck, body: dict[str, Any]
     ) -> tuple[str, tuple[str, int, bytes] | None]:
         """``run.open``'s own members (structure): the conversation and the parent reference."""
         if body.get("format") != LOG_FORMAT:
@@ -511,10 +473,10 @@ class Verifier:
         try:
             if not isinstance(parent, dict):
                 raise ValueError(f"it is {json_kind(parent)}, not an object")
-            parent_id = _field(parent, "run_id", str)
-            parent_events = _field(parent, "events", int)
-            head_hex = _field(parent, "head", str)
-            if _HEX64.fullmatch(head_hex) is None:
+            parent_id = field_of(parent, "run_id", str)
+            parent_events = field_of(parent, "events", int)
+            head_hex = field_of(parent, "head", str)
+            if not is_hex_digest(head_hex):
                 raise ValueError("head is not 64 lowercase hex digits")
         except ValueError as exc:
             raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
@@ -529,7 +491,7 @@ class Verifier:
         hasher of its own to continue from. The read side uses this too, so it never folds a
         run onto a parent other than the one it continued.
         """
-        where = _RunCheck(run_id, {})
+        where = RunCheck(run_id, {})
         conversation, reference = self._open_members(where, body)
         if reference is None:
             return conversation, None
@@ -570,7 +532,7 @@ class Verifier:
 
     _PHASE: ClassVar[dict[str, int]] = {"receipt": 1, "event": 2, "write": 3}
 
-    def _event(self, check: _RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
+    def _event(self, check: RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
         if check.close is not None:
             raise check.fail(seq, f"{type_} after run.close", "structure")
         if type_ == "run.open":
@@ -588,20 +550,20 @@ class Verifier:
             check.in_batch = True
         try:
             if type_ == "write":
-                self._write(check, seq, body)
+                check_write(check, seq, body)
             elif type_ == "receipt":
-                self._receipt(check, seq, body)
+                check_receipt(check, seq, body)
             elif type_ == "commit":
-                self._commit(check, seq, body)
+                check_commit(check, seq, body)
             elif type_ == "run.close":
-                self._close(check, seq, body)
+                check_close(check, seq, body)
             else:  # "event": a typed event recorded as a finding; chained, no fold
-                _field(body, "name", str)
-                _field(body, "payload", dict)
+                field_of(body, "name", str)
+                field_of(body, "payload", dict)
         except ValueError as exc:
             raise check.fail(seq, f"{type_} body is malformed: {exc}", "structure") from exc
 
-    def _redaction(self, check: _RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
+    def _redaction(self, check: RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
         """Commitments well formed and never repeated; no plaintext under a policy key."""
         where: tuple[str | int, ...] = ()
         rerecorded: Callable[[str, tuple[str | int, ...]], bool] = lambda _d, _p: False  # noqa: E731
@@ -658,125 +620,6 @@ class Verifier:
             if scan.leaks:
                 raise check.fail(seq, scan.leaks[0].message, "leak")
 
-    @staticmethod
-    def _write(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
-        commit = _field(body, "commit", int)
-        if commit != check.commit:
-            raise check.fail(
-                seq, f"write of commit {commit} while commit {check.commit} is open", "structure"
-            )
-        path, verb = _field(body, "path", str), _field(body, "verb", str)
-        if not path:
-            raise check.fail(seq, "write with an empty path", "structure")
-        if (verb == "delete") == ("value" in body) or set(body) - {
-            "commit",
-            "path",
-            "verb",
-            "value",
-        }:
-            raise check.fail(seq, f"{verb} write has the wrong fields {sorted(body)}", "structure")
-        check.pending.append((seq, path, verb, body.get("value")))
-
-    @staticmethod
-    def _commit(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
-        commit, writes = _field(body, "commit", int), _field(body, "writes", int)
-        _field(body, "stage", str)
-        _field(body, "stage_run", str)
-        if commit != check.commit:
-            raise check.fail(seq, f"commit {commit} where {check.commit} was expected", "structure")
-        if writes != len(check.pending):
-            raise check.fail(
-                seq,
-                f"commit {commit} declares {writes} writes but {len(check.pending)} precede it",
-                "structure",
-            )
-        for write_seq, path, verb, value in check.pending:
-            try:
-                apply_write(check.state, path, verb, value)
-            except FoldError as exc:
-                raise check.fail(write_seq, str(exc), "fold") from exc
-        check.pending = []
-        check.commit += 1
-        check.in_batch = False
-        check.phase = 0
-
-    @staticmethod
-    def _close(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
-        if check.in_batch:
-            raise check.fail(seq, f"run.close inside commit {check.commit}'s batch", "structure")
-        outcome = _field(body, "outcome", str)
-        commits, receipts = _field(body, "commits", int), _field(body, "receipts", int)
-        calls = _field(body, "calls", int) if check.receipted else receipts
-        if outcome not in OUTCOMES:
-            raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
-        if (commits, receipts) != (check.commit, check.receipts):
-            raise check.fail(
-                seq,
-                f"run.close counts {commits} commits and {receipts} receipts, the log "
-                f"holds {check.commit} and {check.receipts}",
-                "structure",
-            )
-        if calls != receipts:
-            raise check.fail(
-                seq,
-                f"run.close counts {calls} calls but receipts were on and "
-                f"{receipts} receipts were written",
-                "receipt",
-            )
-        check.close = body
-
-    @staticmethod
-    def _receipt(check: _RunCheck, seq: int, body: dict[str, Any]) -> None:
-        # every member's shape first (structure), then what it says (receipt)
-        call, commit = _field(body, "call", int), _field(body, "commit", int)
-        model, params = _field(body, "model", str), _field(body, "params", dict)
-        claimed_request = _field(body, "request", str)
-        if _HEX64.fullmatch(claimed_request) is None:
-            raise ValueError("field 'request' is not 64 lowercase hex digits")
-        for kind in PIECE_KINDS:
-            problem = digest_list_problem(body.get(kind))
-            if problem is not None:
-                raise ValueError(f"field {kind!r} {problem}")
-        if call != check.receipts:
-            raise check.fail(
-                seq, f"receipt for call {call} where call {check.receipts} was expected", "receipt"
-            )
-        if commit != check.commit:
-            raise check.fail(
-                seq,
-                f"receipt of call {call} names commit {commit} inside commit {check.commit}",
-                "receipt",
-            )
-        try:
-            request = build_request(check.state)
-        except ProjectionError as exc:
-            raise check.fail(seq, f"no request can be built here: {exc}", "receipt") from exc
-        try:
-            served = check.hasher.digests(request)
-        except CanonicalFormError as exc:
-            raise check.fail(seq, f"served state is not I-JSON: {exc}", "receipt") from exc
-        for kind in PIECE_KINDS:
-            try:
-                claimed = expand_digests(check.previous[kind], body[kind])
-            except FoldError as exc:
-                raise check.fail(seq, f"receipt {kind} list: {exc}", "receipt") from exc
-            actual = served.pieces(kind)
-            if claimed != actual:
-                raise check.fail(seq, piece_mismatch(call, kind, claimed, actual), "receipt")
-            check.previous[kind] = actual  # equal; its prefix objects make the next compare cheap
-        if canon(model) != canon(served.model) or canon(params) != canon(served.params):
-            raise check.fail(
-                seq, f"call {call}: model or parameters differ from those served", "receipt"
-            )
-        if claimed_request != served.request:
-            raise check.fail(
-                seq,
-                f"call {call}: request digest {claimed_request} does not "
-                f"match the rebuilt request {served.request}",
-                "receipt",
-            )
-        check.receipts += 1
-
 
 def _held_by(
     value: Any, path: tuple[str | int, ...]
@@ -804,7 +647,7 @@ def parent_of(source: RowSource, run_id: str) -> str | None:
     return parent_named(next(iter(source.read(run_id)), None))
 
 
-def _policy_matcher(check: _RunCheck, body: dict[str, Any]) -> Callable[[str], bool] | None:
+def _policy_matcher(check: RunCheck, body: dict[str, Any]) -> Callable[[str], bool] | None:
     """The run's policy from run.open (checked against its digest), as a key matcher."""
     document, digest = body.get("policy"), body.get("policy_digest")
     if document is None and digest is None:
