@@ -159,6 +159,12 @@ def test_a_line_changed_after_opening_is_found_when_read(
         rows = source.read(recorded.root)
         assert next(rows).seq == 0
         assert next(rows).seq == 7  # it is parsed again, so the verifier would find it
+        with pytest.raises(af.VerificationError, match="changed") as caught:
+            list(rows)  # and the run's lines no longer hash as they did when opened
+        assert caught.value.code == "bundle"
+        with pytest.raises(af.VerificationError) as verdict:
+            af.Verifier(source).verify(recorded.root)
+        assert verdict.value.code in ("bundle", "rows")
 
 
 def test_a_line_made_unreadable_after_opening_is_a_bundle_failure(

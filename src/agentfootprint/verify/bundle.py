@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import orjson
+
 from agentfootprint.errors import (
     FileError,
     RunNotFoundError,
@@ -335,6 +337,24 @@ def _row_of(item: Any) -> BundleRow:
     )
 
 
+def _checked_row(line: bytes) -> BundleRow | None:
+    """A line read again whose bytes were checked when the bundle was opened (the run's
+    digest is compared when the run's lines end), or None when it no longer parses."""
+    try:
+        item = orjson.loads(line)
+        return BundleRow(
+            run_id=item["run"],
+            seq=item["seq"],
+            type=item["type"],
+            ts=item["ts"],
+            body=item["body"].encode("utf-8"),
+            event_hash=bytes.fromhex(item["event_hash"]),
+            chain_hash=bytes.fromhex(item["chain_hash"]),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _expected_of(item: Any) -> _Entry:
     """A manifest run entry checked: ``(run_id, events, head, requested)``."""
     item = _members(item, _ENTRY_KEYS, "a manifest run entry")
@@ -402,11 +422,15 @@ class _Span:
         "parent_run_id",
         "requested",
         "run_id",
+        "sha",
     )
 
     def __init__(self, offset: int, line: int, first: BundleRow, requested: bool) -> None:
         self.run_id = first.run_id
         self.offset, self.line, self.length, self.count = offset, line, 0, 0
+        #: SHA-256 of the run's lines as checked (a hash object while they are read, then its
+        #: 32 bytes): reading them again must give the same
+        self.sha: Any = hashlib.sha256()
         self.opened_at = first.ts
         self.requested = requested
         self.head = first.chain_hash
@@ -505,6 +529,8 @@ class _Opening:
             offset += len(line)
             self.events += 1
             line = b""  # one line held at a time, not two
+        if self.current is not None and not isinstance(self.current.sha, bytes):
+            self.current.sha = self.current.sha.digest()
         self.trailer(line, digest.hexdigest())
 
     def manifest(self, text: str) -> None:
@@ -542,6 +568,7 @@ class _Opening:
         assert span is not None
         span.count += 1
         span.length += len(line)
+        span.sha.update(line)
         span.head, span.last_type = row.chain_hash, sys.intern(row.type)
 
     def start_run(self, number: int, offset: int, row: BundleRow) -> None:
@@ -574,6 +601,8 @@ class _Opening:
             span.parent_run_id = self.spans[parent].run_id  # one string kept, not two
         elif parent is not None and parent != run_id:
             self.awaited.setdefault(parent, run_id)
+        if self.current is not None:
+            self.current.sha = self.current.sha.digest()
         self.spans[run_id] = self.current = span
         self.current_id = run_id
 
@@ -688,20 +717,21 @@ class BundleSource:
         return self._rows(run_id, self._span(run_id), start)
 
     def _rows(self, run_id: str, span: _Span, start: int) -> Iterator[BundleRow]:
-        offset = span.offset
+        """The lines were checked line by line when the bundle was opened and their SHA-256
+        kept: read again, they are parsed the fast way, and the iteration fails (before it
+        ends, so no verification of the run completes) unless their bytes hash the same."""
+        offset, sha = span.offset, hashlib.sha256()
         for index in range(span.count):
             line = self._line_at(offset, span.line + index)
             offset += len(line)
+            sha.update(line)
             if index < start:
                 continue
-            try:
-                row = _row_of(_parse(line))
-            except _LineError:
-                raise self._changed(span.line + index) from None
-            if row.run_id != run_id:
+            row = _checked_row(line)
+            if row is None or row.run_id != run_id:
                 raise self._changed(span.line + index)
             yield row
-        if offset != span.offset + span.length:
+        if offset != span.offset + span.length or sha.digest() != span.sha:
             raise self._changed(span.line + span.count - 1)
 
     def run_ids(self) -> list[str]:
