@@ -33,6 +33,7 @@ import agentfootprint as af
 from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
 from agentfootprint.cli._boundary import one_line
 from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+from agentfootprint.testing.permissions import unprivileged as without_dac
 
 AGENT = "agentfootprint.demo:replay_agent"
 
@@ -530,9 +531,8 @@ def cli(
     """``python -m agentfootprint.cli ARGS``; ``unprivileged``: as root, without the
     capabilities that let root ignore file permissions."""
     command = [sys.executable, "-m", "agentfootprint.cli", *args]
-    if unprivileged and os.geteuid() == 0:
-        caps = "-dac_override,-dac_read_search"
-        command = ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", "--", *command]
+    if unprivileged:
+        command = without_dac(command)
     env = {k: v for k, v in os.environ.items() if k != "AGENTFOOTPRINT_DEBUG"}
     return subprocess.run(
         command, cwd=cwd, capture_output=True, text=True, timeout=120, check=False, env=env

@@ -24,12 +24,9 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+from agentfootprint.testing.permissions import unprivileged
 
 SETPRIV = shutil.which("setpriv")
-DROP = [
-    "--inh-caps=-dac_override,-dac_read_search",
-    "--bounding-set=-dac_override,-dac_read_search",
-]
 IS_ROOT = os.geteuid() == 0
 
 #: Run in the child: proves it cannot write to the folder, then reads and verifies every run
@@ -57,15 +54,6 @@ CHECK = textwrap.dedent(
 )
 
 
-def _unprivileged(command: list[str]) -> list[str]:
-    """``command`` run so that permissions apply (as root: without CAP_DAC_OVERRIDE)."""
-    if not IS_ROOT:
-        return command
-    if SETPRIV is None:
-        pytest.skip("running as root without setpriv: cannot drop CAP_DAC_OVERRIDE")
-    return [SETPRIV, *DROP, *command]
-
-
 def _cli() -> list[str]:
     script = Path(sys.executable).with_name("agentfootprint")
     return [str(script)] if script.exists() else [sys.executable, "-m", "agentfootprint.cli"]
@@ -73,7 +61,7 @@ def _cli() -> list[str]:
 
 def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        _unprivileged(command), capture_output=True, text=True, timeout=300, check=False
+        unprivileged(command), capture_output=True, text=True, timeout=300, check=False
     )
 
 

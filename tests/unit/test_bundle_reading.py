@@ -11,9 +11,7 @@ bundles: ``test_writer_limits.py``.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tracemalloc
@@ -27,6 +25,7 @@ import pytest
 import agentfootprint as af
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.writer import RunWriter
+from agentfootprint.testing.permissions import unprivileged
 from agentfootprint.testing.store_contract import open_body
 from agentfootprint.verify import limits
 from agentfootprint.verify.bundle import BundleSource, is_bundle
@@ -213,22 +212,10 @@ def test_a_path_that_is_no_file_is_a_file_error(tmp_path: Path, kind: str) -> No
         assert caught.value.path == str(path) and str(path) in str(caught.value)
 
 
-SETPRIV = shutil.which("setpriv")
-#: root ignores permissions through these capabilities: the child runs without them
-DROP = [
-    "--inh-caps=-dac_override,-dac_read_search",
-    "--bounding-set=-dac_override,-dac_read_search",
-]
-
-
 def _unprivileged(code: str, *args: str) -> str:
-    """Run ``code`` in a child for which permissions apply (as root: via ``setpriv``
-    without CAP_DAC_OVERRIDE); its output."""
-    command = [sys.executable, "-c", code, *args]
-    if os.geteuid() == 0:
-        if SETPRIV is None:
-            pytest.skip("running as root without setpriv: cannot drop CAP_DAC_OVERRIDE")
-        command = [SETPRIV, *DROP, *command]
+    """Run ``code`` in a child that file permissions bind (as root: without the DAC
+    capabilities); its output."""
+    command = unprivileged([sys.executable, "-c", code, *args])
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from hypothesis import strategies as st
 import agentfootprint as af
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.writer import RunWriter, envelope_bytes
+from agentfootprint.testing.permissions import unprivileged
 from agentfootprint.testing.store_contract import open_body
 from agentfootprint.verify import limits
 from agentfootprint.verify.bundle import BundleSource
@@ -205,22 +205,11 @@ def test_the_largest_line_the_writer_can_produce_is_exactly_the_bundle_line_limi
 
 # -- write_bundle: streaming, and never a partial file ------------------------------------------
 
-SETPRIV = shutil.which("setpriv")
-#: root ignores permissions through these capabilities: the child runs without them
-DROP = [
-    "--inh-caps=-dac_override,-dac_read_search",
-    "--bounding-set=-dac_override,-dac_read_search",
-]
-
 
 def _unprivileged(code: str, *args: str) -> str:
-    """Run ``code`` in a child for which permissions apply (as root: via ``setpriv``
-    without CAP_DAC_OVERRIDE); its output."""
-    command = [sys.executable, "-c", code, *args]
-    if os.geteuid() == 0:
-        if SETPRIV is None:
-            pytest.skip("running as root without setpriv: cannot drop CAP_DAC_OVERRIDE")
-        command = [SETPRIV, *DROP, *command]
+    """Run ``code`` in a child that file permissions bind (as root: without the DAC
+    capabilities); its output."""
+    command = unprivileged([sys.executable, "-c", code, *args])
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
