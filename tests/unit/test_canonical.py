@@ -328,3 +328,14 @@ def test_log_bodies_may_wrap_a_deepest_value(leaf: Any) -> None:
         canon(nested(limit + 1, leaf))
     assert caught.value.path == "$" + "[0]" * (limit + 1)
     assert str(limit) in caught.value.reason
+
+
+def test_parse_converts_long_integers_at_any_depth_orjson_reads() -> None:
+    # found while reviewing: the conversion recursed, so ~900-deep arrays holding a 16+
+    # digit number overflowed the stack (the verifier called that body non-canonical)
+    depth = 1000  # orjson itself refuses beyond 1024
+    value = parse(b"[" * depth + b"12345678901234567890" + b"]" * depth)
+    for _ in range(depth):
+        assert type(value) is list and len(value) == 1
+        value = value[0]
+    assert value == 1.2345678901234567e19 and type(value) is float

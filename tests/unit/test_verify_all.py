@@ -370,3 +370,24 @@ def test_a_child_is_checked_before_its_failed_parent_is_blamed() -> None:
         with pytest.raises(af.VerificationError) as caught:
             verifier.verify(ids[1])
         assert (caught.value.code, caught.value.seq) == ("structure", 0), caught.value
+
+
+@pytest.mark.parametrize("column", ["type", "run_id"])
+def test_text_that_is_not_utf8_fails_its_run_not_the_file(runs: Runs, column: str) -> None:
+    # found while reviewing: the driver refused the whole query, so no run got a verdict
+    with tampering(runs.path) as conn:
+        conn.execute(
+            f"UPDATE events SET {column} = CAST(x'ff' || CAST({column} AS BLOB) AS TEXT) "
+            "WHERE run_id = ? AND seq = 1",
+            (runs.other,),
+        )
+    per_run, index = split(verdicts(runs.path))
+    assert per_run[runs.root].outcome is af.Outcome.VALID_UNSIGNED
+    assert per_run[runs.child].outcome is af.Outcome.VALID_UNSIGNED
+    assert per_run[runs.other].code == "rows"
+    if column == "run_id":  # the damaged row is a run of its own, with no index row
+        strays = [run_id for run_id in per_run if run_id not in (runs.root, runs.child, runs.other)]
+        assert len(strays) == 1 and per_run[strays[0]].code == "rows"
+        assert [finding.code for finding in index] == ["index"]
+    else:
+        assert index == []

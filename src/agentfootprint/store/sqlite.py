@@ -374,6 +374,11 @@ def _check_newer(version: int, path: Path) -> None:
         )
 
 
+def _undecodable_text(data: bytes) -> str:
+    """TEXT as Python reads it when it is not UTF-8: its bytes kept as lone surrogates."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _bytes_or_as_stored(value: Any) -> Any:
     """BLOB values as ``bytes``; anything else (a TEXT body of a crafted file) as stored, so
     the verifier can say what is wrong with it."""
@@ -574,15 +579,31 @@ class SqliteStore(EventStore):
             [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events],
         )
 
+    def _fetchall(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """Rows as stored. A TEXT value that is not UTF-8 (a crafted file) makes the driver
+        refuse the whole query; it is read again with such text decoded with
+        ``surrogateescape``, so the value reaches the verifier (which fails that row, code
+        ``rows``) instead of failing every run of the file."""
+        try:
+            return self._conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode to UTF-8" not in str(exc):
+                raise
+        self._conn.text_factory = _undecodable_text
+        try:
+            return self._conn.execute(sql, args).fetchall()
+        finally:
+            self._conn.text_factory = str
+
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         """The rows as stored: a BLOB as ``bytes``, any other value (a TEXT body, an integer
         hash of a crafted file) unchanged, for the verifier to judge."""
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
-            rows = self._conn.execute(
+            rows = self._fetchall(
                 "SELECT run_id, seq, type, ts, body, event_hash, chain_hash FROM events "
                 "WHERE run_id = ? AND seq >= ? ORDER BY seq",
                 (run_id, start),
-            ).fetchall()
+            )
             if not rows and start == 0:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         return (
@@ -632,23 +653,22 @@ class SqliteStore(EventStore):
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
-            row = self._conn.execute(self._INFO + " WHERE r.run_id = ?", (run_id,)).fetchone()
+            found = self._fetchall(self._INFO + " WHERE r.run_id = ?", (run_id,))
+            row = found[0] if found else None
         if row is None:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         return self._info(row)
 
     def run_ids(self) -> list[str]:
         with self._lock, translate_errors("listing runs from the events", path=self.path):
-            rows = self._conn.execute(
-                "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
-            ).fetchall()
+            rows = self._fetchall("SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)")
         return [row[0] for row in rows]
 
     def index_entries(self) -> list[IndexEntry]:
         with self._lock, translate_errors("reading the run index", path=self.path):
-            rows = self._conn.execute(
+            rows = self._fetchall(
                 "SELECT run_id, conversation_id, parent_run_id, opened_at FROM runs ORDER BY rowid"
-            ).fetchall()
+            )
         return [
             IndexEntry(run_id=r[0], conversation_id=r[1], parent_run_id=r[2], opened_at=r[3])
             for r in rows
@@ -656,7 +676,7 @@ class SqliteStore(EventStore):
 
     def runs(self) -> list[RunInfo]:
         with self._lock, translate_errors("listing runs", path=self.path):
-            rows = self._conn.execute(self._INFO + " ORDER BY r.rowid").fetchall()
+            rows = self._fetchall(self._INFO + " ORDER BY r.rowid")
         return [self._info(row) for row in rows]
 
     def close(self) -> None:

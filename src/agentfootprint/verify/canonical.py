@@ -219,11 +219,18 @@ def parse(data: bytes) -> Any:
 
 
 def _unsafe_ints_to_floats(value: Any) -> Any:
-    kind = type(value)
-    if kind is int and not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
-        return float(value)
-    if kind is list:
-        return [_unsafe_ints_to_floats(v) for v in value]
-    if kind is dict:
-        return {k: _unsafe_ints_to_floats(v) for k, v in value.items()}
+    """``value`` (freshly parsed, so ours to change) with every integer beyond I-JSON's range
+    turned into the double it denotes; walked with a stack, however deep the value."""
+    if type(value) is int:
+        return float(value) if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT else value
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        pairs: Any = item.items() if type(item) is dict else enumerate(item)
+        for key, child in list(pairs):
+            kind = type(child)
+            if kind is int and not -MAX_SAFE_INT <= child <= MAX_SAFE_INT:
+                item[key] = float(child)
+            elif kind is list or kind is dict:
+                stack.append(child)
     return value
