@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import agentfootprint as af
 
 BLOCK_CORE = textwrap.dedent(
@@ -105,3 +107,68 @@ def test_bundle_verifies_with_the_verify_subpackage_alone(tmp_path: Path) -> Non
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["VALID_UNSIGNED", "VALID_UNSIGNED"]
+
+
+# -- the dependency direction, read from the source ---------------------------------------------
+
+PACKAGE = Path(af.__file__).resolve().parent
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``agentfootprint`` module a source file imports, at any place in it (functions
+    included: an import deferred to call time still makes the layer depend on it)."""
+    import ast
+
+    found: set[str] = set()
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the file's package
+                base = list(parts[: len(parts) - node.level])
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.add(module)
+    return {name for name in found if name.split(".")[0] == "agentfootprint"}
+
+
+#: (the modules a rule covers, the layers they may not import)
+RULES = [
+    ("verify", ("store", "core", "audit", "testing", "cli", "demo")),
+    ("store", ("core", "audit", "testing", "cli", "demo")),
+    ("audit/read.py", ("core", "cli", "testing", "demo")),
+    ("audit/diff.py", ("core", "cli", "testing", "demo")),
+    ("core", ("audit", "cli", "testing", "demo")),
+]
+
+
+@pytest.mark.parametrize(("covered", "forbidden"), RULES, ids=[rule[0] for rule in RULES])
+def test_each_layer_imports_only_what_lies_below_it(
+    covered: str, forbidden: tuple[str, ...]
+) -> None:
+    target = PACKAGE / covered
+    files = [target] if target.suffix == ".py" else sorted(target.rglob("*.py"))
+    assert files, covered
+    wrong = {
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in files
+        for name in _imports(path)
+        if any(
+            name == f"agentfootprint.{layer}" or name.startswith(f"agentfootprint.{layer}.")
+            for layer in forbidden
+        )
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_verify_imports_nothing_of_the_package_but_itself_and_the_errors() -> None:
+    allowed = ("agentfootprint.verify", "agentfootprint.errors")
+    wrong = {
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in sorted((PACKAGE / "verify").rglob("*.py"))
+        for name in _imports(path)
+        if not any(name == a or name.startswith(f"{a}.") for a in allowed)
+    }
+    assert not wrong, sorted(wrong)
