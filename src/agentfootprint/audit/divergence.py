@@ -9,7 +9,7 @@ never carry a value the vault opened).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -44,20 +44,71 @@ VAULT_HINT = (
 )
 
 
+_PENDING: Any = object()
+
+
+class _Frame:
+    """A container (or a string holding JSON text) a walk below is in, and what it builds."""
+
+    __slots__ = ("built", "children", "key", "same", "value")
+
+    def __init__(self, value: Any, built: Any, children: Iterator[tuple[Any, Any]]) -> None:
+        self.value = value
+        self.built = built  # the dict or list being built; for a string, what its text became
+        self.children = children
+        self.key: Any = None
+        self.same = True  # whether what was built so far equals the value (==)
+
+    def take(self, result: Any, same: bool = True) -> None:
+        kind = type(self.value)
+        if kind is dict:
+            self.built[self.key] = result
+        elif kind is list:
+            self.built.append(result)
+        else:
+            self.built = result
+        self.same = self.same and same
+
+
 def commitments_alike(value: Any) -> Any:
-    """``value`` with every commitment replaced by one placeholder (JSON text included)."""
-    kind = type(value)
-    if kind is dict:
-        if is_commitment(value):
-            return {COMMIT_KEY: "*"}
-        return {k: commitments_alike(v) for k, v in value.items()}
-    if kind is list:
-        return [commitments_alike(v) for v in value]
-    if kind is str and COMMIT_KEY in value:
-        inner = parse_json_container(value)
-        if inner is not None:
-            return commitments_alike(inner)
-    return value
+    """``value`` with every commitment replaced by one placeholder (JSON text included).
+
+    Walked with a stack, however deep the value."""
+    stack: list[_Frame] = []
+    result = _alike_step(value, stack)
+    while stack:
+        frame = stack[-1]
+        if result is not _PENDING:  # what the frame's current child became
+            frame.take(result)
+        item = next(frame.children, None)
+        if item is None:
+            stack.pop()
+            result = frame.built
+            continue
+        frame.key, child = item
+        result = _alike_step(child, stack)
+    return result
+
+
+def _alike_step(value: Any, stack: list[_Frame]) -> Any:
+    """What :func:`commitments_alike` makes of ``value``, or ``_PENDING`` with its frame
+    pushed (a container)."""
+    while True:
+        kind = type(value)
+        if kind is dict:
+            if is_commitment(value):
+                return {COMMIT_KEY: "*"}
+            stack.append(_Frame(value, {}, iter(value.items())))
+            return _PENDING
+        if kind is list:
+            stack.append(_Frame(value, [], enumerate(value)))
+            return _PENDING
+        if kind is str and COMMIT_KEY in value:
+            inner = parse_json_container(value)
+            if inner is not None:
+                value = inner  # the text is replaced by what its value becomes
+                continue
+        return value
 
 
 REDACTED = "<redacted>"
@@ -66,25 +117,61 @@ REDACTED = "<redacted>"
 def masked(value: Any, redacts: Callable[[str], bool]) -> Any:
     """``value`` with what sits under a redacted key replaced by ``<redacted>`` (walkable JSON
     text inside strings included, opaque JSON text replaced whole; commitments are shown as
-    they are)."""
+    they are).
+
+    Walked with a stack, however deep the value; ``redacts`` is asked about each member
+    name in order, depth first. JSON text nothing was masked in is kept as written."""
+    stack: list[_Frame] = []
+    result, same = _mask_step(value, stack)
+    while stack:
+        frame = stack[-1]
+        if result is not _PENDING:  # what the frame's current child became
+            frame.take(result, same)
+        item = next(frame.children, None)
+        if item is None:
+            stack.pop()
+            result, same = _masked_frame(frame)
+            continue
+        frame.key, child = item
+        if type(frame.value) is dict and redacts(frame.key) and not is_commitment(child):
+            result, same = REDACTED, child == REDACTED
+        else:
+            result, same = _mask_step(child, stack)
+    return result
+
+
+def _mask_step(value: Any, stack: list[_Frame]) -> tuple[Any, bool]:
+    """What :func:`masked` makes of ``value`` and whether that equals it (``==``), or
+    ``_PENDING`` with its frame pushed (a container, or a string holding walkable JSON
+    text)."""
     kind = type(value)
     if kind is dict:
         if is_commitment(value):
-            return value
-        return {
-            k: REDACTED if redacts(k) and not is_commitment(v) else masked(v, redacts)
-            for k, v in value.items()
-        }
+            return value, True
+        stack.append(_Frame(value, {}, iter(value.items())))
+        return _PENDING, False
     if kind is list:
-        return [masked(v, redacts) for v in value]
+        stack.append(_Frame(value, [], enumerate(value)))
+        return _PENDING, False
     if kind is str:
         inner = read_json_text(value)
         if inner is OPAQUE:  # under a policy the boundary commits such text whole
-            return REDACTED
+            return REDACTED, value == REDACTED
         if inner is not None:
-            shown = masked(inner, redacts)
-            return value if shown == inner else canon(shown).decode("utf-8")
-    return value
+            stack.append(_Frame(value, None, iter(((None, inner),))))
+            return _PENDING, False
+    return value, True
+
+
+def _masked_frame(frame: _Frame) -> tuple[Any, bool]:
+    """What a finished frame of :func:`masked` gives its parent, and whether it equals the
+    frame's value: a new container equals it when each member does."""
+    if type(frame.value) is not str:
+        return frame.built, frame.same
+    if frame.same:  # the JSON text's value came through unchanged
+        return frame.value, True
+    text = canon(frame.built).decode("utf-8")
+    return text, text == frame.value
 
 
 def _pretty(value: Any) -> list[str]:

@@ -267,21 +267,29 @@ def _redacted_reply_structure(reply: dict[str, Any]) -> str | None:
 
 def ordered_commitments(value: Any) -> Iterator[str]:
     """The commitments in ``value`` in the order a boundary creates them (members by sorted
-    name, depth first; JSON text inside strings included)."""
-    kind = type(value)
-    if kind is dict:
-        if is_commitment(value):
-            yield value[COMMIT_KEY]
-            return
-        for key in sorted(value):
-            yield from ordered_commitments(value[key])
-    elif kind is list:
-        for item in value:
-            yield from ordered_commitments(item)
-    elif kind is str and COMMIT_KEY in value:
-        inner = parse_json_container(value)
-        if inner is not None:
-            yield from ordered_commitments(inner)
+    name, depth first; JSON text inside strings included). Walked with a stack of (lazy)
+    iterators, however deep the value."""
+    stack: list[Iterator[Any]] = [iter((value,))]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+            continue
+        kind = type(item)
+        if kind is dict:
+            if is_commitment(item):
+                yield item[COMMIT_KEY]
+            else:
+                stack.append(map(item.__getitem__, sorted(item)))
+        elif kind is list:
+            stack.append(iter(item))
+        elif kind is str and COMMIT_KEY in item:
+            inner = parse_json_container(item)
+            if inner is not None:
+                stack.append(iter((inner,)))
+
+
+_END: Any = object()
 
 
 def _error_flag(message: dict[str, Any]) -> bool | None:

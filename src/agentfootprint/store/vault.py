@@ -14,7 +14,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -169,28 +169,44 @@ class DisclosureVault:
         """``value`` with every commitment this vault can open replaced by its value (JSON
         text inside strings too). Erased or unknown commitments stay in place. ``memo``
         collects, for each container that changed, ``id(opened) -> (opened, recorded)``:
-        recording the opened container again then keeps its commitments."""
+        recording the opened container again then keeps its commitments.
+
+        Walked with a stack, however deep the value (commitments are looked up depth first,
+        members in order; ``memo`` is filled children first)."""
+        stack: list[_Opening] = []
+        result = self._reveal_step(value, stack)
+        while stack:
+            frame = stack[-1]
+            if result is not _PENDING:  # what frame.child opened to
+                frame.take(result)
+            child = next(frame.children, _PENDING)
+            if child is _PENDING:
+                stack.pop()
+                result = frame.finish(memo)
+            else:
+                frame.key, frame.child = child
+                result = self._reveal_step(frame.child, stack)
+        return result
+
+    def _reveal_step(self, value: Any, stack: list[_Opening]) -> Any:
+        """What ``value`` opens to, or ``_PENDING`` with its frame pushed (a container, or
+        a string holding walkable JSON text)."""
         if is_commitment(value):
             found = self.get(value[COMMIT_KEY])
             return value if found is None or not found.opens() else found.value
         kind = type(value)
         if kind is dict:
-            opened: Any = {k: self.reveal(v, memo) for k, v in value.items()}
+            stack.append(_Opening(value, {}, iter(value.items())))
         elif kind is list:
-            opened = [self.reveal(v, memo) for v in value]
+            stack.append(_Opening(value, [], enumerate(value)))
         elif kind is str:
             inner = parse_json_container(value)
             if inner is None:
                 return value
-            opened_inner = self.reveal(inner, memo)
-            return value if opened_inner == inner else canon(opened_inner).decode("utf-8")
+            stack.append(_Opening(value, None, iter(((None, inner),))))
         else:
             return value
-        if opened == value:
-            return value
-        if memo is not None:
-            memo[id(opened)] = (opened, value)
-        return opened
+        return _PENDING
 
     def disclose(self, commitments: Iterable[str]) -> list[Disclosure]:
         """The disclosures for these commitments; a missing one is a :class:`UsageError`."""
@@ -245,6 +261,54 @@ class DisclosureVault:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_PENDING: Any = object()
+
+
+def _unchanged(opened: Any, value: Any) -> bool:
+    """``opened == value`` for what :meth:`DisclosureVault.reveal` made of ``value``, without
+    a deep comparison: a container is only replaced by one that differs from it."""
+    if opened is value:
+        return True
+    kind = type(value)
+    if kind is list or (kind is dict and not is_commitment(value)):
+        return False
+    return bool(opened == value)  # a commitment or a string: a shallow comparison
+
+
+class _Opening:
+    """A container (or a string holding JSON text) :meth:`DisclosureVault.reveal` is in."""
+
+    __slots__ = ("changed", "child", "children", "key", "opened", "value")
+
+    def __init__(self, value: Any, opened: Any, children: Iterator[tuple[Any, Any]]) -> None:
+        self.value = value
+        self.opened = opened  # the dict or list being built; for a string, the opened text
+        self.children = children
+        self.key: Any = None
+        self.child: Any = None
+        self.changed = False
+
+    def take(self, result: Any) -> None:
+        kind = type(self.value)
+        if kind is dict:
+            self.opened[self.key] = result
+        elif kind is list:
+            self.opened.append(result)
+        else:
+            self.opened = result
+        if not self.changed and not _unchanged(result, self.child):
+            self.changed = True
+
+    def finish(self, memo: dict[int, tuple[Any, Any]] | None) -> Any:
+        if not self.changed:
+            return self.value
+        if type(self.value) is str:
+            return canon(self.opened).decode("utf-8")
+        if memo is not None:
+            memo[id(self.opened)] = (self.opened, self.value)
+        return self.opened
 
 
 def open_vault(

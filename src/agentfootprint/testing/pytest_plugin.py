@@ -78,25 +78,40 @@ class VerifiedRuns:
 
 def same_but_committed(recorded: Any, sent: Any) -> bool:
     """``recorded`` equals ``sent`` except where it holds a commitment (which stands for
-    whatever value was there); JSON text inside strings is compared the same way."""
-    if is_commitment(recorded):
-        return True
-    if type(recorded) is dict:
-        return (
-            type(sent) is dict
-            and recorded.keys() == sent.keys()
-            and all(same_but_committed(recorded[k], sent[k]) for k in recorded)
-        )
-    if type(recorded) is list:
-        return (
-            type(sent) is list
-            and len(recorded) == len(sent)
-            and all(same_but_committed(a, b) for a, b in zip(recorded, sent, strict=True))
-        )
-    if type(recorded) is str and type(sent) is str and recorded != sent:
-        inner, original = parse_json_container(recorded), parse_json_container(sent)
-        return inner is not None and original is not None and same_but_committed(inner, original)
-    return bool(type(recorded) is type(sent) and recorded == sent)
+    whatever value was there); JSON text inside strings is compared the same way.
+
+    Walked with a stack of (lazy) pair iterators, however deep the values: pairs are
+    compared depth first, in order, and the first that differs decides."""
+    stack: list[Iterator[tuple[Any, Any]]] = [iter(((recorded, sent),))]
+    while stack:
+        pair = next(stack[-1], None)
+        if pair is None:
+            stack.pop()
+            continue
+        recorded, sent = pair
+        if is_commitment(recorded):
+            continue
+        if type(recorded) is dict:
+            if type(sent) is not dict or recorded.keys() != sent.keys():
+                return False
+            stack.append(_members(recorded, sent))
+        elif type(recorded) is list:
+            if type(sent) is not list or len(recorded) != len(sent):
+                return False
+            stack.append(zip(recorded, sent, strict=True))
+        elif type(recorded) is str and type(sent) is str and recorded != sent:
+            inner, original = parse_json_container(recorded), parse_json_container(sent)
+            if inner is None or original is None:
+                return False
+            stack.append(iter(((inner, original),)))
+        elif not (type(recorded) is type(sent) and recorded == sent):
+            return False
+    return True
+
+
+def _members(recorded: dict[str, Any], sent: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    for key in recorded:
+        yield recorded[key], sent[key]
 
 
 @pytest.fixture(autouse=True)
