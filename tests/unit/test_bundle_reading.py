@@ -248,7 +248,7 @@ def test_a_newer_bundle_version_is_recognised_and_not_judged(
     path = tmp_path / "newer.afp"
     path.write_bytes(data[:-40])  # whatever follows is a later version's business
     assert is_bundle(path)
-    with pytest.raises(af.FileError, match=f"version {version}, newer") as caught:
+    with pytest.raises(af.NewerVersionError, match=f"version {version}, newer") as caught:
         BundleSource(path)
     assert caught.value.path == str(path)
 
@@ -257,7 +257,7 @@ def test_a_file_that_is_only_a_newer_prefix_is_not_judged(tmp_path: Path) -> Non
     # found by the independent verifier: the version is read before the file is framed
     path = tmp_path / "newer.afp"
     path.write_bytes(b'{"agentfootprint_bundle":2')
-    with pytest.raises(af.FileError, match="version 2, newer"):
+    with pytest.raises(af.NewerVersionError, match="version 2, newer"):
         BundleSource(path)
 
 

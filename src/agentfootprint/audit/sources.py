@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentfootprint.errors import FileError, RunNotFoundError, UsageError
-from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.verify.bundle import BundleSource, is_bundle
+from agentfootprint.store.transfer import open_log
 from agentfootprint.verify.verifier import RowSource
 
 __all__ = ["check_index", "check_run_id", "is_source", "naming_run", "opened", "renamed"]
@@ -61,7 +60,7 @@ def opened(source: Any, argument: str = "source") -> Iterator[RowSource]:
             f"{argument}: {path} is a folder, not a database or bundle", path=path, option=argument
         )
     try:
-        reader: Any = BundleSource(path) if is_bundle(path) else SqliteStore(path, readonly=True)
+        reader: Any = open_log(path)
     except FileError as exc:
         raise renamed(exc, argument) from exc
     except OSError as exc:

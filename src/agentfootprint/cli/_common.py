@@ -15,8 +15,8 @@ import orjson
 
 from agentfootprint.errors import FileError, UsageError
 from agentfootprint.store.base import same_file
-from agentfootprint.store.sqlite import SQLITE_HEADER, SqliteStore
-from agentfootprint.verify.bundle import BundleSource, is_bundle
+from agentfootprint.store.sqlite import SQLITE_HEADER
+from agentfootprint.store.transfer import open_log as open_reading
 
 __all__ = [
     "DB",
@@ -36,7 +36,7 @@ DB = click.Path(exists=True, dir_okay=False, path_type=Path)
 def open_log(path: Path) -> Iterator[Any]:
     """A database (opened read-only: never created, migrated or changed) or an export
     bundle, read the same way (``read``, ``runs``, ``run_ids``, ``index_entries``)."""
-    source: Any = BundleSource(path) if is_bundle(path) else SqliteStore(path, readonly=True)
+    source = open_reading(path)
     with contextlib.closing(source):
         yield source
 

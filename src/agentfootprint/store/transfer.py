@@ -15,11 +15,19 @@ from agentfootprint.errors import (
     VerificationError,
 )
 from agentfootprint.store.base import EventReader, EventStore, StoredEvent, run_index_from_open
-from agentfootprint.verify.bundle import BundleSource
+from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.bundle_write import write_bundle
 from agentfootprint.verify.verifier import Verifier
 
-__all__ = ["export_runs", "import_bundle"]
+__all__ = ["export_runs", "import_bundle", "open_log"]
+
+
+def open_log(path: str | os.PathLike[str]) -> SqliteStore | BundleSource:
+    """The log a path names, opened for reading only: an export bundle, or a database that
+    is never created, migrated or changed (both read the same way: ``read``, ``runs``,
+    ``run_ids``, ``index_entries``, ``close``)."""
+    return BundleSource(path) if is_bundle(path) else SqliteStore(path, readonly=True)
 
 
 def export_runs(

@@ -39,6 +39,7 @@ import orjson
 
 from agentfootprint.errors import (
     FileError,
+    NewerVersionError,
     RunNotFoundError,
     UsageError,
     VerificationError,
@@ -494,7 +495,7 @@ class _Opening:
             raise self.bad("not an agentfootprint bundle (no manifest line)")
         version = _VERSION.match(self.handle.peek(20)[:20])
         if version is not None and int(version[1]) > BUNDLE_VERSION:
-            raise FileError(  # not judged at all: like a database of a newer schema version
+            raise NewerVersionError(  # not judged at all: like a newer schema version
                 f"bundle {self.path} is of version {int(version[1])}, newer than the version "
                 f"{BUNDLE_VERSION} this reader knows: upgrade agentfootprint to read it",
                 path=str(self.path),
