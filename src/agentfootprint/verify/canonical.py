@@ -223,6 +223,8 @@ def _unsafe_ints_to_floats(value: Any) -> Any:
     turned into the double it denotes; walked with a stack, however deep the value."""
     if type(value) is int:
         return float(value) if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT else value
+    if type(value) is not list and type(value) is not dict:  # a float (digits past 2**64)
+        return value
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()
