@@ -6,10 +6,12 @@
             ``NotALogError``      the file is not an agentfootprint log (says what it is)
             ``NotAVaultError``    the file is not a disclosure vault (says what it is)
             ``NewerVersionError`` written by a newer format version: upgrade to read it
+        ``ModelRequestsBlocked`` a provider that calls a real model, while requests are blocked
     ``CanonicalFormError``    a value that cannot be hashed canonically (names the JSON path)
         ``ReservedKeyError``    input used ``$commit``, reserved for commitments
         ``RecordTooLargeError`` a value whose recorded body would exceed the size limit
     ``RunError``              the run itself failed; carries ``run_id``
+        ``ProviderError``       raised by a provider: ``status``, ``retryable``
         ``ProviderCallError``   the provider raised; the log holds the failure and verifies
         ``ScriptExhaustedError`` the scripted mock provider has no reply left
         ``ContinuationError``   a run cannot be continued from the named parent
@@ -30,10 +32,12 @@ __all__ = [
     "CanonicalFormError",
     "ContinuationError",
     "FileError",
+    "ModelRequestsBlocked",
     "NewerVersionError",
     "NotALogError",
     "NotAVaultError",
     "ProviderCallError",
+    "ProviderError",
     "RecordTooLargeError",
     "ReplayDivergence",
     "ReservedKeyError",
@@ -82,6 +86,12 @@ class NewerVersionError(FileError):
     library does not know): it is not judged, neither valid nor invalid; upgrade to read it."""
 
 
+class ModelRequestsBlocked(UsageError):
+    """A provider that calls a real model (its class sets ``makes_requests = True``) was
+    asked to, while model requests are blocked: under pytest, the agentfootprint plugin
+    blocks them in every test. The message names the provider and how to allow it."""
+
+
 class CanonicalFormError(AgentFootprintError, ValueError):
     """A value is not I-JSON and cannot be canonicalised (RFC 8785)."""
 
@@ -107,8 +117,61 @@ class RunError(AgentFootprintError):
         self.run_id = run_id
 
 
+def _checked_status(status: object, retryable: object) -> None:
+    if status is not None and (type(status) is not int or not 100 <= status <= 999):
+        raise UsageError(
+            f"ProviderError(status=...) must be the HTTP status (an int from 100 to 999) or None, "
+            f"got {status!r}",
+            option="status",
+        )
+    if type(retryable) is not bool:
+        raise UsageError(
+            f"ProviderError(retryable=...) must be True or False, got {retryable!r}",
+            option="retryable",
+        )
+
+
+class ProviderError(RunError):
+    """Raised by a provider when its model call failed: rate limited, a server error, a
+    bad key, a model not found, a request too long for the model's context.
+
+    ``status`` is the HTTP status (None when there was none: a connection refused);
+    ``retryable`` says whether sending the same request again may succeed (rate limits and
+    server errors: True; a bad key, a missing model, a request that is too long: False).
+    The message says what went wrong and what to do about it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        run_id: str | None = None,
+    ) -> None:
+        _checked_status(status, retryable)
+        super().__init__(message, run_id=run_id)
+        self.status = status
+        self.retryable = retryable
+
+
 class ProviderCallError(RunError):
-    """The LLM provider raised during a call; the original error is ``__cause__``."""
+    """The LLM provider raised during a call; the original error is ``__cause__``.
+
+    ``status`` and ``retryable`` are the cause's when it is a :class:`ProviderError`
+    (None and False otherwise)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message, run_id=run_id)  # the loop's own: copied, not checked
+        self.status = status
+        self.retryable = retryable
 
 
 class ScriptExhaustedError(RunError):

@@ -905,8 +905,11 @@ def test_a_malformed_bundle_with_consistent_framing_fails_closed(
     ],
 )
 def test_an_invalid_policy_is_refused_at_construction(kwargs: dict[str, Any], words: str) -> None:
+    """Refused by RedactionPolicy itself, or (a state key the loop's features declare as
+    structure) by the agent it is given to, before anything is recorded."""
     with pytest.raises(af.UsageError) as caught:
-        af.RedactionPolicy(**kwargs)
+        policy = af.RedactionPolicy(**kwargs)
+        af.Agent(provider=af.MockProvider(["x"]), model="m", redact=policy)
     assert caught.value.option == "redact", caught.value
     assert words in str(caught.value)
 

@@ -1,7 +1,9 @@
-"""The incremental hashers equal the reference definitions byte for byte."""
+"""The incremental hashers equal the reference definitions byte for byte, under every
+projection: v1's plain lists, and v2's spliced message segments and tool subsets."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from hypothesis import given
@@ -11,7 +13,15 @@ from agentfootprint.verify.canonical import canon, canon_object
 from agentfootprint.verify.chain import event_envelope
 from agentfootprint.verify.fold import compress_digests, expand_digests
 from agentfootprint.verify.hashing import hexdigest
-from agentfootprint.verify.request import PROJECTION, RequestHasher, request_digest
+from agentfootprint.verify.request import (
+    PIECE_KINDS,
+    PROJECTION,
+    PROJECTIONS,
+    Projection,
+    RequestHasher,
+    build_request,
+    request_digest,
+)
 
 texts = st.text(max_size=20)
 messages = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": texts})
@@ -37,12 +47,16 @@ steps = st.lists(
 )
 
 
-def reference(request: dict[str, Any]) -> tuple[dict[str, list[str]], str]:
+def reference(request: dict[str, Any], version: int = 1) -> tuple[dict[str, list[str]], str]:
+    """Piece digests and the request digest by their definitions (docs section 8)."""
+    spec = PROJECTIONS[version]
     lists = {
-        kind: [hexdigest(tag, canon(p)) for p in request[kind]]
-        for kind, (_key, tag) in PROJECTION.items()
+        f.name: [hexdigest(str(f.tag), canon(p)) for p in request[f.name]] for f in spec.pieces
     }
-    return lists, request_digest(request["model"], request["params"], lists)
+    digest = request_digest(
+        request["model"], request["params"], lists, request_version=spec.request_version
+    )
+    return lists, digest
 
 
 @given(steps)
@@ -76,6 +90,97 @@ def test_incremental_request_digest_equals_reference(plan: list[Any]) -> None:
         assert fork.digests(request).request == digest
 
 
+def test_the_hasher_member_order_is_computed_from_the_field_names() -> None:
+    for spec in PROJECTIONS.values():
+        assert spec.member_order == tuple(sorted([f.name for f in spec.fields] + ["v"]))
+        assert spec.member_order[0] == spec.grows == "messages"  # so the SHA state extends
+        assert spec.piece_kinds == PIECE_KINDS
+
+
+def segments_for(data: st.DataObject, history: list[Any]) -> list[dict[str, Any]]:
+    """A random served_messages: increasing, non-overlapping history slices (end null or
+    not) around messages that are not in the history."""
+    segments: list[dict[str, Any]] = []
+    floor = 0
+    for _ in range(data.draw(st.integers(0, 4))):
+        if data.draw(st.booleans()):
+            segments.append({"message": data.draw(messages)})
+        elif floor <= len(history):
+            start = data.draw(st.integers(floor, len(history)))
+            end = data.draw(st.integers(start, len(history)) | st.none())
+            segments.append({"history": [start, end]})
+            floor = len(history) if end is None else end
+    return segments
+
+
+named_tools = st.lists(
+    st.fixed_dictionaries({"name": texts, "description": texts}),
+    max_size=4,
+    unique_by=lambda t: t["name"],
+)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["extend", "rewrite", "copy"]), st.lists(messages, max_size=3)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.data(),
+)
+def test_incremental_request_digest_equals_reference_under_projection_2(
+    plan: list[Any], data: st.DataObject
+) -> None:
+    """The state keeps its objects from call to call (as the fold does); served_messages
+    and served_tools splice and select them, so the hasher sees the same objects at other
+    positions, messages that are not in the history, and rewritten histories."""
+    hasher = RequestHasher(2)
+    history: list[dict[str, Any]] = []
+    schemas = data.draw(named_tools)
+    for how, new in plan:
+        if how == "extend":
+            history = history + new
+        elif how == "rewrite":
+            history = new + history[len(new) :]
+        else:
+            history = [dict(m) for m in history] + new
+        state: dict[str, Any] = {"model": "m", "history": history, "tool_schemas": schemas}
+        expected = history
+        if data.draw(st.booleans()):
+            segments = state["served_messages"] = segments_for(data, history)
+            expected = []
+            for segment in segments:
+                if "message" in segment:
+                    expected.append(segment["message"])
+                else:
+                    start, end = segment["history"]
+                    expected.extend(history[start:end])
+        if data.draw(st.booleans()):
+            order = data.draw(st.permutations([t["name"] for t in schemas]))
+            state["served_tools"] = list(order[: data.draw(st.integers(0, len(order)))])
+        request = build_request(state, version=2)
+        # served by reference: the very objects of the state, in segment order
+        assert len(request["messages"]) == len(expected)
+        assert all(map(operator.is_, request["messages"], expected))
+        lists, digest = reference(request, 2)
+        got = hasher.digests(request)
+        assert got.request == digest
+        for kind in PIECE_KINDS:
+            assert list(got.pieces(kind)) == lists[kind]
+        assert hasher.fork().digests(request).request == digest
+
+
+def test_a_hasher_forked_into_another_projection_hashes_as_a_fresh_one() -> None:
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    state = {"model": "m", "history": history, "served_messages": [{"history": [1, None]}]}
+    parent = RequestHasher(1)
+    parent.digests(build_request({"model": "m", "history": history}))
+    request = build_request(state, version=2)
+    child = parent.fork(2)
+    assert child.version == 2 and parent.version == 1
+    assert child.digests(request) == RequestHasher(2).digests(request)
+
+
 @given(
     st.text(),
     st.integers(0, 2**53 - 1),
@@ -98,3 +203,26 @@ def test_event_envelope_equals_canon_object(
     assert canon_object(members) == canon(
         {"body": body, "run": run_id, "seq": seq, "ts": ts, "type": type_}
     )
+
+
+def test_a_growing_field_that_does_not_sort_first_is_hashed_right() -> None:
+    """The member order is computed, not assumed: a projection whose growing field sorts after
+    others (here ``system``: ``messages``, ``model`` and ``params`` come before it) keeps its
+    SHA-256 state only while those members' bytes stay the same."""
+    spec = Projection(version=99, request_version=1, fields=PROJECTIONS[1].fields, grows="system")
+    hasher = RequestHasher(spec)
+    system: list[Any] = []
+    for i in range(6):
+        system = [*system, {"source": "base", "text": f"piece {i}"}]
+        request = {
+            "model": "m" if i < 3 else "n",
+            "params": {"temperature": i % 2},
+            "system": system,
+            "messages": [{"role": "user", "content": "hi"}] * (i % 3),
+            "tools": [],
+        }
+        lists, digest = reference(request)
+        assert hasher.digests(request).request == digest
+        assert [lists[k] for k in PIECE_KINDS] == [
+            hasher.digests(request).pieces(k) for k in PIECE_KINDS
+        ]

@@ -33,9 +33,10 @@ from replay_support import (
 import agentfootprint as af
 from agentfootprint.audit.recording import Recording
 from agentfootprint.audit.replayer import _ReplayHooks, replay
-from agentfootprint.core import hooks, stages
+from agentfootprint.core import hooks
 from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent, demo_script, demo_tools
 from agentfootprint.errors import RunNotFoundError
+from agentfootprint.features import tool_dispatch
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
 from agentfootprint.testing.replay import NoModel, silent_twins
@@ -266,7 +267,7 @@ def test_new_code_that_rewords_a_message_diverges_at_the_next_call(
         and "did not match its input schema" in (tool_message["content"])
     )
     monkeypatch.setattr(
-        stages, "teaching_message", lambda tool, issues: f"Call {tool.name} again, fixed."
+        tool_dispatch, "teaching_message", lambda tool, issues: f"Call {tool.name} again, fixed."
     )
     error, target = diverge(store, first)
     assert (error.call, error.kind, error.position) == (2, "messages", 4)

@@ -25,8 +25,8 @@ from replay_support import (
 )
 
 import agentfootprint as af
-from agentfootprint.core import stages
 from agentfootprint.demo import DEMO_QUESTIONS, demo_tools
+from agentfootprint.features import tool_dispatch
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.replay import NoModel, silent_twins
 
@@ -262,7 +262,7 @@ def test_new_code_under_conversation_redaction_diverges_without_printing_the_con
     policy = af.conversation_redaction()
     first, _ = record_demo(store, redact=policy, disclosures=vault)
     monkeypatch.setattr(
-        stages, "teaching_message", lambda tool, issues: f"Call {tool.name} again, fixed."
+        tool_dispatch, "teaching_message", lambda tool, issues: f"Call {tool.name} again, fixed."
     )
     target = af.MemoryStore()
     agent = replaying_agent(target, redact=policy)

@@ -1,5 +1,6 @@
-"""An independent verifier of the agentfootprint log format v1, written from
-``docs/log-format.md`` alone (it imports nothing of ``agentfootprint``).
+"""An independent verifier of the agentfootprint log formats v1 and v2 (and request
+projections v1 and v2), written from ``docs/log-format.md`` alone (it imports nothing of
+``agentfootprint``).
 
 :func:`verify_file` (section 9.5) gives the verdicts ``(run_id, outcome_or_code, seq)`` of a
 database or an export bundle: an outcome is ``"VALID_UNSIGNED"`` or ``"UNSEALED"``, a failure
@@ -32,7 +33,9 @@ MAX_DEPTH, ENVELOPE_DEPTH = 250, 5
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_ENVELOPE_BYTES = 64 * 1024
 MAX_BUNDLE_LINE_BYTES = 2 * MAX_BODY_BYTES + MAX_ENVELOPE_BYTES
-LOG_FORMAT = "agentfootprint/log/v1"
+FORMAT_V1, FORMAT_V2 = "agentfootprint/log/v1", "agentfootprint/log/v2"
+LOG_FORMATS = (FORMAT_V1, FORMAT_V2)
+MANIFEST_FORMAT = FORMAT_V1  # section 13.1: fixed in bundle version 1, whatever the runs record
 TYPES = ("run.open", "write", "receipt", "event", "commit", "run.close")
 PHASE = {"receipt": 1, "event": 2, "write": 3}
 KINDS = (
@@ -475,7 +478,7 @@ def nonneg(x: Any) -> bool:
 
 
 MANIFEST = {"agentfootprint_bundle": lambda x: x == 1 and is_int(x),
-            "format": lambda x: x == LOG_FORMAT, "canon": lambda x: x == "RFC8785",
+            "format": lambda x: x == MANIFEST_FORMAT, "canon": lambda x: x == "RFC8785",
             "hash": lambda x: x == "SHA-256", "library": is_str,
             "runs": lambda x: isinstance(x, list), "policies": is_obj,
             "counts": lambda x: exact(x, {"runs": nonneg, "events": nonneg})}  # fmt: skip
@@ -625,20 +628,91 @@ def apply_write(state: dict[str, Any], path: str, verb: Any, value: Any) -> str 
     return None
 
 
-def build_request(state: dict[str, Any], seq: int) -> tuple[Any, Any, dict[str, list[str]]]:
-    """Projection v1 (section 8): model, params and the piece digests, or Failure(receipt)."""
+def projection_version(opened: dict[str, Any]) -> int:
+    """Section 5.2: the projection a run.open names, or Failure(structure) at seq 0."""
+    if "projection" not in opened:
+        if opened.get("format") == FORMAT_V1:
+            return 1  # format v1: absent means projection 1
+        raise structure(0, "format v2 requires a projection member")
+    p = opened["projection"]
+    if not is_obj(p) or not is_int(p.get("version")) or p["version"] not in (1, 2):
+        raise structure(0, f"projection {p!r} names no known projection")
+    return int(p["version"])
+
+
+def served_messages(history: list[Any], segments: Any) -> list[Any] | None:
+    """Projection v2's segments (section 8), or None when they do not apply."""
+    if not isinstance(segments, list):
+        return None
+    out: list[Any] = []
+    last_end = 0
+    for seg in segments:
+        if not is_obj(seg) or len(seg) != 1:
+            return None
+        if "message" in seg:
+            if not is_obj(seg["message"]):
+                return None
+            out.append(seg["message"])
+            continue
+        if "history" not in seg:
+            return None
+        bounds = seg["history"]
+        if not isinstance(bounds, list) or len(bounds) != 2:
+            return None
+        start, end = bounds
+        if end is None:
+            end = len(history)
+        if not is_int(start) or not is_int(end) or not 0 <= start <= end <= len(history):
+            return None
+        if start < last_end:
+            return None
+        out += history[start:end]
+        last_end = end
+    return out
+
+
+def served_tools(schemas: list[Any], names: Any) -> list[Any] | None:
+    """Projection v2's tool subset by name (section 8), or None when it does not apply."""
+    if not isinstance(names, list) or not all(map(is_str, names)) or len(set(names)) < len(names):
+        return None
+    if not all(is_obj(t) and is_str(t.get("name")) for t in schemas):
+        return None
+    by_name = {t["name"]: t for t in schemas}
+    if len(by_name) < len(schemas) or any(n not in by_name for n in names):
+        return None
+    return [by_name[n] for n in names]
+
+
+def build_request(
+    state: dict[str, Any], seq: int, version: int = 1
+) -> tuple[Any, Any, dict[str, list[str]]]:
+    """Projection v1 or v2 (section 8): model, params and the piece digests, or
+    Failure(receipt)."""
     if "model" not in state:
         raise Failure("receipt", seq, "no model in state")
     model, params = state["model"], state.get("params", {})
     if not is_str(model) or not is_obj(params):
         raise Failure("receipt", seq, "state key model is not a string or params not an object")
-    digests = {}
-    for kind, key, tag in KINDS:
+    served = {}
+    for kind, key, _ in KINDS:
         pieces = state.get(key, [])
         if not isinstance(pieces, list):
             raise Failure("receipt", seq, f"state key {key} is {type(pieces).__name__}, not array")
+        served[kind] = pieces
+    if version == 2:
+        for kind, key, edit in (
+            ("messages", "served_messages", served_messages),
+            ("tools", "served_tools", served_tools),
+        ):
+            if key in state:
+                edited = edit(served[kind], state[key])
+                if edited is None:
+                    raise Failure("receipt", seq, f"state key {key} does not apply")
+                served[kind] = edited
+    digests = {}
+    for kind, _, tag in KINDS:
         try:
-            digests[kind] = [H(tag, canon(p)).hex() for p in pieces]
+            digests[kind] = [H(tag, canon(p)).hex() for p in served[kind]]
         except Exception as e:
             raise Failure("receipt", seq, f"a served piece is not I-JSON: {e}") from None
     return model, params, digests
@@ -750,6 +824,7 @@ class Verifier:
         commit = receipts = phase = 0
         pending: list[tuple[int, str, Any, Any]] = []
         in_batch = closed = record_receipt = False
+        fmt, version, marked_calls = FORMAT_V1, 1, 0
         redaction = Redaction()
         conversation = parent_id = close = None
         opened_at = 0
@@ -770,8 +845,9 @@ class Verifier:
             if seq == 0:  # step 5, in the order of section 9.3
                 if type_ != "run.open":
                     raise structure(0, "the first event is not run.open")
-                if body.get("format") != LOG_FORMAT:
-                    raise structure(0, f"unknown format {body.get('format')!r}")
+                fmt = body.get("format")
+                if fmt not in LOG_FORMATS:
+                    raise structure(0, f"unknown format {fmt!r}")
                 if body.get("run_id") != R:
                     raise structure(0, "run.open's run_id is not the row's")
                 conversation = body.get("conversation_id")
@@ -780,6 +856,7 @@ class Verifier:
                 parent = body.get("parent")
                 if parent is not None and not (is_obj(parent) and has(parent, PARENT)):
                     raise structure(0, "parent is not null or an object {run_id, events, head}")
+                version = projection_version(body)
                 options = body.get("options")
                 record_receipt = is_obj(options) and options.get("record_receipt") is True
                 if parent is not None:
@@ -818,18 +895,29 @@ class Verifier:
                 elif verb in ("append", "merge"):
                     scanned = body["value"]
             elif type_ == "receipt":
-                self.receipt(body, seq, state, lists, commit, receipts)
+                if not has(body, RECEIPT):
+                    raise structure(seq, "receipt: a member missing or of the wrong shape")
+                if fmt == FORMAT_V2 and not record_receipt:
+                    raise structure(seq, "a receipt while receipts are off (format v2)")
+                self.receipt(body, seq, state, lists, commit, receipts, version)
                 receipts += 1
             elif type_ == "event":
                 if not has(body, {"name": is_str, "payload": is_obj}):
                     raise structure(seq, "event: name or payload missing or mistyped")
                 scanned = body["payload"]
             elif type_ == "commit":
-                if not has(body, MARKER):
-                    raise structure(seq, "commit: commit, writes, stage or stage_run mistyped")
+                v2_call = fmt == FORMAT_V2 and "call" in body
+                if not has(body, MARKER) or (v2_call and not is_int(body["call"])):
+                    raise structure(seq, "commit: a member missing or mistyped")
                 if body["commit"] != commit or body["writes"] != len(pending):
                     raise structure(seq, f"marker {body['commit']}/{body['writes']}: expected "
                                          f"commit {commit} with {len(pending)} writes")  # fmt: skip
+                if v2_call:  # section 5.6
+                    if record_receipt:
+                        raise structure(seq, "a call marker while receipts are on")
+                    if body["call"] != marked_calls:
+                        raise structure(seq, f"call {body['call']}, expected {marked_calls}")
+                    marked_calls += 1
                 for wseq, path, verb, value in pending:
                     problem = apply_write(state, path, verb, value)
                     if problem:
@@ -841,7 +929,8 @@ class Verifier:
                 if in_batch:
                     raise structure(seq, "run.close inside a commit batch")
                 shape = {"outcome": is_str, "commits": is_int, "receipts": is_int}
-                if not has(body, shape | ({"calls": is_int} if record_receipt else {})):
+                calls_read = record_receipt or fmt == FORMAT_V2
+                if not has(body, shape | ({"calls": is_int} if calls_read else {})):
                     raise structure(seq, "run.close: a member missing or mistyped")
                 if body["outcome"] not in ("answered", "stopped_early", "failed"):
                     raise structure(seq, f"unknown outcome {body['outcome']!r}")
@@ -849,6 +938,8 @@ class Verifier:
                     raise structure(seq, "run.close's counts differ from the log")
                 if record_receipt and body["calls"] != receipts:
                     raise Failure("receipt", seq, "run.close's calls differ from the receipts")
+                if calls_read and not record_receipt and body["calls"] != marked_calls:
+                    raise structure(seq, "run.close's calls differ from the call markers")
                 closed, close = True, body
                 rest = ("outcome", "commits", "receipts", "calls")
                 scanned = {k: v for k, v in body.items() if k not in rest}
@@ -861,10 +952,8 @@ class Verifier:
 
     @staticmethod
     def receipt(body: dict[str, Any], seq: int, state: dict[str, Any],
-                lists: dict[str, list[str]], commit: int, receipts: int) -> None:  # fmt: skip
-        if not has(body, RECEIPT):
-            raise structure(seq, "receipt: a member missing or of the wrong shape")
-
+                lists: dict[str, list[str]], commit: int, receipts: int,
+                version: int) -> None:  # fmt: skip
         def bad(why: str) -> Failure:
             return Failure("receipt", seq, why)
 
@@ -872,7 +961,7 @@ class Verifier:
             raise bad(f"call {body['call']}, expected {receipts}")
         if body["commit"] != commit:
             raise bad(f"the receipt names commit {body['commit']}, not {commit}")
-        model, params, rebuilt = build_request(state, seq)
+        model, params, rebuilt = build_request(state, seq, version)
         for kind, _, _ in KINDS:
             keep, add = body[kind]["keep"], body[kind]["add"]
             if not 0 <= keep <= len(lists[kind]):

@@ -514,6 +514,75 @@ def two_receipts(rows: Rows) -> None:
     rows[35][2].update(receipts=3, calls=3)
 
 
+def fmt(version: int) -> Callable[[Rows], None]:
+    return lambda rows: rows[0][2].update(format=f"agentfootprint/log/v{version}")
+
+
+def projection(version: Any) -> Callable[[Rows], None]:
+    return lambda rows: rows[0][2]["projection"].update(version=version)
+
+
+def marked(rows: Rows, calls: int | None = None, drop: int | None = None) -> None:
+    """Format v2 with receipts off (section 5.6): each receipt becomes a ``call`` member on
+    the commit marker of its batch (numbered from 0; ``drop``: that one left unmarked), and
+    run.close counts the calls (``calls``: a wrong count)."""
+    rows[0][2].update(format="agentfootprint/log/v2")
+    rows[0][2]["options"]["record_receipt"] = False
+    k, pending = 0, 0
+    for row in rows:
+        if row[0] == "receipt":
+            pending += 1
+        elif row[0] == "commit" and pending:
+            if k != drop:
+                row[2]["call"] = k
+            k, pending = k + 1, 0
+        elif row[0] == "run.close":
+            row[2].update(receipts=0, calls=k if calls is None else calls)
+    rows[:] = [r for r in rows if r[0] != "receipt"]
+
+
+def first_call(value: Any) -> Callable[[Rows], None]:
+    """Format v2, receipts off, and the first call marker says ``value``."""
+
+    def change(rows: Rows) -> None:
+        marked(rows)
+        next(r for r in rows if r[0] == "commit" and "call" in r[2])[2]["call"] = value
+
+    return change
+
+
+def reminted(version: int, **state: Any) -> Callable[[Rows], None]:
+    """Projection ``version``, ``state`` keys set by the seed commit, and every receipt minted
+    again for what that projection serves (with this page's functions: keep 0, add all)."""
+
+    def change(rows: Rows) -> None:
+        rows[0][2]["projection"]["version"] = version
+        seed = next(i for i, r in enumerate(rows) if r[0] == "commit")
+        for key, value in state.items():
+            rows.insert(seed, ["write", rows[seed][1], {"commit": 0, "path": key, "verb": "set",
+                                                        "value": value}])  # fmt: skip
+            seed += 1
+            rows[seed][2]["writes"] += 1
+        folded: dict[str, Any] = {}
+        pending: list[Any] = []
+        for seq, (type_, _, body) in enumerate(rows):
+            if type_ == "write":
+                pending.append(body)
+            elif type_ == "commit":
+                for w in pending:
+                    iv.apply_write(folded, w["path"], w["verb"], w.get("value"))
+                pending = []
+            elif type_ == "receipt":
+                model, params, digests = iv.build_request(folded, seq, version)
+                doc = {"v": 1, "model": model, "params": params, **digests}
+                body.update(
+                    model=model, params=params, request=iv.H("request", rfc8785.dumps(doc)).hex()
+                )
+                body.update({k: {"keep": 0, "add": d} for k, d in digests.items()})
+
+    return change
+
+
 V1_TOK, V2_TOK = ({"v": v, "keys": ["ssn"], "patterns": ["^tok$"]} for v in (1, 2))
 EVENT = {"name": "x", "payload": {}}
 # (name, damage, the run whose verdict is expected: A, or its continuation B, the verdict)
@@ -528,13 +597,13 @@ CASES = [
     ("calls missing, receipts on", edit(pops(34, "calls")), "A", "structure"),
     (
         "receipts off: calls not read",
-        edit(both(options(record_receipt=False), sets(34, calls="x"))),
+        edit(both(fmt(1), options(record_receipt=False), sets(34, calls="x"))),
         "A",
         iv.VALID,
     ),
     (
         "record_receipt 1 is not true",
-        edit(both(options(record_receipt=1), pops(34, "calls"))),
+        edit(both(fmt(1), options(record_receipt=1), pops(34, "calls"))),
         "A",
         iv.VALID,
     ),
@@ -670,6 +739,111 @@ CASES = [
         "truncated",
     ),
     ("two receipts in one commit", edit(two_receipts), "A", iv.VALID),
+    # -- format v2 and projection v2 (sections 5.2, 5.6, 8)
+    ("format v2, receipts on", edit(fmt(2)), "A", iv.VALID),
+    ("format v2, a call marker too", edit(both(fmt(2), sets(18, call=0))), "A", "structure"),
+    ("format v1 ignores a call member", edit(both(fmt(1), sets(18, call="x"))), "A", iv.VALID),
+    ("format v3", edit(fmt(3)), "A", "structure"),
+    ("format v2, receipts off, marked", edit(marked), "A", iv.VALID),
+    ("format v2, a call unmarked", edit(lambda r: marked(r, drop=1)), "A", "structure"),
+    ("format v2, calls miscounted", edit(lambda r: marked(r, calls=3)), "A", "structure"),
+    ("format v2, calls missing", edit(both(marked, pops(-1, "calls"))), "A", "structure"),
+    ("format v2, markers out of order", edit(first_call(1)), "A", "structure"),
+    ("format v2, call a boolean", edit(first_call(True)), "A", "structure"),
+    ("format v2, call a string", edit(first_call("0")), "A", "structure"),
+    (
+        "format v2, record_receipt 1 is not true",
+        edit(both(fmt(2), options(record_receipt=1))),
+        "A",
+        "structure",
+    ),
+    (
+        "format v2, a receipt with receipts off",
+        edit(both(fmt(2), options(record_receipt=False))),
+        "A",
+        "structure",
+    ),
+    (
+        "format v1, receipts off, stage names not read",
+        edit(lambda r: (marked(r), r[0][2].update(format="agentfootprint/log/v1"))),
+        "A",
+        iv.VALID,
+    ),
+    ("projection 2, nothing edited", edit(projection(2)), "A", iv.VALID),
+    ("projection 3", edit(projection(3)), "A", "structure"),
+    ("projection version a string", edit(projection("1")), "A", "structure"),
+    ("projection version true", edit(projection(True)), "A", "structure"),
+    ("projection not an object", edit(sets(0, projection=[1])), "A", "structure"),
+    ("format v1, no projection", edit(both(fmt(1), pops(0, "projection"))), "A", iv.VALID),
+    ("format v2, no projection", edit(both(fmt(2), pops(0, "projection"))), "A", "structure"),
+    (
+        "projection 2, the whole history by reference",
+        edit(both(projection(2), sets(7, path="served_messages", value=[{"history": [0, None]}]))),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 1 ignores served_messages",
+        edit(sets(7, path="served_messages", value=[{"history": [1, None]}])),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 2, a window, receipts minted for it",
+        edit(
+            reminted(
+                2,
+                served_messages=[
+                    {"message": {"role": "user", "content": "x"}},
+                    {"history": [1, None]},
+                ],
+            )
+        ),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 2, a tool subset, receipts minted for it",
+        edit(reminted(2, served_tools=[])),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 1, receipts minted for a v2 window",
+        edit(both(reminted(2, served_messages=[{"history": [1, None]}]), projection(1))),
+        "A",
+        "receipt",
+    ),
+    (
+        "projection 2, a window",
+        edit(both(projection(2), sets(7, path="served_messages", value=[{"history": [1, None]}]))),
+        "A",
+        "receipt",
+    ),
+    (
+        "projection 2, a slice past the end",
+        edit(both(projection(2), sets(7, path="served_messages", value=[{"history": [0, 9]}]))),
+        "A",
+        "receipt",
+    ),
+    (
+        "projection 2, the one tool by name",
+        edit(both(projection(2), sets(7, path="served_tools", value=["lookup"]))),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 2, every tool withheld",
+        edit(both(projection(2), sets(7, path="served_tools", value=[]))),
+        "A",
+        "receipt",
+    ),
+    (
+        "projection 2, a tool named twice",
+        edit(both(projection(2), sets(7, path="served_tools", value=["lookup", "lookup"]))),
+        "A",
+        "receipt",
+    ),
     (
         "an UNSEALED parent",
         sql("DELETE FROM events WHERE run_id = '{A}' AND seq = 34"),

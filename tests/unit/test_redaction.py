@@ -58,8 +58,10 @@ def test_policy_document_and_digest() -> None:
     ],
 )
 def test_bad_policies_are_refused(kwargs: dict[str, Any], words: str) -> None:
+    """By the policy itself, or (a state key the features declare as structure) by the agent."""
     with pytest.raises(af.UsageError) as caught:
-        af.RedactionPolicy(**kwargs)
+        policy = af.RedactionPolicy(**kwargs)
+        af.Agent(provider=af.MockProvider(["x"]), model="m", redact=policy)
     assert caught.value.option == "redact" and words in str(caught.value)
 
 

@@ -502,12 +502,9 @@ def _rows(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]
 
 
 def _record(store: object, answer: str, run_id: str | None = None, **kwargs: object) -> str:
-    agent = af.Agent(provider=af.MockProvider([answer]), model="m", store=store)
-    if run_id is None:
-        return agent.run_sync("q", **kwargs).run_id  # type: ignore[arg-type]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("agentfootprint.core.agent.new_run_id", lambda: run_id)
-        return agent.run_sync("q", **kwargs).run_id  # type: ignore[arg-type]
+    ports = af.Ports() if run_id is None else af.Ports(run_ids=lambda: run_id)
+    agent = af.Agent(provider=af.MockProvider([answer]), model="m", store=store, ports=ports)
+    return agent.run_sync("q", **kwargs).run_id  # type: ignore[arg-type]
 
 
 def _reordered(bundle: Path, order: list[str]) -> None:

@@ -3,8 +3,10 @@
 Commit ``c`` of a run is its ``c``-th stage commit (0-based); ``state_at(c)``
 is the state right after it, ``state_at(-1)`` the state the run started from
 (its parent's final state, or ``{}``). Call ``k`` is the run's ``k``-th LLM
-call; ``served_at(k)`` rebuilds the request from the state folded up to that
-call's receipt (or, when receipts were off, up to its ``call-llm`` commit).
+call, found by :func:`~agentfootprint.verify.calls.commit_calls` (its receipt, or, when
+receipts were off, its commit: marked ``call`` in format v2, a ``call-llm`` commit in v1);
+``served_at(k)`` rebuilds the request, under the projection the run's ``run.open``
+records, from the state folded up to that call's receipt (or up to its commit).
 A continued run's starting state comes from its ancestors, which are verified
 on the way (a read never trusts an ancestor it has not checked).
 """
@@ -19,9 +21,10 @@ from typing import Any
 
 from agentfootprint.audit.sources import check_index, check_run_id, naming_run, opened
 from agentfootprint.errors import RunNotFoundError, UsageError, VerificationError
+from agentfootprint.verify.calls import commit_calls
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
-from agentfootprint.verify.request import PIECE_KINDS, build_request
+from agentfootprint.verify.request import PIECE_KINDS, Projection, recorded_projection
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 __all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]
@@ -49,6 +52,17 @@ class _Step:
     commit: int  # the commit this event belongs to (or has just closed, for markers)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Started:
+    """A run's events, where it starts from, and the format and projection it records."""
+
+    steps: list[_Step]
+    state: dict[str, Any]
+    lists: dict[str, list[str]]
+    log_format: str
+    projection: Projection
+
+
 class RunReader:
     """Folds runs of one store; ancestors are verified once and cached."""
 
@@ -56,7 +70,7 @@ class RunReader:
         self.source = source
         self._verifier = verifier if verifier is not None else shared_verifier(source)
 
-    def _start(self, run_id: str) -> tuple[list[_Step], dict[str, Any], dict[str, list[str]]]:
+    def _start(self, run_id: str) -> _Started:
         steps: list[_Step] = []
         commit = 0
         opened: dict[str, Any] | None = None
@@ -69,17 +83,29 @@ class RunReader:
                 commit += 1
         if opened is None:
             raise RunNotFoundError(f"no run {run_id!r} (or it has no run.open)")
+        # the format and the projection are checked here (structure), so both are known below
         _, parent = self._verifier.check_open(run_id, opened)
-        if parent is None:
-            return steps, {}, {kind: [] for kind in PIECE_KINDS}
-        verified = parent[0]
-        lists = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
-        return steps, dict(verified.final_state), lists
+        state: dict[str, Any] = {}
+        lists: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
+        if parent is not None:
+            verified = parent[0]
+            state = dict(verified.final_state)
+            lists = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
+        return _Started(
+            steps=steps,
+            state=state,
+            lists=lists,
+            log_format=opened["format"],
+            projection=recorded_projection(opened),
+        )
 
-    def _fold(self, run_id: str) -> Iterator[tuple[_Step, dict[str, Any], dict[str, list[str]]]]:
+    def _fold(
+        self, run_id: str, started: _Started | None = None
+    ) -> Iterator[tuple[_Step, dict[str, Any], dict[str, list[str]]]]:
         """Yield each event with the state and receipt lists as they stand *before* it."""
-        steps, state, lists = self._start(run_id)
-        for step in steps:
+        run = self._start(run_id) if started is None else started
+        state, lists = run.state, run.lists
+        for step in run.steps:
             yield step, state, lists
             if step.type == "write":
                 try:
@@ -123,15 +149,17 @@ class RunReader:
         """Each call's served request (state not copied: callers copy) and its receipt.
 
         ``observe(step, state)`` sees every event with the state before it (one pass)."""
-        receipts_seen = False
+        run = self._start(run_id)
+        build = run.projection.build
+        batch_receipts = 0  # receipts of the commit being read (each one is a call)
         commit_start: dict[str, Any] = {}
-        for step, state, lists in self._fold(run_id):
+        for step, state, lists in self._fold(run_id, run):
             if observe is not None:
                 observe(step, state)
             if step.type == "run.open":
                 commit_start = dict(state)
             elif step.type == "receipt":
-                receipts_seen = True
+                batch_receipts += 1
                 b = step.body
                 full = {kind: tuple(expand_digests(lists[kind], b[kind])) for kind in PIECE_KINDS}
                 receipt = Receipt(
@@ -142,11 +170,14 @@ class RunReader:
                     request=b["request"],
                     **full,
                 )
-                yield build_request(state), receipt
+                yield build(state), receipt
             elif step.type == "commit":
-                if not receipts_seen and step.body.get("stage") == "call-llm":
-                    yield build_request(commit_start), None
-                commit_start = dict(state)  # the marker follows its writes: the next start
+                # a call no receipt marks: its request is built from the state the commit
+                # started from (the marker follows its writes)
+                if not batch_receipts and commit_calls(run.log_format, step.body, 0):
+                    yield build(commit_start), None
+                batch_receipts = 0
+                commit_start = dict(state)  # the next commit starts here
 
     def _call(self, run_id: str, k: int) -> tuple[dict[str, Any], Receipt | None]:
         check_index(k, "k", 0, "a call index")

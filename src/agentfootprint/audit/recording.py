@@ -22,6 +22,7 @@ from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
 from agentfootprint.core.run import ReplayInput
 from agentfootprint.errors import ReplayDivergence
 from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.verify.calls import commit_calls
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
     Disclosure,
@@ -30,6 +31,8 @@ from agentfootprint.verify.commitments import (
     parse_json_container,
 )
 from agentfootprint.verify.verifier import RowSource
+
+LOG_V1 = "agentfootprint/log/v1"
 
 __all__ = ["RecordedToolCall", "Recording", "holds_commitment", "ordered_commitments"]
 
@@ -79,6 +82,10 @@ class Recording:
         self._seen: set[str] = set()
         self._history_before = 0
         self._events: list[dict[str, Any]] = []
+        #: the original's log format (a replay records in it) and the receipts of the
+        #: commit being read (they mark its model call)
+        self.log_format = LOG_V1
+        self._batch_receipts = 0
         self.reader = RunReader(store)
         # one pass over the folded log: (recorded request, receipt) per call, and the rest
         self.calls = list(self.reader._calls(run_id, observe=self._observe))
@@ -93,8 +100,13 @@ class Recording:
         """One event of the original, with the state before it (after, for a marker)."""
         if self._redacted and self.vault is not None and step.type != "receipt":
             self._keep_salts(step.body)
+        if step.type == "receipt":
+            self._batch_receipts += 1
+            return
         if step.type == "run.open":
             self.opened = step.body
+            fmt = step.body.get("format")
+            self.log_format = fmt if isinstance(fmt, str) else LOG_V1
             parent = step.body.get("parent")
             self.parent_run_id = parent["run_id"] if isinstance(parent, dict) else None
             self._redacted = step.body.get("policy") is not None
@@ -108,6 +120,10 @@ class Recording:
         if step.type != "commit":
             return
         stage = step.body["stage"]
+        calls, self._batch_receipts = (
+            commit_calls(self.log_format, step.body, self._batch_receipts),
+            0,
+        )
         if stage == "seed":
             history = state.get("history", [])
             first = history[self._history_before] if len(history) > self._history_before else {}
@@ -115,7 +131,7 @@ class Recording:
                 user_message=self._reveal(state.get("user_message")),
                 content=self._reveal(first.get("content")),
             )
-        elif stage == "call-llm":
+        elif calls:
             # answered unless the stage failed (a reply equal to the previous one rewrites
             # nothing, so the marker, not the state, tells)
             answered = "error" not in step.body and "last_response" in state

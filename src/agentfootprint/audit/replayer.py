@@ -46,7 +46,8 @@ from agentfootprint.audit.sources import (
     renamed,
 )
 from agentfootprint.core.agent import Agent
-from agentfootprint.core.providers.base import LLMResponse
+from agentfootprint.core.ports import LiveModel, Ports
+from agentfootprint.core.providers.base import LLMResponse, Request
 from agentfootprint.errors import (
     ContinuationError,
     FileError,
@@ -58,6 +59,7 @@ from agentfootprint.errors import (
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.verify.calls import commit_calls
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.commitments import (
     iter_commitments,
@@ -182,7 +184,7 @@ class _ReplayHooks:
         ]
         replayed: list[Any] = [e for e in store.read(run_id) if e.type != "run.open"]
         replayed.append(_Closing(body=canon(close)))
-        stages = _stages(original)
+        commits = _commits(original, self.recording.log_format)
         calls = 0
         for index, (a, b) in enumerate(itertools.zip_longest(original, replayed)):
             if a is None or b is None or (a.type, bytes(a.body)) != (b.type, bytes(b.body)):
@@ -197,9 +199,10 @@ class _ReplayHooks:
                     hint = "; the rows differ only in commitments (redacted values): " + (
                         self.explain(before, after)
                     )
-                stage = stages[index] if index < len(stages) else None
-                # rows of a call-llm commit belong to that call; later ones act on its reply
-                call = calls if stage == "call-llm" else max(calls - 1, 0)
+                stage, made = commits[index] if index < len(commits) else (None, 0)
+                # rows of a model-calling commit belong to that call; later ones act on its
+                # reply
+                call = calls if made else max(calls - 1, 0)
                 where = f"stage {stage}" if stage is not None else "the close"
                 raise ReplayDivergence(
                     f"call {call}: every request matched, but the recording differs at row "
@@ -211,8 +214,8 @@ class _ReplayHooks:
                     diff=piece_diff(before, after, f"row {index + 1}"),
                     original_run=self.recording.run_id,
                 )
-            if a.type == "commit" and stages[index] == "call-llm":
-                calls += 1
+            if a.type == "commit":
+                calls += commits[index][1]
 
     def tool_call(self, call: dict[str, Any]) -> RecordedToolCall | None:
         """The recorded tool call ``call`` must be, in order (None: a fork's live part)."""
@@ -366,20 +369,28 @@ class _Closing:
     type: str = "run.close"
 
 
-def _stages(rows: list[Any]) -> list[str | None]:
-    """For each row, the stage of the commit it belongs to (its marker's, which follows it);
-    None for rows outside commits (the close)."""
-    stages: list[str | None] = [None] * len(rows)
-    current: str | None = None
-    for index in range(len(rows) - 1, -1, -1):
-        row = rows[index]
+def _commits(rows: list[Any], log_format: str) -> list[tuple[str | None, int]]:
+    """For each row, the stage of the commit it belongs to (its marker's, which follows it)
+    and how many model calls that commit made (from its receipts or its marker); None and 0
+    for rows outside commits (the close)."""
+    found: list[tuple[str | None, int]] = [(None, 0)] * len(rows)
+    batch: list[int] = []
+    receipts = 0
+    for index, row in enumerate(rows):
+        if row.type in ("run.open", "run.close"):
+            batch, receipts = [], 0
+            continue
+        batch.append(index)
+        if row.type == "receipt":
+            receipts += 1
         if row.type == "commit":
             body = parse(row.body)
-            current = body.get("stage") if isinstance(body, dict) else None
-        elif row.type in ("run.open", "run.close"):
-            current = None
-        stages[index] = current
-    return stages
+            stage = body.get("stage") if isinstance(body, dict) else None
+            calls = commit_calls(log_format, body, receipts) if isinstance(body, dict) else 0
+            for member in batch:
+                found[member] = (stage if isinstance(stage, str) else None, calls)
+            batch, receipts = [], 0
+    return found
 
 
 def _canonical(arguments: Any) -> bytes:
@@ -399,24 +410,46 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-class _ReplayProvider:
-    """Answers from the recording; from call ``until`` on, asks the live provider."""
+class _RecordedModel:
+    """The model port of a replay: each request is checked against the original's receipt
+    before it is served, and answered with the original's reply; from call ``until`` on (a
+    fork) the agent's own provider answers."""
 
     name = "replay"
+    checks_requests = True
 
-    def __init__(self, recording: Recording, live: Any, until: int | None) -> None:
-        self.recording = recording
-        self.live = live
-        self.until = until
-        self.calls = 0
+    def __init__(self, hooks: _ReplayHooks, live: Any) -> None:
+        self.hooks = hooks
+        self.live = LiveModel(live)
+        self.provider = self  # what the run-closed observers are told served the run
 
-    async def complete(self, request: Any) -> LLMResponse:
-        call = self.calls
-        self.calls += 1
-        if self.until is not None and call >= self.until:
-            response: LLMResponse = await self.live.complete(request)
-            return response
-        return self.recording.response(call)
+    def check(self, call: int, digests: RequestDigests, recorded: dict[str, Any]) -> None:
+        self.hooks.check_receipt(call, digests, recorded)
+
+    async def complete(self, call: int, request: Request) -> LLMResponse:
+        if not self.hooks.replaying(call):
+            return await self.live.complete(call, request)
+        return self.hooks.recording.response(call)
+
+    def recorded(self, call: int) -> bool:
+        return self.hooks.replaying(call)
+
+
+class _RecordedTools:
+    """The tools port of a replay: each call checked against the recording, in order, and
+    answered with the recorded result (a fork's live part runs its tools)."""
+
+    def __init__(self, hooks: _ReplayHooks) -> None:
+        self.hooks = hooks
+
+    def expect(self, call: dict[str, Any]) -> Any:
+        return self.hooks.tool_call(call)
+
+    def answer(self, expected: Any) -> tuple[Any, bool]:
+        return self.hooks.answer(expected)
+
+    def not_run(self, expected: Any, content: str) -> None:
+        self.hooks.not_run(expected, content)
 
 
 def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
@@ -553,13 +586,23 @@ async def _replay(
         if until is None
         else {"fork_of": {"run_id": run_id, "at_call": until}}
     )
+    own_ports = agent.config.ports
+    ports = Ports(
+        model=_RecordedModel(hooks, agent.config.provider),
+        tools=_RecordedTools(hooks),
+        clock=own_ports.clock,
+        run_ids=own_ports.run_ids,
+        salts=own_ports.salts,
+        recorded_salts=hooks.commitments,
+    )
     result = await agent._execute(
         recording.message,
         lineage,
-        provider=_ReplayProvider(recording, agent.config.provider, until),
-        replay=hooks,
+        ports=ports,
         open_extra=link,
         replayed_policy=hooks.policy,
+        log_format=recording.log_format,
+        finish=hooks.finish,
     )
     return ReplayResult(
         original_run=run_id,

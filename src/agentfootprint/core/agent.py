@@ -21,8 +21,8 @@ from agentfootprint import __version__
 from agentfootprint.core import hooks
 from agentfootprint.core.events import EventBus, Listener
 from agentfootprint.core.options import AgentConfig, resolve_options
+from agentfootprint.core.ports import Ports
 from agentfootprint.core.run import Lineage, RunState, error_record
-from agentfootprint.core.stages import build_chart
 from agentfootprint.core.tools import json_text_size
 from agentfootprint.errors import (
     AgentFootprintError,
@@ -34,15 +34,17 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.features.recording import refuse_structure_keys
+from agentfootprint.features.registry import Seam
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.vault import DisclosureVault, open_vault
-from agentfootprint.store.writer import RunWriter, new_run_id
+from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import check_ijson
-from agentfootprint.verify.request import PROJECTION, REQUEST_VERSION
+from agentfootprint.verify.request import projection as projection_of
 from agentfootprint.verify.verifier import LOG_FORMAT, shared_verifier
 
 __all__ = ["Agent", "RunResult", "StoppedEarly", "open_store"]
@@ -160,6 +162,7 @@ class Agent:
         tools: list[Any] | tuple[Any, ...] = (),
         store: Any = None,
         disclosures: Any = None,
+        ports: Ports | None = None,
         **options: Any,
     ) -> None:
         self.config: AgentConfig = resolve_options(
@@ -169,9 +172,12 @@ class Agent:
                 "system": system,
                 "tools": tools,
                 "disclosures": disclosures,
+                "ports": ports,
                 **options,
             }
         )
+        #: the features taking part, and the chart, budget and projection they make
+        self.seam = Seam.build(self.config.options)
         self.vault: DisclosureVault | None = open_disclosures(disclosures, store)
         try:
             self.store: EventStore = open_store(store)
@@ -181,7 +187,7 @@ class Agent:
             raise
         self._owns_store = not isinstance(store, EventStore)
         self._owns_vault = not isinstance(disclosures, DisclosureVault)
-        self.chart = build_chart(self.config.react_mode)
+        self.chart = self.seam.chart
         self._bus = EventBus()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
 
@@ -236,29 +242,32 @@ class Agent:
         message: Any,
         lineage: Lineage | None,
         *,
-        provider: Any = None,
-        replay: Any = None,
+        ports: Ports | None = None,
         open_extra: dict[str, Any] | None = None,
         replayed_policy: dict[str, Any] | None = None,
+        log_format: str = LOG_FORMAT,
+        finish: Callable[[EventStore, str, dict[str, Any]], None] | None = None,
     ) -> RunResult:
-        """One run: ``provider``, ``replay`` (answers and checks) and ``replayed_policy``
-        (the original's, joined with the agent's) are the replayer's."""
+        """One run. The replayer plugs in recorded ``ports``, the original's
+        ``replayed_policy`` (joined with the agent's) and ``log_format``, and ``finish``,
+        called with the close body before it is written (it raises to fail the run)."""
+        ports = ports if ports is not None else self.config.ports
         policy = self._policy(lineage, replayed_policy)
         boundary = (
             None
             if policy is None
-            else Boundary(policy, replay=None if replay is None else replay.commitments)
+            else Boundary(policy, salt=ports.salts, replay=ports.recorded_salts)
         )
         if boundary is not None and lineage is not None and lineage.memo:
             boundary.seed(lineage.memo)
-        run_id = new_run_id()
+        run_id = ports.run_ids()
         conversation_id = lineage.conversation_id if lineage else run_id
-        writer = RunWriter(self.store, run_id)
-        opened = self._open_body(run_id, conversation_id, lineage, policy)
+        writer = RunWriter(self.store, run_id, clock=ports.clock)
+        opened = self._open_body(run_id, conversation_id, lineage, policy, log_format)
         writer.append([("run.open", {**opened, **(open_extra or {})})])
         run = RunState(
             config=self.config,
-            chart=self.chart,
+            seam=self.seam,
             writer=writer,
             bus=self._bus,
             conversation_id=conversation_id,
@@ -266,8 +275,8 @@ class Agent:
             message=message,
             boundary=boundary,
             vault=self.vault,
-            provider=provider if provider is not None else self.config.provider,
-            replay=replay,
+            ports=ports,
+            log_format=log_format,
         )
         try:
             await run.execute()
@@ -275,10 +284,10 @@ class Agent:
             outcome = "stopped_early" if stopped else "answered"
             iterations = int(run.state.get("iteration", 0))
             close = run.close_body(outcome, {"iterations": iterations})
-            if replay is not None:
+            if finish is not None:
                 # a replay that made fewer calls, or would record anything else (its close
                 # included), fails before it closes
-                replay.finish(self.store, run_id, close)
+                finish(self.store, run_id, close)
         except BaseException as exc:
             if run.boundary is not None:  # a close that is not written keeps no disclosures
                 run.boundary.take_disclosures()
@@ -306,6 +315,7 @@ class Agent:
                 committed=None if run.boundary is None else run.committed,
                 memo=None if run.boundary is None else run.boundary.memo,
                 policy=policy.document.to_json() if policy is not None else None,
+                projection=self.seam.projection,
             )
         )
         hooks.run_closed(self.store, run_id, run.provider)
@@ -342,6 +352,16 @@ class Agent:
                         run_id=lineage.run_id,
                     ) from exc
                 policy = other if policy is None else policy | other
+        if policy is not None and policy is not self.config.redact:
+            try:
+                refuse_structure_keys(policy)
+            except UsageError as exc:
+                if lineage is None:
+                    raise
+                raise ContinuationError(
+                    f"continue_from: run {lineage.run_id} cannot be continued: {exc}",
+                    run_id=lineage.run_id,
+                ) from exc
         return policy
 
     def _close_failed(self, run: RunState, exc: BaseException) -> None:
@@ -356,6 +376,7 @@ class Agent:
         conversation_id: str,
         lineage: Lineage | None,
         policy: RedactionPolicy | None = None,
+        log_format: str = LOG_FORMAT,
     ) -> dict[str, Any]:
         config = self.config
         parent = None
@@ -366,24 +387,15 @@ class Agent:
                 "head": lineage.head.hex(),
             }
         return {
-            "format": LOG_FORMAT,
+            "format": log_format,
             "run_id": run_id,
             "conversation_id": conversation_id,
             "parent": parent,
             "agent": {"id": config.id, "name": config.name},
             "model": config.model,
             "provider": str(getattr(config.provider, "name", type(config.provider).__name__)),
-            "options": {
-                "commit_values": config.commit_values,
-                "max_iterations": config.max_iterations,
-                "react_mode": config.react_mode,
-                "record_receipt": config.record_receipt,
-                "tool_arg_validation": config.tool_arg_validation,
-            },
-            "projection": {
-                "version": REQUEST_VERSION,
-                "keys": {field: key for field, (key, _) in PROJECTION.items()},
-            },
+            "options": self.seam.run_open_options(),
+            "projection": projection_of(self.seam.projection).describe(),
             "policy": policy.document.to_json() if policy else None,
             "policy_digest": policy.digest if policy else None,
             "library": f"agentfootprint {__version__}",
@@ -460,4 +472,5 @@ class Agent:
             receipt_lists={k: list(v) for k, v in verified.receipt_lists.items()},
             outcome=str(outcome),
             hasher=verifier.hasher_after(parent_id),
+            projection=verified.projection,
         )

@@ -2,8 +2,10 @@
 
 Listeners subscribe with ``agent.on(name, fn)`` where ``name`` is an event kind,
 a domain wildcard (``"agentfootprint.stream.*"``), ``"agentfootprint.*"`` or
-``"*"``. Events that record a decision or a finding (``RECORDED_KINDS``) are
-also written to the log as ``event`` rows; stream events are not.
+``"*"``. Each event class is declared by the feature that emits it; events that record a
+decision or a finding (a feature's ``recorded_events``) are also written to the log as
+``event`` rows; stream events are not. ``EVENT_KINDS`` and ``RECORDED_KINDS`` derive from
+the declarations (:mod:`agentfootprint.features.registry`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from typing import Any, ClassVar
 from agentfootprint.errors import UsageError
 
 __all__ = [
-    "EVENT_KINDS",
-    "RECORDED_KINDS",
     "AgentEvent",
     "ArgsInvalid",
     "EventBus",
@@ -32,6 +32,7 @@ __all__ = [
     "ToolStart",
     "TurnEnd",
     "TurnStart",
+    "event_kinds",
 ]
 
 log = logging.getLogger("agentfootprint.events")
@@ -45,8 +46,14 @@ class AgentEvent:
     run_id: str
 
     def payload(self) -> dict[str, Any]:
-        """The event's fields as plain data (what a recorded event row holds)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The event's fields as plain data (what a recorded event row holds). A field
+        declared with ``metadata={"omit_none": True}`` is left out while it is None (a field
+        an opt-in feature fills: off, the payload keeps its earlier members)."""
+        return {
+            f.name: value
+            for f in dataclasses.fields(self)
+            if (value := getattr(self, f.name)) is not None or not f.metadata.get("omit_none")
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +92,11 @@ class LLMStart(AgentEvent):
     messages: int
     tools: int
     temperature: float | None = None
+    #: the length of the assembled system prompt (the served pieces' texts joined by a blank
+    #: line), always
+    system_prompt_chars: int = 0
+    #: the assembled system prompt itself, only with ``record_system_prompt=True``
+    system_prompt_text: str | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,19 +141,23 @@ class ArgsInvalid(AgentEvent):
     issues: list[dict[str, Any]]
 
 
-_ALL: tuple[type[AgentEvent], ...] = (
-    TurnStart,
-    TurnEnd,
-    IterationStart,
-    IterationEnd,
-    LLMStart,
-    LLMEnd,
-    ToolStart,
-    ToolEnd,
-    ArgsInvalid,
-)
-EVENT_KINDS: frozenset[str] = frozenset(cls.kind for cls in _ALL)
-RECORDED_KINDS: frozenset[str] = frozenset({ArgsInvalid.kind})
+def __getattr__(name: str) -> frozenset[str]:
+    """``EVENT_KINDS`` and ``RECORDED_KINDS``, derived from the features' declarations."""
+    from agentfootprint.features import registry
+
+    if name == "EVENT_KINDS":
+        return event_kinds()
+    if name == "RECORDED_KINDS":
+        return registry.recorded_kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def event_kinds() -> frozenset[str]:
+    """Every event kind a feature declares."""
+    from agentfootprint.features import registry
+
+    return frozenset(cls.kind for cls in registry.event_classes())
+
 
 Listener = Callable[[AgentEvent], Any]
 
@@ -159,11 +175,13 @@ class EventBus:
 
     def __init__(self) -> None:
         self._listeners: list[tuple[str, Listener]] = []
+        self._wanted: dict[str, bool] = {}
 
     def on(self, pattern: str, listener: Listener) -> Callable[[], None]:
         """Subscribe; returns a function that unsubscribes. Unknown names are refused."""
-        if not isinstance(pattern, str) or not any(_matches(pattern, k) for k in EVENT_KINDS):
-            known = ", ".join(sorted(EVENT_KINDS))
+        kinds = event_kinds()
+        if not isinstance(pattern, str) or not any(_matches(pattern, k) for k in kinds):
+            known = ", ".join(sorted(kinds))
             raise UsageError(
                 f"on() argument 'name': no event matches {pattern!r}; use one of {known}, a "
                 "domain wildcard such as 'agentfootprint.stream.*', 'agentfootprint.*' or '*'",
@@ -175,15 +193,21 @@ class EventBus:
             )
         entry = (pattern, listener)
         self._listeners.append(entry)
+        self._wanted.clear()
 
         def unsubscribe() -> None:
             if entry in self._listeners:
                 self._listeners.remove(entry)
+                self._wanted.clear()
 
         return unsubscribe
 
     def wants(self, kind: str) -> bool:
-        return any(_matches(p, kind) for p, _ in self._listeners)
+        """Some listener takes ``kind`` (kept per kind until the subscriptions change)."""
+        wanted = self._wanted.get(kind)
+        if wanted is None:
+            wanted = self._wanted[kind] = any(_matches(p, kind) for p, _ in self._listeners)
+        return wanted
 
     async def emit(self, event: AgentEvent) -> None:
         for pattern, listener in list(self._listeners):

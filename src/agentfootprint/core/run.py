@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentfootprint.core.events import RECORDED_KINDS, AgentEvent, EventBus
+from agentfootprint.core.events import AgentEvent, EventBus
+from agentfootprint.core.ports import LiveModel, LiveTools, ModelPort, Ports, ToolPort
 from agentfootprint.core.scope import CommitValues, Scope, Write, to_json_value
 from agentfootprint.errors import CanonicalFormError, RunError
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
@@ -21,10 +22,11 @@ from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.fold import apply_write, compress_digests
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests, RequestHasher
+from agentfootprint.verify.verifier import LOG_FORMAT
 
 if TYPE_CHECKING:
-    from agentfootprint.core.chart import Chart
     from agentfootprint.core.options import AgentConfig
+    from agentfootprint.features.registry import Seam
 
 __all__ = ["Lineage", "ReplayInput", "RunState", "StageContext"]
 
@@ -47,6 +49,8 @@ class Lineage:
     #: the committed form of live objects (the boundary's memo), and the parent's policy
     memo: dict[int, tuple[Any, Any]] | None = None
     policy: Any = None
+    #: the projection version the parent was recorded under (its hasher's)
+    projection: int = 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,6 +71,8 @@ class StageContext:
     stage_run: str
     receipts: list[dict[str, Any]] = field(default_factory=list)
     recorded: list[dict[str, Any]] = field(default_factory=list)
+    #: model calls this stage made (a stage makes at most one; the commit marks it)
+    model_calls: int = 0
 
     async def emit(self, event: AgentEvent) -> None:
         """Deliver to listeners; events that record a finding also go into this commit.
@@ -75,7 +81,9 @@ class StageContext:
         are outside the runtime, like the log.
         """
         boundary = self.run.boundary
-        recorded = event.kind in RECORDED_KINDS
+        recorded = event.kind in self.run.recorded_kinds
+        if not recorded and not self.run.bus.wants(event.kind):
+            return  # nobody listens and nothing is recorded: nothing to commit or deliver
         if boundary is not None:
             payload = event.payload()
             pending = len(boundary.disclosures)
@@ -115,24 +123,35 @@ class RunState:
         self,
         *,
         config: AgentConfig,
-        chart: Chart,
+        seam: Seam,
         writer: RunWriter,
         bus: EventBus,
         conversation_id: str,
         lineage: Lineage | None,
-        message: str,
+        message: Any,
         boundary: Boundary | None = None,
         vault: DisclosureVault | None = None,
-        provider: Any = None,
-        replay: Any = None,
+        ports: Ports | None = None,
+        log_format: str = LOG_FORMAT,
     ) -> None:
+        from agentfootprint.features.registry import recorded_kinds
+
         self.config = config
+        self.seam = seam
         self.input_message = message
-        self.provider = provider if provider is not None else config.provider
-        #: a replay's hooks (agentfootprint.audit.replayer): ``check_receipt``, and per tool
-        #: call ``tool_call`` (the recorded call, checked), ``answer`` / ``not_run``
-        self.replay = replay
-        self.chart = chart
+        ports = ports if ports is not None else config.ports
+        self.ports = ports
+        #: the model and tools ports: live (the agent's provider and tools) unless plugged in
+        self.model: ModelPort = (
+            ports.model if ports.model is not None else LiveModel(config.provider)
+        )
+        self.tools: ToolPort = ports.tools if ports.tools is not None else LiveTools()
+        #: what the run-closed observers are told served the run
+        self.provider = getattr(self.model, "provider", config.provider)
+        self.recorded_kinds = recorded_kinds()
+        #: the log format written (a replay writes its original's)
+        self.log_format = log_format
+        self.chart = seam.chart
         self.writer = writer
         self.bus = bus
         self.run_id = writer.run_id
@@ -151,11 +170,18 @@ class RunState:
             if lineage
             else {kind: [] for kind in PIECE_KINDS}
         )
-        self.hasher = lineage.hasher.fork() if lineage and lineage.hasher else RequestHasher()
+        same = lineage is not None and lineage.hasher and lineage.projection == seam.projection
+        self.hasher = (
+            lineage.hasher.fork()
+            if same and lineage is not None and lineage.hasher is not None
+            else RequestHasher(version=seam.projection)
+        )
         self.commit_index = 0
         self.calls = 0
         self.receipts = 0  # receipts written (a commit that failed to write has none)
         self.stage_counts: dict[str, int] = {}
+        #: what features keep for one run beside the loop, never in state (by feature name)
+        self.memory: dict[str, Any] = {}
 
     @property
     def mode(self) -> CommitValues:
@@ -164,7 +190,7 @@ class RunState:
     async def execute(self) -> None:
         """Walk the chart from its entry until a stage breaks; each stage commits."""
         name: str | None = self.chart.entry
-        budget = 12 * self.config.max_iterations + 24
+        budget = self.seam.stage_budget
         while name is not None:
             budget -= 1
             if budget < 0:
@@ -202,6 +228,9 @@ class RunState:
         }
         if kind == "decider" and decision is not None:
             marker["decision"] = decision
+        if ctx.model_calls and not ctx.receipts and self.log_format != _LOG_V1:
+            # the explicit marker of a model call when no receipt names this commit
+            marker["call"] = self.calls - ctx.model_calls
         try:
             stored = [self._committed_write(w) for w in writes]
             if error is not None:  # committed after the writes, in the order the log has them
@@ -269,6 +298,9 @@ class RunState:
     def write_close(self, body: dict[str, Any]) -> None:
         self._keep_disclosures()
         self.writer.append([("run.close", body)])
+
+
+_LOG_V1 = "agentfootprint/log/v1"
 
 
 def error_record(error: BaseException) -> dict[str, Any]:

@@ -36,7 +36,6 @@ from agentfootprint.verify.commitments import (
 )
 
 __all__ = [
-    "RESERVED_STATE_KEYS",
     "Boundary",
     "RedactionPolicy",
     "ReplayCommitments",
@@ -45,26 +44,11 @@ __all__ = [
     "refuse_reserved_key",
 ]
 
-#: State keys the loop reads as structure: a policy may match keys *inside* them, but not
-#: the keys themselves (their whole value would become one commitment).
 #: Request fields: a policy naming them would commit a whole field of the request, and
-#: committing a request would then differ from building it from committed state.
+#: committing a request would then differ from building it from committed state. (The state
+#: keys the loop reads as structure are refused by the agent's ``redact`` option, from the
+#: keys its features declare: ``agentfootprint.features.registry.structure_keys``.)
 RESERVED_REQUEST_FIELDS = frozenset({"model", "params", "system", "messages", "tools"})
-
-RESERVED_STATE_KEYS = frozenset(
-    {
-        "agent",
-        "model",
-        "params",
-        "system_pieces",
-        "history",
-        "tool_schemas",
-        "iteration",
-        "usage",
-        "last_response",
-        "stopped_early",
-    }
-)
 
 #: Every key the conversation's text travels under, in state, events and error records.
 CONVERSATION_KEYS = (
@@ -116,7 +100,7 @@ class RedactionPolicy:
                 )
         document = PolicyDocument(keys=keys_t, patterns=patterns_t)
         matches = document.matcher()
-        for reserved in sorted(RESERVED_STATE_KEYS | RESERVED_REQUEST_FIELDS):
+        for reserved in sorted(RESERVED_REQUEST_FIELDS):
             if matches(reserved):
                 raise UsageError(
                     f"option 'redact': the policy matches {reserved!r}, a state key or "

@@ -8,6 +8,14 @@ every request rebuilt from the log (``served_at``) equals the request the provid
 actually received. Mark a test ``@pytest.mark.unverified("why")`` to skip all of
 this, e.g. when the test damages logs on purpose. The ``verified_runs`` fixture
 lists what was verified.
+
+Real model requests are blocked in every test (and in fixtures of any scope): a provider
+whose class sets ``makes_requests = True`` raises
+:class:`~agentfootprint.errors.ModelRequestsBlocked` instead of calling its model. A test
+opts in with ``@pytest.mark.allow_model_requests`` (on the test, its class, or a module's
+``pytestmark``), or allows a block with
+``with agentfootprint.allow_model_requests(True):``. ``MockProvider`` and providers without
+the attribute are never blocked.
 """
 
 from __future__ import annotations
@@ -19,13 +27,14 @@ import pytest
 
 from agentfootprint.audit.read import RunReader
 from agentfootprint.core import hooks
+from agentfootprint.core.providers import guard
 from agentfootprint.core.providers.mock import MockProvider
 from agentfootprint.errors import AgentFootprintError, VerificationError
 from agentfootprint.store.base import EventReader
 from agentfootprint.verify.commitments import is_commitment, parse_json_container
 from agentfootprint.verify.verifier import RunVerification, Verifier
 
-__all__ = ["VerifiedRuns", "verified_runs"]
+__all__ = ["VerifiedRuns", "model_requests_guard", "verified_runs"]
 
 
 class VerifiedRuns:
@@ -128,7 +137,36 @@ def verified_runs(request: pytest.FixtureRequest) -> Iterator[VerifiedRuns]:
         pytest.fail("agent runs failed verification:\n" + "\n".join(runs.failures), pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def model_requests_guard(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Block real model requests during the test (autouse), unless it is marked
+    ``allow_model_requests``; yields whether they are allowed. The previous setting is
+    restored afterwards."""
+    previous = guard.ALLOW_MODEL_REQUESTS
+    allowed = request.node.get_closest_marker("allow_model_requests") is not None
+    guard.ALLOW_MODEL_REQUESTS = allowed
+    try:
+        yield allowed
+    finally:
+        guard.ALLOW_MODEL_REQUESTS = previous
+
+
+_SESSION_FLAG = pytest.StashKey[bool]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "unverified(reason): do not verify the runs this test closes"
     )
+    config.addinivalue_line(
+        "markers",
+        "allow_model_requests: let providers that make real model requests call their model",
+    )
+    # blocked outside tests too (collection, fixtures of any scope), restored at the end
+    config.stash[_SESSION_FLAG] = guard.ALLOW_MODEL_REQUESTS
+    guard.ALLOW_MODEL_REQUESTS = False
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SESSION_FLAG in config.stash:
+        guard.ALLOW_MODEL_REQUESTS = config.stash[_SESSION_FLAG]

@@ -14,6 +14,7 @@ import pytest
 from agentfootprint.errors import RunNotFoundError, StoreConflictError, StoreError
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.writer import RunWriter
+from agentfootprint.verify.calls import LOG_FORMAT_V1
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import LOG_FORMAT, Outcome, Verifier
@@ -24,12 +25,16 @@ __all__ = ["StoreContract", "open_body"]
 def open_body(
     run_id: str, conversation_id: str | None = None, parent: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A minimal valid ``run.open`` body."""
+    """A minimal valid ``run.open`` body (format 1: receipts are read as on)."""
     return {
-        "format": LOG_FORMAT,
+        "format": LOG_FORMAT_V1,  # crafted logs are v1-shaped (no options member)
         "run_id": run_id,
         "conversation_id": conversation_id or run_id,
         "parent": parent,
+        "projection": {
+            "version": 1,
+            "keys": {"system": "system_pieces", "messages": "history", "tools": "tool_schemas"},
+        },
     }
 
 

@@ -4,7 +4,9 @@
 (the folded state, the open commit, the receipt lists, the policy); ``check_write``,
 ``check_commit``, ``check_close`` and ``check_receipt`` apply docs/log-format.md section 9.2
 step 6 to one body: every member's shape first (a ``ValueError``, which the verifier reports
-as **structure**), then what it says against the log (each with its own code).
+as **structure**), then what it says against the log (each with its own code). A receipt's
+request is rebuilt under the projection the run's ``run.open`` records; format v2's ``call``
+markers are checked here too.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
+from agentfootprint.verify.calls import LOG_FORMAT_V1, LOG_FORMAT_V2
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.commitments import iter_commitments
 from agentfootprint.verify.fold import FoldError, apply_write, digest_list_problem, expand_digests
 from agentfootprint.verify.hashing import is_hex_digest
 from agentfootprint.verify.request import (
-    PIECE_KINDS,
+    PROJECTIONS,
+    Projection,
     ProjectionError,
     RequestHasher,
-    build_request,
     piece_mismatch,
 )
 
@@ -51,15 +54,30 @@ class RunCheck:
         self.phase = 0  # 1 receipts, 2 events, 3 writes: the order inside a batch
         self.receipts = 0
         self.receipted = False  # run.open says every call was receipted
+        self.log_format = LOG_FORMAT_V1  # run.open's format, once read
+        self.projection: Projection = PROJECTIONS[1]  # run.open's projection, once read
+        self.calls = 0  # format v2: the commit markers carrying ``call`` so far
         self.matches: Callable[[str], bool] | None = None  # the run's redaction policy
         self.policy: Mapping[str, Any] | None = None
         self.digests: set[str] = set()  # commitments written by this run
         self.sightings: list[tuple[str, int, str | None]] = []  # (digest, seq, key)
         self.initial: Mapping[str, Any] = {}  # the parent's final state (recorded form)
         self._inherited: set[str] | None = None
-        self.hasher = RequestHasher()
-        self.previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
+        self._hasher: RequestHasher | None = None  # made when first needed (usually given)
+        self.previous: dict[str, list[str]] = {kind: [] for kind in self.projection.piece_kinds}
         self.close: dict[str, Any] | None = None
+
+    @property
+    def hasher(self) -> RequestHasher:
+        """The receipt hasher of the run's projection (the verifier gives a continued run
+        its parent's, forked)."""
+        if self._hasher is None:
+            self._hasher = RequestHasher(self.projection.version)
+        return self._hasher
+
+    @hasher.setter
+    def hasher(self, hasher: RequestHasher) -> None:
+        self._hasher = hasher
 
     def inherited(self, digest: str) -> bool:
         """Whether the run started with this commitment (re-recording it is no reuse)."""
@@ -101,6 +119,9 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     commit, writes = field_of(body, "commit", int), field_of(body, "writes", int)
     field_of(body, "stage", str)
     field_of(body, "stage_run", str)
+    marks_call = check.log_format == LOG_FORMAT_V2 and "call" in body
+    if marks_call:
+        field_of(body, "call", int)
     if commit != check.commit:
         raise check.fail(seq, f"commit {commit} where {check.commit} was expected", "structure")
     if writes != len(check.pending):
@@ -109,6 +130,8 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
             f"commit {commit} declares {writes} writes but {len(check.pending)} precede it",
             "structure",
         )
+    if marks_call:
+        _check_call_marker(check, seq, commit, body["call"])
     for write_seq, path, verb, value in check.pending:
         try:
             apply_write(check.state, path, verb, value)
@@ -120,12 +143,32 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     check.phase = 0
 
 
+def _check_call_marker(check: RunCheck, seq: int, commit: int, call: int) -> None:
+    """Format v2: ``call`` marks a model call only when no receipt does, numbered from 0."""
+    if check.receipted:
+        raise check.fail(
+            seq,
+            f"commit {commit} carries call {call} but receipts are on (the receipt is the "
+            "call's marker; a commit marker carries call only when receipts are off)",
+            "structure",
+        )
+    if call != check.calls:
+        raise check.fail(
+            seq,
+            f"commit {commit} carries call {call} where call {check.calls} was expected "
+            "(call markers count 0, 1, 2, ... in order)",
+            "structure",
+        )
+    check.calls += 1
+
+
 def check_close(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     if check.in_batch:
         raise check.fail(seq, f"run.close inside commit {check.commit}'s batch", "structure")
     outcome = field_of(body, "outcome", str)
     commits, receipts = field_of(body, "commits", int), field_of(body, "receipts", int)
-    calls = field_of(body, "calls", int) if check.receipted else receipts
+    marked = check.log_format == LOG_FORMAT_V2 and not check.receipted  # calls by markers
+    calls = field_of(body, "calls", int) if check.receipted or marked else receipts
     if outcome not in OUTCOMES:
         raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
     if (commits, receipts) != (check.commit, check.receipts):
@@ -135,7 +178,15 @@ def check_close(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
             f"holds {check.commit} and {check.receipts}",
             "structure",
         )
-    if calls != receipts:
+    if marked:
+        if calls != check.calls:
+            raise check.fail(
+                seq,
+                f"run.close counts {calls} calls but {check.calls} commit markers carry call "
+                "(receipts are off, so each model call is marked on its commit)",
+                "structure",
+            )
+    elif calls != receipts:
         raise check.fail(
             seq,
             f"run.close counts {calls} calls but receipts were on and "
@@ -152,10 +203,18 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     claimed_request = field_of(body, "request", str)
     if not is_hex_digest(claimed_request):
         raise ValueError("field 'request' is not 64 lowercase hex digits")
-    for kind in PIECE_KINDS:
+    kinds = check.projection.piece_kinds
+    for kind in kinds:
         problem = digest_list_problem(body.get(kind))
         if problem is not None:
             raise ValueError(f"field {kind!r} {problem}")
+    if check.log_format == LOG_FORMAT_V2 and not check.receipted:
+        raise check.fail(
+            seq,
+            "a receipt in a run whose run.open says receipts are off (options.record_receipt "
+            "is not true); in format v2 the commit marker marks such a call",
+            "structure",
+        )
     if call != check.receipts:
         raise check.fail(
             seq, f"receipt for call {call} where call {check.receipts} was expected", "receipt"
@@ -167,14 +226,14 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
             "receipt",
         )
     try:
-        request = build_request(check.state)
+        request = check.projection.build(check.state)
     except ProjectionError as exc:
         raise check.fail(seq, f"no request can be built here: {exc}", "receipt") from exc
     try:
         served = check.hasher.digests(request)
     except CanonicalFormError as exc:
         raise check.fail(seq, f"served state is not I-JSON: {exc}", "receipt") from exc
-    for kind in PIECE_KINDS:
+    for kind in kinds:
         try:
             claimed = expand_digests(check.previous[kind], body[kind])
         except FoldError as exc:

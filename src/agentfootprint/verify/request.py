@@ -1,9 +1,10 @@
 """The one way a request comes into being, and the receipt digests over it.
 
-``build_request(state)`` is a pure projection of committed state: it selects the
-documented keys and puts them in order; it composes nothing. The agent sends its
-result to the provider, the receipt hashes it piece by piece, and the verifier
-applies the same function to the state folded from the log. Projection v1:
+``build_request(state, version)`` is a pure projection of committed state under the
+projection version a run records (:mod:`agentfootprint.verify.projection`, re-exported
+here): it selects the documented keys and puts them in order; it composes nothing. The
+agent sends its result to the provider, the receipt hashes it piece by piece, and the
+verifier applies the same projection to the state folded from the log. Projection v1:
 
 =============  ==================================  ===========
 request field  state key                           default
@@ -19,6 +20,10 @@ A state whose projected keys have the wrong JSON type (``model`` not a string,
 ``params`` not an object, a piece list not an array) projects onto no request:
 :class:`ProjectionError`, never a request built from whatever the value happens to be
 (a string would otherwise be served character by character).
+
+:class:`RequestHasher` is derived from a projection's field list: the request digest's
+members come in the canonical order computed from the field names, and the growing field
+(``messages``) keeps its SHA-256 state from call to call.
 """
 
 from __future__ import annotations
@@ -31,90 +36,42 @@ from typing import Any, Final
 
 import orjson
 
-from agentfootprint.errors import AgentFootprintError, UsageError
 from agentfootprint.verify.canonical import canon, canon_object
 from agentfootprint.verify.hashing import domain_prefix, hexdigest
+from agentfootprint.verify.projection import (
+    PROJECTION_V1,
+    PROJECTIONS,
+    Projection,
+    ProjectionError,
+    build_request,
+    json_kind,
+    projection,
+    recorded_projection,
+)
 
 __all__ = [
     "PIECE_KINDS",
     "PROJECTION",
+    "PROJECTIONS",
     "REQUEST_VERSION",
+    "Projection",
     "ProjectionError",
     "RequestDigests",
     "RequestHasher",
     "build_request",
     "json_kind",
     "piece_mismatch",
+    "projection",
+    "recorded_projection",
     "request_digest",
 ]
 
-REQUEST_VERSION: Final = 1
-#: request field -> (state key, piece tag); the order is the served order of pieces.
-PROJECTION: Final = {
-    "system": ("system_pieces", "piece/system"),
-    "messages": ("history", "piece/message"),
-    "tools": ("tool_schemas", "piece/tool"),
-}
-PIECE_KINDS: Final = tuple(PROJECTION)
-
-
-class ProjectionError(AgentFootprintError, ValueError):
-    """The state projects onto no request: ``model`` absent, or a projected key holding
-    the wrong JSON type. ``key`` names the state key."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(reason)
-        self.key = key
-
-
-def json_kind(value: Any) -> str:
-    """The JSON type of a parsed value, with its article: what messages call it."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    return f"a {type(value).__name__} (not JSON)"
-
-
-def _projected(
-    state: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any, name: str
-) -> Any:
-    value = state.get(key, default)
-    if not isinstance(value, kind):
-        raise ProjectionError(key, f"state key {key} is {json_kind(value)}, not {name}")
-    return value
-
-
-def build_request(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Project committed state onto the request the model is served (projection v1).
-
-    Raises :class:`ProjectionError` when there is no ``model`` or a projected key holds
-    the wrong JSON type: such a state is served nothing, so it attests nothing.
-    """
-    if not isinstance(state, Mapping):
-        raise UsageError(
-            f"state must be a mapping of state keys, not {type(state).__name__}",
-            option="state",
-        )
-    if "model" not in state:
-        raise ProjectionError(
-            "model", "state has no 'model': the seed stage writes it before any call"
-        )
-    return {
-        "model": _projected(state, "model", str, None, "a string"),
-        "params": _projected(state, "params", dict, {}, "an object"),
-        "system": _projected(state, "system_pieces", (list, tuple), [], "an array"),
-        "messages": _projected(state, "history", (list, tuple), [], "an array"),
-        "tools": _projected(state, "tool_schemas", (list, tuple), [], "an array"),
-    }
+#: the request shape version (``v`` in every request digest; 1 for projections 1 and 2)
+REQUEST_VERSION: Final = PROJECTION_V1.request_version
+#: projection v1's piece fields: request field -> (state key, piece tag), in served order
+PROJECTION: Final = {f.name: (f.key, f.tag) for f in PROJECTION_V1.pieces}
+#: the digest lists every receipt carries (the same for every projection of request shape 1)
+PIECE_KINDS: Final = PROJECTION_V1.piece_kinds
 
 
 def piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str]) -> str:
@@ -130,13 +87,19 @@ def piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str]) 
     )
 
 
-def request_digest(model: str, params: Any, pieces: Mapping[str, Sequence[str]]) -> str:
+def request_digest(
+    model: str,
+    params: Any,
+    pieces: Mapping[str, Sequence[str]],
+    *,
+    request_version: int = REQUEST_VERSION,
+) -> str:
     """``H(request, canon({v, model, params, system, messages, tools}))`` over piece digests.
 
     The reference definition; :class:`RequestHasher` computes the same digest incrementally.
     """
     members = {
-        "v": canon(REQUEST_VERSION),
+        "v": canon(request_version),
         "model": canon(model),
         "params": canon(params),
         **{kind: _hex_list(pieces[kind]) for kind in PIECE_KINDS},
@@ -149,7 +112,7 @@ def _hex_list(digests: Sequence[str]) -> bytes:
     return orjson.dumps(list(digests))
 
 
-def _identity_prefix(previous: Sequence[Any], current: Sequence[Any]) -> int:
+def _identity_prefix(previous: Sequence[Any], current: Sequence[Any], *, spliced: bool) -> int:
     """How many leading items of ``current`` are the very objects of ``previous``.
 
     State lists are built only by the fold: ``set`` stores a freshly copied or parsed
@@ -157,11 +120,18 @@ def _identity_prefix(previous: Sequence[Any], current: Sequence[Any]) -> int:
     ``old + fresh tail``. So an object of ``previous`` found at its own position in
     ``current`` got there through appends that carried the whole prefix along: when the
     last and the first objects of ``previous`` sit at their positions, all of them do.
+    A list a projection edit can splice (``spliced``: slices of the history around a
+    message that is not in it) gives no such guarantee, so it is compared object by object.
     """
     m = len(previous)
     if m == 0:
         return 0
-    if len(current) >= m and current[m - 1] is previous[m - 1] and current[0] is previous[0]:
+    if (
+        not spliced
+        and len(current) >= m
+        and current[m - 1] is previous[m - 1]
+        and current[0] is previous[0]
+    ):
         return m  # the usual case (the history grew by appends): O(1)
     flags = list(map(operator.is_, previous, current))
     try:
@@ -186,84 +156,178 @@ class RequestDigests:
         return digests
 
 
+def _member(name: str) -> bytes:
+    return canon(name) + b":"
+
+
+# how a request digest member is encoded: the request shape version, a scalar's canonical
+# bytes, or a piece list's digests
+_VERSION, _SCALAR, _PIECES = 0, 1, 2
+
+
+def _encoding_of(name: str, scalars: frozenset[str]) -> int:
+    if name == "v":
+        return _VERSION
+    return _SCALAR if name in scalars else _PIECES
+
+
+#: per projection: its piece fields, scalar names, members before and after the growing
+#: field, the version's bytes and the growing field's key (see RequestHasher.__init__)
+_Layout = tuple[
+    tuple[tuple[str, str, bool], ...],
+    frozenset[str],
+    tuple[str, ...],
+    tuple[tuple[bytes, int, str], ...],
+    bytes,
+    bytes,
+]
+_LAYOUTS: dict[Projection, _Layout] = {}
+
+
 class RequestHasher:
-    """Hashes requests piece by piece, each piece once across a run's calls.
+    """Hashes the requests of one projection piece by piece, each piece once across calls.
 
-    Committed state is never mutated in place, so a piece object found at the
-    same position as in the previous call is the same content: its digest is
-    reused instead of canonicalising and hashing it again. The hasher keeps
-    references to the pieces it has seen, so object identity stays meaningful.
+    Committed state is never mutated in place, so a piece object seen in the previous call
+    is the same content: its digest is reused instead of canonicalising and hashing it
+    again (found at its position in the usual case, by identity when the list was rewritten
+    or spliced). The hasher keeps references to the pieces it has seen, so object identity
+    stays meaningful.
 
-    The request digest is computed incrementally too: ``"messages"`` sorts first
-    in the canonical request object, so the SHA-256 state after the message
-    digests already hashed is kept and extended by the new ones only.
+    The request digest is computed incrementally too: its members are written in canonical
+    order, computed from the projection's field names; the bytes before the growing field's
+    digest list (for projections 1 and 2 just ``{"messages":[``, since ``messages`` sorts
+    first) are hashed once, and the SHA-256 state after the digests already hashed is kept
+    and extended by the new ones only.
     """
 
-    def __init__(self) -> None:
-        self._objects: dict[str, list[Any]] = {kind: [] for kind in PIECE_KINDS}
-        self._digests: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
-        self._messages_done = 0  # leading message digests already fed to _messages_sha
-        self._messages_sha = hashlib.sha256(_REQUEST_PREFIX)
+    def __init__(self, version: int | Projection = 1) -> None:
+        self.projection: Projection = (
+            version if isinstance(version, Projection) else projection(version)
+        )
+        spec = self.projection
+        layout: _Layout | None = _LAYOUTS.get(spec)
+        if layout is None:  # what depends on the projection only: computed once per version
+            pieces = tuple((f.name, f.tag or "", f.name in spec.edited) for f in spec.pieces)
+            scalars = frozenset(f.name for f in spec.fields if f.tag is None)
+            position = spec.member_order.index(spec.grows)
+            after = tuple(
+                (b"," + _member(name), _encoding_of(name, scalars), name)
+                for name in spec.member_order[position + 1 :]
+            )
+            layout = _LAYOUTS[spec] = (
+                pieces,
+                scalars,
+                tuple(spec.member_order[:position]),
+                after,
+                canon(spec.request_version),
+                _member(spec.grows) + b"[",
+            )
+        (
+            self._pieces,
+            self._scalars,
+            self._before,
+            self._after,
+            self._version_bytes,
+            self._grows_key,
+        ) = layout
+        self._objects: dict[str, list[Any]] = {name: [] for name, _, _ in self._pieces}
+        self._digests: dict[str, list[str]] = {name: [] for name, _, _ in self._pieces}
+        self._grown_done = 0  # leading digests of the growing field already fed to _grown_sha
+        # the bytes hashed before them (members sorting before the growing field depend on
+        # the request: none yet, so the first call starts over)
+        self._grown_head = b"" if self._before else self._head({}, {})
+        self._grown_sha = hashlib.sha256(self._grown_head)
 
-    def fork(self) -> RequestHasher:
-        """An independent hasher that starts from this one's cache (for a continued run)."""
-        twin = RequestHasher()
-        twin._objects = dict(self._objects)  # lists are replaced, never mutated
-        twin._digests = dict(self._digests)
-        twin._messages_done = self._messages_done
-        twin._messages_sha = self._messages_sha.copy()
+    @property
+    def version(self) -> int:
+        """The projection version this hasher hashes requests of."""
+        return self.projection.version
+
+    def fork(self, version: int | None = None) -> RequestHasher:
+        """An independent hasher that starts from this one's cache (for a continued run),
+        under projection ``version`` (default: this one's; a continued run may differ)."""
+        twin = RequestHasher(self.projection if version is None else version)
+        for name, tag, _ in twin._pieces:
+            if any(n == name and t == tag for n, t, _ in self._pieces):
+                twin._objects[name] = self._objects[name]  # lists are replaced, never mutated
+                twin._digests[name] = self._digests[name]
+        if twin._grown_head == self._grown_head and twin.projection.grows == self.projection.grows:
+            twin._grown_done = self._grown_done
+            twin._grown_sha = self._grown_sha.copy()
         return twin
 
     def digests(self, request: Mapping[str, Any]) -> RequestDigests:
         lists: dict[str, list[str]] = {}
-        kept_messages = 0
-        for kind, (_key, tag) in PROJECTION.items():
+        kept_grown = 0
+        grows = self.projection.grows
+        for kind, tag, spliced in self._pieces:
             current = request[kind]
-            kept = _identity_prefix(self._objects[kind], current)
-            new = [hexdigest(tag, canon(piece)) for piece in current[kept:]]
+            previous = self._objects[kind]
+            kept = _identity_prefix(previous, current, spliced=spliced)
+            known = self._digests[kind]
+            if kept == len(previous):  # only appends: hash the new tail
+                new = [hexdigest(tag, canon(piece)) for piece in current[kept:]]
+            else:  # rewritten: the pieces seen last call keep their digests (by identity)
+                seen = {id(p): d for p, d in zip(previous[kept:], known[kept:], strict=True)}
+                new = [seen.get(id(p)) or hexdigest(tag, canon(p)) for p in current[kept:]]
             # state lists are replaced, never mutated, so keeping a reference is enough
             self._objects[kind] = current if type(current) is list else list(current)
-            known = self._digests[kind]
             self._digests[kind] = lists[kind] = (
                 known + new if kept == len(known) else known[:kept] + new
             )
-            if kind == "messages":
-                kept_messages = kept
+            if kind == grows:
+                kept_grown = kept
         return RequestDigests(
             model=request["model"],
             params=request["params"],
-            request=self._request_digest(request["model"], request["params"], lists, kept_messages),
+            request=self._request_digest(request, lists, kept_grown),
             system=lists["system"],
             messages=lists["messages"],
             tools=lists["tools"],
         )
 
-    def _request_digest(
-        self, model: str, params: Any, lists: Mapping[str, list[str]], kept: int
-    ) -> str:
-        messages = lists["messages"]
-        if kept < self._messages_done:  # the history was rewritten: start over
-            self._messages_sha, self._messages_done = hashlib.sha256(_REQUEST_PREFIX), 0
-        done = self._messages_done
-        if len(messages) > done:
-            tail = ",".join(f'"{d}"' for d in messages[done:]).encode("ascii")
-            self._messages_sha.update(b"," + tail if done else tail)
-            self._messages_done = len(messages)
-        sha = self._messages_sha.copy()
-        sha.update(
-            b'],"model":'
-            + canon(model)
-            + b',"params":'
-            + canon(params)
-            + b',"system":'
-            + _hex_list(lists["system"])
-            + b',"tools":'
-            + _hex_list(lists["tools"])
-            + b',"v":'
-            + canon(REQUEST_VERSION)
-            + b"}"
+    def _encoding(self, name: str) -> int:
+        return _encoding_of(name, self._scalars)
+
+    def _encoded(
+        self, name: str, request: Mapping[str, Any], lists: Mapping[str, list[str]]
+    ) -> bytes:
+        how = self._encoding(name)
+        if how == _VERSION:
+            return self._version_bytes
+        if how == _SCALAR:
+            return canon(request[name])
+        return _hex_list(lists[name])
+
+    def _head(self, request: Mapping[str, Any], lists: Mapping[str, list[str]]) -> bytes:
+        """The bytes hashed before the growing field's first digest."""
+        parts = [_member(name) + self._encoded(name, request, lists) for name in self._before]
+        return (
+            domain_prefix("request") + b"{" + b"".join(p + b"," for p in parts) + (self._grows_key)
         )
+
+    def _request_digest(
+        self, request: Mapping[str, Any], lists: Mapping[str, list[str]], kept: int
+    ) -> str:
+        grown = lists[self.projection.grows]
+        head = self._grown_head if not self._before else self._head(request, lists)
+        if kept < self._grown_done or head != self._grown_head:  # rewritten: start over
+            self._grown_sha, self._grown_done, self._grown_head = hashlib.sha256(head), 0, head
+        done = self._grown_done
+        if len(grown) > done:
+            tail = ",".join(f'"{d}"' for d in grown[done:]).encode("ascii")
+            self._grown_sha.update(b"," + tail if done else tail)
+            self._grown_done = len(grown)
+        sha = self._grown_sha.copy()
+        parts = [b"]"]
+        for key, how, name in self._after:
+            parts.append(key)
+            if how == _VERSION:
+                parts.append(self._version_bytes)
+            elif how == _SCALAR:
+                parts.append(canon(request[name]))
+            else:
+                parts.append(_hex_list(lists[name]))
+        parts.append(b"}")
+        sha.update(b"".join(parts))
         return str(sha.hexdigest())
-
-
-_REQUEST_PREFIX: Final = domain_prefix("request") + b'{"messages":['

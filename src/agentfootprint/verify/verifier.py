@@ -10,10 +10,11 @@ Checks, per run, in seq order:
 1. rows: seq starts at 0 with no gaps, every row belongs to the run, the type is known;
 2. bytes: every body is canonical (``canon(parse(body)) == body``);
 3. hashes: every event hash and chain link recomputes;
-4. structure: ``run.open`` first, commits numbered from 0 with their write counts,
-   receipts before the writes of their commit, nothing after ``run.close``;
-5. receipts: the request rebuilt from the folded state hashes, piece by piece and
-   as a whole, to what the receipt says;
+4. structure: ``run.open`` first (a known log format and projection version), commits
+   numbered from 0 with their write counts, receipts before the writes of their commit,
+   format v2's ``call`` markers, nothing after ``run.close``;
+5. receipts: the request rebuilt from the folded state under the run's projection hashes,
+   piece by piece and as a whole, to what the receipt says;
 6. ancestry: a continued run's parent verifies and its head is the one recorded.
 
 Every value read from the log has its type checked before it is indexed, iterated or
@@ -31,7 +32,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import orjson
 
@@ -49,6 +50,7 @@ from agentfootprint.verify.body_checks import (
     check_write,
     field_of,
 )
+from agentfootprint.verify.calls import LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMATS
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.chain import (
     GENESIS,
@@ -73,13 +75,18 @@ from agentfootprint.verify.commitments import (
 )
 from agentfootprint.verify.hashing import is_hex_digest
 from agentfootprint.verify.request import (
-    PIECE_KINDS,
+    Projection,
+    ProjectionError,
     RequestHasher,
     json_kind,
+    recorded_projection,
 )
 
 __all__ = [
     "LOG_FORMAT",
+    "LOG_FORMATS",
+    "LOG_FORMAT_V1",
+    "LOG_FORMAT_V2",
     "Outcome",
     "ProvenValue",
     "Row",
@@ -91,9 +98,19 @@ __all__ = [
     "verify_run",
 ]
 
-LOG_FORMAT = "agentfootprint/log/v1"
+#: the log format this version writes; every one of LOG_FORMATS verifies
+LOG_FORMAT = LOG_FORMAT_V2
 _CONTINUABLE = ("answered", "stopped_early")
 _CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
+
+
+class _Opened(NamedTuple):
+    """What a checked ``run.open`` says: its format, conversation, parent and projection."""
+
+    log_format: str
+    conversation_id: str
+    parent: tuple[str, int, bytes] | None
+    projection: Projection
 
 
 class Outcome(enum.Enum):
@@ -122,6 +139,10 @@ class RunVerification:
     policy: Mapping[str, Any] | None = None
     #: the ``ts`` of the run's ``run.open`` row
     opened_at: int = 0
+    #: the projection version the run was served under (a child may record another)
+    projection: int = 1
+    #: the run's log format (``run.open.format``); a replay records in it
+    log_format: str = LOG_FORMAT_V1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -214,7 +235,8 @@ class Verifier:
                 yield finding.run_id, finding
 
     def hasher_after(self, run_id: str) -> RequestHasher:
-        """A hasher primed with the pieces of a verified run's last request (for its children)."""
+        """A hasher primed with the pieces of a verified run's last request (for its children),
+        of that run's projection (``fork(version)`` it for a child served under another)."""
         return self._verified(run_id)[1].fork()
 
     def _verified(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
@@ -401,10 +423,12 @@ class Verifier:
             head=head,
             close=check.close,
             final_state=check.state,
-            receipt_lists={kind: tuple(check.previous[kind]) for kind in PIECE_KINDS},
+            receipt_lists={kind: tuple(check.previous[kind]) for kind in check.previous},
             ancestors=ancestors,
             policy=check.policy,
             opened_at=opened_at,
+            projection=check.projection.version,
+            log_format=check.log_format,
         )
         return result, check.hasher, check.sightings
 
@@ -445,42 +469,57 @@ class Verifier:
         return body
 
     def _open(self, run_id: str, body: dict[str, Any]) -> tuple[RunCheck, tuple[str, ...]]:
-        conversation, parent = self.check_open(run_id, body)
+        opened, parent = self._checked_open(run_id, body)
         if parent is None:
-            return RunCheck(run_id, {}, conversation), ()
-        verified, parent_hasher = parent
-        check = RunCheck(run_id, dict(verified.final_state), conversation)
-        check.initial = verified.final_state
-        check.hasher = parent_hasher.fork()
-        check.previous = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
-        return check, (*verified.ancestors, verified.run_id)
+            check = RunCheck(run_id, {}, opened.conversation_id)
+            check.hasher = RequestHasher(opened.projection.version)
+        else:
+            verified, parent_hasher = parent
+            check = RunCheck(run_id, dict(verified.final_state), opened.conversation_id)
+            check.initial = verified.final_state
+            # the child's own projection, starting from the parent's piece digests
+            check.hasher = parent_hasher.fork(opened.projection.version)
+            check.previous = {kind: list(v) for kind, v in verified.receipt_lists.items()}
+        check.log_format, check.projection = opened.log_format, opened.projection
+        ancestors = () if parent is None else (*parent[0].ancestors, parent[0].run_id)
+        return check, ancestors
 
     @staticmethod
-    def _open_members(
-        where: RunCheck, body: dict[str, Any]
-    ) -> tuple[str, tuple[str, int, bytes] | None]:
-        """``run.open``'s own members (structure): the conversation and the parent reference."""
-        if body.get("format") != LOG_FORMAT:
-            raise where.fail(0, f"unknown log format {body.get('format')!r}", "structure")
+    def _open_members(where: RunCheck, body: dict[str, Any]) -> _Opened:
+        """``run.open``'s own members (structure): the log format, the conversation, the
+        parent reference and the projection version."""
+        log_format = body.get("format")
+        if not isinstance(log_format, str) or log_format not in LOG_FORMATS:
+            raise where.fail(
+                0,
+                f"unknown log format {log_format!r} (this version verifies "
+                f"{', '.join(LOG_FORMATS)})",
+                "structure",
+            )
         if body.get("run_id") != where.run_id:
             raise where.fail(0, "run.open names another run id", "structure")
         conversation = body.get("conversation_id")
         if not isinstance(conversation, str) or not conversation:
             raise where.fail(0, "run.open has no conversation_id", "structure")
         parent = body.get("parent")
-        if parent is None:
-            return conversation, None
+        reference = None
+        if parent is not None:
+            try:
+                if not isinstance(parent, dict):
+                    raise ValueError(f"it is {json_kind(parent)}, not an object")
+                parent_id = field_of(parent, "run_id", str)
+                parent_events = field_of(parent, "events", int)
+                head_hex = field_of(parent, "head", str)
+                if not is_hex_digest(head_hex):
+                    raise ValueError("head is not 64 lowercase hex digits")
+            except ValueError as exc:
+                raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
+            reference = (parent_id, parent_events, bytes.fromhex(head_hex))
         try:
-            if not isinstance(parent, dict):
-                raise ValueError(f"it is {json_kind(parent)}, not an object")
-            parent_id = field_of(parent, "run_id", str)
-            parent_events = field_of(parent, "events", int)
-            head_hex = field_of(parent, "head", str)
-            if not is_hex_digest(head_hex):
-                raise ValueError("head is not 64 lowercase hex digits")
-        except ValueError as exc:
-            raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
-        return conversation, (parent_id, parent_events, bytes.fromhex(head_hex))
+            spec = recorded_projection(body)
+        except ProjectionError as exc:
+            raise where.fail(0, str(exc), "structure") from exc
+        return _Opened(log_format, conversation, reference, spec)
 
     def check_open(
         self, run_id: str, body: dict[str, Any]
@@ -491,10 +530,17 @@ class Verifier:
         hasher of its own to continue from. The read side uses this too, so it never folds a
         run onto a parent other than the one it continued.
         """
+        opened, parent = self._checked_open(run_id, body)
+        return opened.conversation_id, parent
+
+    def _checked_open(
+        self, run_id: str, body: dict[str, Any]
+    ) -> tuple[_Opened, tuple[RunVerification, RequestHasher] | None]:
         where = RunCheck(run_id, {})
-        conversation, reference = self._open_members(where, body)
+        opened = self._open_members(where, body)
+        conversation, reference = opened.conversation_id, opened.parent
         if reference is None:
-            return conversation, None
+            return opened, None
         parent_id, parent_events, parent_head = reference
         try:
             verified, parent_hasher = self._verified(parent_id)
@@ -528,7 +574,7 @@ class Verifier:
             raise where.fail(
                 0, f"parent run {parent_id} did not finish; it cannot be continued", "ancestry"
             )
-        return conversation, (verified, parent_hasher.fork())
+        return opened, (verified, parent_hasher.fork())
 
     _PHASE: ClassVar[dict[str, int]] = {"receipt": 1, "event": 2, "write": 3}
 

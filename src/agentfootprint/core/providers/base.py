@@ -1,23 +1,49 @@
-"""The provider contract: ``async complete(request) -> LLMResponse``.
+"""The provider contract: ``async complete(request: Request) -> LLMResponse``.
 
-``request`` is exactly what :func:`agentfootprint.verify.request.build_request`
-returned for the committed state: ``{"model", "params", "system", "messages",
-"tools"}``. It is borrowed: a provider reads it and must not mutate it.
-Adapters translate it into their vendor's wire format.
+``request`` wraps exactly what :func:`agentfootprint.verify.request.build_request`
+returned for the committed state (``{"model", "params", "system", "messages",
+"tools"}``): the very dict the receipt hashes, not a copy. A provider reads it and must not
+mutate it; adapters translate it into their vendor's wire format. Read it typed
+(``request.messages``, built on first read and cached) or as the JSON it is
+(``request["messages"]``, ``request.to_json()``).
+
+**The typed-view rule.** A typed view (:class:`Message`, :class:`ToolCall`,
+:class:`SystemPiece`, :class:`ToolSchema`) never raises on, converts or drops a served
+value: each field holds the served member as it is (a member that is absent gets the
+field's default), and ``raw`` is the served object itself, extra members included.
+``content`` and ``arguments`` are typed ``Any`` because that is where other JSON stands in
+practice: a conversation continued without its disclosure vault serves a redaction
+commitment ``{"$commit": "<hex>"}`` where the text was, and a tool result may be an
+object. Other fields hold their annotated type in every request the loop builds; a policy
+that redacts other keys (``name``, say) can put a commitment there too, and the view keeps
+it as it is (``agentfootprint.verify.commitments.is_commitment`` tells one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LLMResponse", "Provider", "ToolCall", "Usage"]
+from agentfootprint.errors import UsageError
+
+__all__ = [
+    "LLMResponse",
+    "Message",
+    "Provider",
+    "Request",
+    "Response",
+    "SystemPiece",
+    "ToolCall",
+    "ToolSchema",
+    "Usage",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCall:
-    """A call the model asked for. ``arguments`` is an object or a JSON string."""
+    """A call the model asked for. ``arguments`` is an object or a JSON string (or, in a
+    served message, whatever the history holds there: see the typed-view rule)."""
 
     id: str
     name: str
@@ -51,10 +77,212 @@ class LLMResponse:
         }
 
 
+#: The same class under the name the typed contract pairs with :class:`Request`.
+Response = LLMResponse
+
+
+# -- typed views over the served JSON ---------------------------------------------------------
+
+
+def _call_view(item: Any) -> Any:
+    """A served tool call as a :class:`ToolCall`; anything but an object stays as it is."""
+    if type(item) is not dict or "$commit" in item:
+        return item
+    return ToolCall(
+        id=item.get("id", ""), name=item.get("name", ""), arguments=item.get("arguments", {})
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    """One served message. ``role`` is ``user``, ``assistant`` or ``tool``; ``content`` is
+    text as the loop writes it, or another JSON value as it is (a redaction commitment);
+    an assistant turn carries ``tool_calls``; a tool result carries ``tool_call_id``,
+    ``name`` and, when the tool failed, ``is_error``."""
+
+    role: str = ""
+    content: Any = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    #: the served object itself (borrowed: do not mutate)
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> Message:
+        """The view of one served message. A message that is not an object (never built by
+        the loop) gets every default, and ``raw`` keeps it."""
+        if type(value) is not dict:
+            return cls(raw=value)
+        calls = value.get("tool_calls", ())
+        return cls(
+            role=value.get("role", ""),
+            content=value.get("content"),
+            tool_calls=(
+                tuple(_call_view(c) for c in calls) if type(calls) in (list, tuple) else calls
+            ),
+            tool_call_id=value.get("tool_call_id"),
+            name=value.get("name"),
+            is_error=value.get("is_error", False),
+            raw=value,
+        )
+
+    def to_json(self) -> Any:
+        """The served object (not a copy)."""
+        return self.raw
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SystemPiece:
+    """One piece of the system prompt: ``text`` and where it came from (``source``:
+    ``base`` for the agent's ``system`` strings)."""
+
+    source: str = ""
+    text: str = ""
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> SystemPiece:
+        if type(value) is not dict:
+            return cls(raw=value)
+        return cls(source=value.get("source", ""), text=value.get("text", ""), raw=value)
+
+    def to_json(self) -> Any:
+        return self.raw
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSchema:
+    """One served tool: ``name``, ``description`` and ``parameters``, the JSON Schema of
+    its arguments (the served member ``input_schema``)."""
+
+    name: str = ""
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> ToolSchema:
+        if type(value) is not dict:
+            return cls(raw=value)
+        return cls(
+            name=value.get("name", ""),
+            description=value.get("description", ""),
+            parameters=value.get("input_schema", {}),
+            raw=value,
+        )
+
+    def to_json(self) -> Any:
+        return self.raw
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False, repr=False)
+class Request(Mapping[str, Any]):
+    """The request served for one call: the dict ``build_request`` returned, wrapped.
+
+    Nothing is copied, and the typed views (:attr:`system`, :attr:`messages`,
+    :attr:`tools`) are built on first read and cached, so wrapping a 2,000-message request
+    costs nothing until a provider reads it. As a read-only ``Mapping`` it is the served
+    JSON (``request["messages"]``, ``dict(request)``, ``request == served``), which is what
+    the receipt hashes: a provider is sent exactly what its receipt proves. Do not mutate
+    the served values.
+    """
+
+    served: Mapping[str, Any]
+    _system: tuple[SystemPiece, ...] | None = field(default=None, init=False)
+    _messages: tuple[Message, ...] | None = field(default=None, init=False)
+    _tools: tuple[ToolSchema, ...] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.served, Mapping):
+            raise UsageError(
+                "Request(served=...) must be the request dict build_request returned, got "
+                f"{type(self.served).__name__}",
+                option="served",
+            )
+
+    @classmethod
+    def from_served(cls, served: Mapping[str, Any]) -> Request:
+        """Wrap the served request (a :class:`Request` is returned as it is)."""
+        if isinstance(served, Request):
+            return served
+        return cls(served=served)
+
+    def to_json(self) -> Mapping[str, Any]:
+        """The served request itself (the dict the receipt hashes): read it, never mutate."""
+        return self.served
+
+    # -- typed fields --------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        value: str = self.served.get("model", "")
+        return value
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """Sampling parameters (``temperature``, ``max_tokens``) present in the request."""
+        value: Mapping[str, Any] = self.served.get("params", {})
+        return value
+
+    @property
+    def system(self) -> tuple[SystemPiece, ...]:
+        if self._system is None:
+            views = tuple(SystemPiece.from_json(p) for p in self.served.get("system", ()))
+            object.__setattr__(self, "_system", views)
+            return views
+        return self._system
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        if self._messages is None:
+            views = tuple(Message.from_json(m) for m in self.served.get("messages", ()))
+            object.__setattr__(self, "_messages", views)
+            return views
+        return self._messages
+
+    @property
+    def tools(self) -> tuple[ToolSchema, ...]:
+        if self._tools is None:
+            views = tuple(ToolSchema.from_json(t) for t in self.served.get("tools", ()))
+            object.__setattr__(self, "_tools", views)
+            return views
+        return self._tools
+
+    # -- the read-only Mapping over the served JSON ------------------------------------------
+
+    def __getitem__(self, key: str) -> Any:
+        return self.served[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.served)
+
+    def __len__(self) -> int:
+        return len(self.served)
+
+    def __repr__(self) -> str:
+        messages = self.served.get("messages", ())
+        tools = self.served.get("tools", ())
+        return (
+            f"Request(model={self.served.get('model')!r}, "
+            f"messages={len(messages) if isinstance(messages, list | tuple) else '?'}, "
+            f"tools={len(tools) if isinstance(tools, list | tuple) else '?'})"
+        )
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """Anything with a ``name`` and an async ``complete(request)``."""
+    """Anything with a ``name`` and an async ``complete(request)`` returning an
+    :class:`LLMResponse`; a failure is raised as :class:`agentfootprint.errors.ProviderError`
+    (``status``, ``retryable``).
+
+    A provider class that calls a real model sets the class attribute
+    ``makes_requests = True`` (optional; absent means False): such a provider is refused
+    while model requests are blocked, as they are in every test under the pytest plugin
+    (:mod:`agentfootprint.core.providers.guard`). See docs/providers.md.
+    """
 
     name: str
 
-    async def complete(self, request: Mapping[str, Any]) -> LLMResponse: ...
+    async def complete(self, request: Request) -> LLMResponse: ...

@@ -1,9 +1,11 @@
 """The scripted provider that ships with the library (tests, demos, benchmarks).
 
 ``MockProvider(replies=[...])`` answers calls from a script in order: a ``str``
-is a text reply, a :func:`reply` can carry tool calls. ``respond=fn`` computes
-each reply from the request instead. Usage is estimated as ceil(chars / 4).
-An exhausted script raises :class:`ScriptExhaustedError` saying so.
+is a text reply, a :func:`reply` can carry tool calls, and an exception instance is
+raised by that call, as a real provider raises (``ProviderError("rate limited",
+status=429, retryable=True)``). ``respond=fn`` computes each reply from the request
+instead (and may raise). Usage is estimated as ceil(chars / 4). An exhausted script
+raises :class:`ScriptExhaustedError` saying so.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from agentfootprint.errors import ScriptExhaustedError, UsageError
 __all__ = ["MockProvider", "reply", "tool_call"]
 
 Reply = str | LLMResponse
+#: A scripted item: a reply, or an exception that call raises.
+Scripted = Reply | Exception
 
 
 def tool_call(name: str, arguments: Any = None, *, id: str | None = None) -> ToolCall:
@@ -91,6 +95,10 @@ def _chars(request: Mapping[str, Any]) -> int:
 class MockProvider:
     """Scripted replies consumed in order, or a ``respond(request)`` callable.
 
+    A scripted item that is an exception instance is raised by its call (the call still
+    counts, and is recorded): script a provider failure with
+    ``MockProvider([ProviderError("overloaded", status=529, retryable=True), "ok"])``.
+
     ``requests`` keeps a deep copy of every request received (``record=False``
     turns that off for long benchmarks).
     """
@@ -99,7 +107,7 @@ class MockProvider:
 
     def __init__(
         self,
-        replies: Iterable[Reply] | None = None,
+        replies: Iterable[Scripted] | None = None,
         *,
         respond: Callable[[Mapping[str, Any]], Reply] | None = None,
         record: bool = True,
@@ -127,12 +135,12 @@ class MockProvider:
                 f"MockProvider argument 'record' must be True or False, got {record!r}",
                 option="provider",
             )
-        self._script: list[Reply] = list(replies) if replies is not None else []
+        self._script: list[Scripted] = list(replies) if replies is not None else []
         for index, item in enumerate(self._script):
-            if not isinstance(item, str | LLMResponse):
+            if not isinstance(item, str | LLMResponse | Exception):
                 raise UsageError(
                     f"MockProvider argument 'replies': reply {index} is "
-                    f"{type(item).__name__}; use a str or reply(...)",
+                    f"{type(item).__name__}; use a str, reply(...) or an exception to raise",
                     option="provider",
                 )
         self._respond = respond
@@ -165,7 +173,11 @@ class MockProvider:
                     f"but the script holds {len(self._script)}; add replies or end with a "
                     "text reply"
                 )
-            item = self._script[self.position]
+            scripted = self._script[self.position]
+            if isinstance(scripted, Exception):
+                self.position += 1
+                raise scripted
+            item = scripted
         self.position += 1
         response = reply(item) if isinstance(item, str) else item
         calls = tuple(

@@ -1,0 +1,126 @@
+"""A run's ports: everything it consults outside committed state.
+
+The model, the tools, the clock, the run ids and the salts are ports of a run. A live run
+plugs in the agent's provider and tools, the wall clock and random ids and salts; a replay
+plugs in recorded ports (the original's replies, tool results and salts), so no stage has a
+replay branch and nothing the original consulted is consulted again. Any later
+decision-maker outside the run (a classifier, a permission checker, an approver) is a port
+the same way: its answers are recorded, and a replay answers from the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentfootprint.core.providers.base import LLMResponse, Request
+from agentfootprint.core.providers.guard import check_model_requests_allowed
+from agentfootprint.errors import UsageError
+from agentfootprint.store.redaction import SaltSource, random_salt
+from agentfootprint.store.writer import Clock, new_run_id, wall_clock_ms
+
+if TYPE_CHECKING:
+    from agentfootprint.store.redaction import ReplayCommitments
+    from agentfootprint.verify.request import RequestDigests
+
+__all__ = ["LiveModel", "LiveTools", "ModelPort", "Ports", "ToolPort"]
+
+
+class ModelPort(Protocol):
+    """Answers the run's model calls."""
+
+    name: str
+    #: the run computes each request's digests for :meth:`check` even with receipts off
+    checks_requests: bool
+
+    def check(self, call: int, digests: RequestDigests, recorded: dict[str, Any]) -> None:
+        """Before call ``call`` is served: raise to refuse serving it (a replay's divergence)."""
+
+    async def complete(self, call: int, request: Request) -> LLMResponse: ...
+
+    def recorded(self, call: int) -> bool:
+        """Call ``call``'s reply comes from a recording (already as recorded: not checked)."""
+        ...
+
+
+class ToolPort(Protocol):
+    """Answers the run's tool calls. ``expect`` is asked before a call is dispatched: None
+    means the tool is run (live); anything else is the recorded call, which the run then
+    answers with :meth:`answer`, or reports with :meth:`not_run` if it would not run it."""
+
+    def expect(self, call: dict[str, Any]) -> Any: ...
+
+    def answer(self, expected: Any) -> tuple[Any, bool]: ...
+
+    def not_run(self, expected: Any, content: str) -> None: ...
+
+
+class LiveModel:
+    """The agent's provider. A provider that makes real requests is refused while they are
+    blocked (under pytest, by the plugin)."""
+
+    checks_requests = False
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+        self.name = str(getattr(provider, "name", type(provider).__name__))
+
+    def check(self, call: int, digests: RequestDigests, recorded: dict[str, Any]) -> None:
+        return None
+
+    async def complete(self, call: int, request: Request) -> LLMResponse:
+        check_model_requests_allowed(self.provider)
+        response: LLMResponse = await self.provider.complete(request)
+        return response
+
+    def recorded(self, call: int) -> bool:
+        return False
+
+
+class LiveTools:
+    """Every tool call is run."""
+
+    def expect(self, call: dict[str, Any]) -> Any:
+        return None
+
+    def answer(self, expected: Any) -> tuple[Any, bool]:  # pragma: no cover - never asked
+        raise AssertionError("a live run answers no tool call from a recording")
+
+    def not_run(self, expected: Any, content: str) -> None:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ports:
+    """The ports of a run. ``Agent(ports=Ports(clock=..., run_ids=..., salts=...))`` fixes
+    the clock, ids and salts (deterministic tests compare two runs row for row); ``model``
+    and ``tools`` default to the agent's provider and tools."""
+
+    model: ModelPort | None = None
+    tools: ToolPort | None = None
+    clock: Clock = wall_clock_ms
+    run_ids: Callable[[], str] = new_run_id
+    salts: SaltSource = random_salt
+    #: a replay's recorded salts (the original's, by key and value)
+    recorded_salts: ReplayCommitments | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("clock", "run_ids", "salts"):
+            if not callable(getattr(self, name)):
+                raise UsageError(
+                    f"Ports({name}=...) must be a function of no arguments, got "
+                    f"{getattr(self, name)!r}",
+                    option=name,
+                )
+        for name, methods in (
+            ("model", ("check", "complete", "recorded")),
+            ("tools", ("expect", "answer", "not_run")),
+        ):
+            port = getattr(self, name)
+            if port is not None and not all(callable(getattr(port, m, None)) for m in methods):
+                raise UsageError(
+                    f"Ports({name}=...) must have {', '.join(methods)} methods "
+                    f"(see agentfootprint.core.ports), got {port!r}",
+                    option=name,
+                )

@@ -1,0 +1,167 @@
+"""The seam every option is built on: a :class:`Feature` declares what it adds to a run.
+
+A feature declares the options it owns (name, default, check), the stages it adds and where
+they sit in the chart, the state keys it owns, the events it emits, the ports it needs and
+the hooks it takes part in. Everything else derives from the declarations
+(:mod:`agentfootprint.features.registry`): option checking, the chart, the stage budget,
+``run.open``'s options record, the recorded event kinds, the keys a redaction policy may not
+name, and the status column of ``docs/options.md``.
+
+A feature may write scope from its own stages; it never builds or edits the request. Hooks
+see the request only as the read-only served JSON, after it was built from committed state:
+what the model is served stays a pure function of committed state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentfootprint.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentfootprint.core.events import AgentEvent
+    from agentfootprint.core.run import StageContext
+    from agentfootprint.core.tools import ToolOutcome
+
+__all__ = [
+    "MISSING",
+    "Feature",
+    "OptionSpec",
+    "Phase",
+    "StageSpec",
+    "StateKey",
+    "ToolResult",
+    "refuse",
+]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: The value of an option the caller did not give.
+MISSING: Any = _Missing()
+
+Phase = Literal["start", "iteration", "route", "tool", "final"]
+Ports = Literal["model", "tools", "clock", "run_ids", "salts"]
+
+
+def refuse(option: str, message: str) -> UsageError:
+    """The error for a bad value of ``option`` (it names the option)."""
+    return UsageError(f"option {option!r}: {message}", option=option)
+
+
+#: ``check(value, given) -> resolved``: ``value`` is the caller's (or :data:`MISSING`),
+#: ``given`` every option the caller passed (for rules spanning two options). Raise
+#: :func:`refuse` for a bad value.
+OptionCheck = Callable[[Any, Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OptionSpec:
+    """One option: its Python name, the seed's name, its check and whether it is recorded."""
+
+    name: str
+    seed: str | None  #: the seed's ``AgentOptions`` name (None: a Python-side argument)
+    check: OptionCheck
+    #: recorded in ``run.open.options`` (a value of None is left out: "not set")
+    recorded: bool = False
+    summary: str = ""  #: what it does here, in a few words (the docs table's column)
+
+
+StageFn = Callable[["StageContext"], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StageSpec:
+    """A stage a feature adds, and where it sits.
+
+    ``phase`` is the part of the loop it belongs to: ``start`` (once, at the turn's start),
+    ``iteration`` (before each model call), ``route`` (the decider), ``tool`` (after a reply
+    asking for tools) or ``final``. Within a phase stages run by ``order``. ``classic`` says
+    what ``react_mode="classic"`` does with an iteration stage: ``every`` pass, or the
+    ``first`` pass only (those run before the others, in order). ``calls_model``: the stage
+    makes model calls (the run indexes them; the log marks them).
+    """
+
+    name: str
+    fn: StageFn = field(repr=False)
+    phase: Phase
+    order: int
+    kind: Literal["linear", "decider"] = "linear"
+    branches: Mapping[str, str] = field(default_factory=dict)
+    classic: Literal["every", "first"] = "every"
+    calls_model: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StateKey:
+    """A state key a feature owns. ``structure``: the loop reads it as structure, so a
+    redaction policy may match keys inside it but never the key itself."""
+
+    name: str
+    structure: bool = False
+    summary: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    """One tool call's outcome, as the tool-result hooks see it."""
+
+    tool: str
+    tool_call_id: str
+    arguments: Any  #: as parsed (None when they were not JSON)
+    iteration: int
+    ran: bool  #: the tool was executed (False: refused before it ran, or a replay)
+
+
+#: ``hook(ctx, result, outcome) -> outcome``: may replace the outcome the model reads.
+ToolResultHook = Callable[["StageContext", ToolResult, "ToolOutcome"], Awaitable["ToolOutcome"]]
+#: ``hook(ctx, served) -> fields``: the request about to be served (its JSON, read-only);
+#: returns extra fields for the ``llm_start`` event. May emit events.
+RequestHook = Callable[["StageContext", Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+#: ``hook(ctx)``: at the start of each turn (a feature resets what it keeps per turn).
+TurnHook = Callable[["StageContext"], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Feature:
+    """What one option (or group of options) adds to a run. See the module docstring."""
+
+    name: str
+    summary: str
+    options: tuple[OptionSpec, ...] = ()
+    stages: tuple[StageSpec, ...] = ()
+    state_keys: tuple[StateKey, ...] = ()
+    events: tuple[type[AgentEvent], ...] = ()
+    #: the kinds of ``events`` also written to the log (findings and decisions)
+    recorded_events: tuple[type[AgentEvent], ...] = ()
+    ports: tuple[Ports, ...] = ()
+    #: hooks run in ``order`` across features (lower first)
+    order: int = 100
+    #: before the ``tool_end`` event (what the event and the model both carry)
+    tool_result: ToolResultHook | None = None
+    #: after the ``tool_end`` event (a note on what the model reads only)
+    tool_result_noted: ToolResultHook | None = None
+    #: ``unnote(content) -> content``: a recorded result as it was before this feature's
+    #: ``tool_result_noted`` hook (a replay answers with what was recorded, after every hook;
+    #: the hooks then run again on what the tool returned, so a note is never added twice)
+    unnote: Callable[[str], str] | None = None
+    request_served: RequestHook | None = None
+    turn_start: TurnHook | None = None
+    #: the projection version this feature needs when ``active(options)`` (default 1)
+    projection: int = 1
+    #: whether the feature takes part in a run with these resolved options (an opt-in
+    #: feature that is off adds no stage and runs no hook)
+    active: Callable[[Mapping[str, Any]], bool] = field(default=lambda options: True)
+
+    def __post_init__(self) -> None:
+        for event in self.recorded_events:
+            if event not in self.events:
+                raise UsageError(
+                    f"feature {self.name!r} records {event.kind} but does not declare it"
+                )

@@ -1,0 +1,42 @@
+"""The final branch: the answer joins the history and becomes the turn's result."""
+
+from __future__ import annotations
+
+from agentfootprint.core.events import IterationEnd, TurnEnd
+from agentfootprint.core.run import StageContext
+from agentfootprint.features.base import Feature, StageSpec, StateKey
+
+
+async def prepare_final(ctx: StageContext) -> None:
+    run, s = ctx.run, ctx.scope
+    response = s.get("last_response")
+    iteration = s.get("iteration")
+    answer = response["content"]
+    s.append("history", [{"role": "assistant", "content": answer}])
+    s.set("final_answer", answer)
+    await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+    await ctx.emit(
+        TurnEnd(
+            run_id=run.run_id,
+            answer=answer,
+            iterations=iteration,
+            stopped_early=s.get("stopped_early"),
+        )
+    )
+
+
+async def break_final(ctx: StageContext) -> None:
+    """The end of the chart: commits nothing, stops the walk."""
+
+
+FEATURE = Feature(
+    name="final",
+    summary="the final answer",
+    order=90,
+    stages=(
+        StageSpec(name="prepare-final", fn=prepare_final, phase="final", order=0),
+        StageSpec(name="break-final", fn=break_final, phase="final", order=10),
+    ),
+    state_keys=(StateKey(name="final_answer", summary="the turn's answer"),),
+    events=(IterationEnd, TurnEnd),
+)

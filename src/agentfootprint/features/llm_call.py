@@ -1,0 +1,227 @@
+"""The model call: the request built from committed state, receipted, served, answered.
+
+The request is :func:`~agentfootprint.verify.request.build_request` of committed state under
+the run's projection, and nothing else: hooks see its JSON after it was built and may add
+fields to the ``llm_start`` event, never to the request. The reply comes through the run's
+model port (the provider live; the recording in a replay).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agentfootprint.core.events import IterationStart, LLMEnd, LLMStart
+from agentfootprint.core.providers.base import LLMResponse, Request, ToolCall, Usage
+from agentfootprint.core.run import StageContext, exception_text
+from agentfootprint.errors import (
+    CanonicalFormError,
+    ModelRequestsBlocked,
+    ProviderCallError,
+    ProviderError,
+    RecordTooLargeError,
+    ReservedKeyError,
+    RunError,
+)
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.store.redaction import refuse_reserved_key
+from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.verify.request import build_request
+
+
+def _provider(value: Any, given: Mapping[str, Any]) -> Any:
+    if value is MISSING or value is None or not callable(getattr(value, "complete", None)):
+        raise refuse(
+            "provider",
+            "an object with an async complete(request) method is required "
+            "(e.g. agentfootprint.MockProvider([...]))",
+        )
+    return value
+
+
+def _record_receipt(value: Any, given: Mapping[str, Any]) -> bool:
+    value = True if value is MISSING else value
+    if not isinstance(value, bool):
+        raise refuse("record_receipt", f"must be True or False, got {value!r}")
+    return value
+
+
+def system_prompt_text(served: Mapping[str, Any]) -> str:
+    """The assembled system prompt: the served pieces' texts, joined by blank lines."""
+    return "\n\n".join(
+        p["text"] if isinstance(p, dict) and isinstance(p.get("text"), str) else ""
+        for p in served["system"]
+    )
+
+
+def _system_prompt_chars(run: Any, served: Mapping[str, Any]) -> int:
+    """``len(system_prompt_text(served))``, kept for the piece list it was measured on
+    (committed lists are replaced, never mutated: the same object is the same text)."""
+    pieces = served["system"]
+    cached = run.seam.caches.get("llm-call")
+    if cached is None or cached[0] is not pieces:
+        cached = run.seam.caches["llm-call"] = (pieces, len(system_prompt_text(served)))
+    chars: int = cached[1]
+    return chars
+
+
+async def call_llm(ctx: StageContext) -> None:
+    """Build the request from committed state, receipt it, send it, commit the reply."""
+    run, s = ctx.run, ctx.scope
+    if ctx.model_calls:
+        raise RunError(
+            f"stage {ctx.stage_run} makes a second model call; a stage makes at most one "
+            "(the log marks each call on its stage's commit)",
+            run_id=run.run_id,
+        )
+    iteration = s.get("iteration")
+    version = run.seam.projection
+    served = build_request(s.committed, version=version)  # what the provider is sent
+    call = run.calls
+    extras: dict[str, Any] = {}
+    for hook in run.seam.hooks("request_served"):
+        extras.update(await hook(ctx, served))
+    await ctx.emit(IterationStart(run_id=run.run_id, iteration=iteration))
+    await ctx.emit(
+        LLMStart(
+            run_id=run.run_id,
+            iteration=iteration,
+            call=call,
+            model=served["model"],
+            messages=len(served["messages"]),
+            tools=len(served["tools"]),
+            temperature=served["params"].get("temperature"),
+            system_prompt_chars=_system_prompt_chars(run, served),
+            **extras,
+        )
+    )
+    model = run.model
+    if run.config.record_receipt or model.checks_requests:
+        # the receipt hashes the recorded (committed) form
+        recorded = (
+            served
+            if run.committed is s.committed
+            else build_request(run.committed, version=version)
+        )
+        digests = run.hasher.digests(recorded)
+        model.check(call, digests, recorded)  # a refused request is never served, nor receipted
+        if run.config.record_receipt:
+            ctx.mint_receipt(digests)
+    run.calls += 1
+    ctx.model_calls += 1
+    started = time.perf_counter()
+    try:
+        response = await model.complete(call, Request.from_served(served))
+    except ModelRequestsBlocked:  # misuse (a real provider under test), not a provider failure
+        raise
+    except ProviderError as exc:  # the provider's own error: what it says, status and all
+        raise ProviderCallError(
+            f"provider {model.name!r} failed on call {call}: {exc}",
+            run_id=run.run_id,
+            status=exc.status,
+            retryable=exc.retryable,
+        ) from exc
+    except RunError as exc:
+        exc.run_id = run.run_id
+        raise
+    except Exception as exc:
+        raise ProviderCallError(
+            f"provider {model.name!r} failed on call {call}: " + exception_text(exc),
+            run_id=run.run_id,
+        ) from exc
+    if not isinstance(response, LLMResponse):
+        raise ProviderCallError(
+            f"provider returned {type(response).__name__}, not LLMResponse", run_id=run.run_id
+        )
+    replayed = model.recorded(call)
+    # a replayed reply is the recorded one (commitments where values were redacted)
+    malformed = None if replayed else _malformed(response)
+    if malformed is not None:
+        raise ProviderCallError(f"provider reply is malformed: {malformed}", run_id=run.run_id)
+    record = response.to_state()
+    try:
+        if not replayed:  # a recording may hold commitments
+            refuse_reserved_key(record, "reply")
+        s.set("last_response", record)
+    except ReservedKeyError as exc:
+        raise ProviderCallError(
+            f"provider reply cannot be recorded: {exc}", run_id=run.run_id
+        ) from exc
+    except RecordTooLargeError as exc:
+        raise ProviderCallError(
+            f"provider reply is too large to record: {exc}", run_id=run.run_id
+        ) from exc
+    except CanonicalFormError as exc:
+        raise ProviderCallError(f"provider reply is not JSON: {exc}", run_id=run.run_id) from exc
+    usage = s.get("usage")
+    s.set(
+        "usage",
+        {
+            "input": usage["input"] + response.usage.input,
+            "output": usage["output"] + response.usage.output,
+            "calls": usage["calls"] + 1,
+        },
+    )
+    await ctx.emit(
+        LLMEnd(
+            run_id=run.run_id,
+            iteration=iteration,
+            call=call,
+            content=response.content,
+            tool_calls=len(response.tool_calls),
+            usage=dict(record["usage"]),
+            stop_reason=response.stop_reason,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+    )
+
+
+def _malformed(response: LLMResponse) -> str | None:
+    """What of a reply is not the type the loop and the log need (the dataclasses do not
+    check their fields: an adapter's bug is named here, not met as an AttributeError)."""
+    if not isinstance(response.content, str):
+        return f"content is {type(response.content).__name__}, not str"
+    if not isinstance(response.stop_reason, str):
+        return f"stop_reason is {type(response.stop_reason).__name__}, not str"
+    usage = response.usage
+    if not isinstance(usage, Usage) or not all(
+        type(n) is int and 0 <= n <= MAX_SAFE_INT for n in (usage.input, usage.output)
+    ):
+        return "usage must be Usage(input=..., output=...) with integers from 0 to 2**53 - 1"
+    if not isinstance(response.tool_calls, tuple | list):
+        return f"tool_calls is {type(response.tool_calls).__name__}, not a tuple of ToolCall"
+    for index, tool_call in enumerate(response.tool_calls):
+        if not isinstance(tool_call, ToolCall):
+            return f"tool_calls[{index}] is {type(tool_call).__name__}, not ToolCall"
+        if not isinstance(tool_call.id, str) or not isinstance(tool_call.name, str):
+            return f"tool_calls[{index}] id and name must be strings"
+    return None
+
+
+FEATURE = Feature(
+    name="llm-call",
+    summary="the model call: request from committed state, receipt, reply",
+    order=50,
+    options=(
+        OptionSpec(
+            name="provider", seed="provider", check=_provider, summary="the model port, live"
+        ),
+        OptionSpec(
+            name="record_receipt",
+            seed="recordReceipt",
+            check=_record_receipt,
+            recorded=True,
+            summary="a receipt per call",
+        ),
+    ),
+    stages=(
+        StageSpec(name="call-llm", fn=call_llm, phase="iteration", order=50, calls_model=True),
+    ),
+    state_keys=(
+        StateKey(name="last_response", structure=True, summary="the latest reply"),
+        StateKey(name="usage", structure=True, summary="tokens and calls of the turn"),
+    ),
+    events=(IterationStart, LLMStart, LLMEnd),
+    ports=("model",),
+)

@@ -1,0 +1,18 @@
+"""The messages slot: projection 1 serves the whole history, so it commits nothing."""
+
+from __future__ import annotations
+
+from agentfootprint.core.run import StageContext
+from agentfootprint.features.base import Feature, StageSpec
+
+
+async def messages(ctx: StageContext) -> None:
+    """Nothing to compose: the history is served as recorded."""
+
+
+FEATURE = Feature(
+    name="messages",
+    summary="the messages slot",
+    order=20,
+    stages=(StageSpec(name="messages", fn=messages, phase="iteration", order=20),),
+)

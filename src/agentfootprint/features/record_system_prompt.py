@@ -1,0 +1,63 @@
+"""``record_system_prompt``: the assembled system prompt on every ``llm_start`` event. Opt-in.
+
+With it on, ``agentfootprint.stream.llm_start`` carries ``system_prompt_text``: the served
+pieces' texts joined by a blank line, as the provider received them. Off (the default) the
+event keeps its earlier members (``system_prompt_chars`` reports the length either way).
+The default is a privacy decision: the assembled prompt is as sensitive as everything in
+it, and large. Under a redaction policy the event carries the prompt assembled from the
+pieces *as recorded*: a piece whose text was committed contributes its commitment's JSON,
+never the value, so listeners see what the log holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentfootprint.core.run import StageContext
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.verify.canonical import canon
+from agentfootprint.verify.request import build_request
+
+OPTION = "record_system_prompt"
+
+
+def _check(value: Any, given: Mapping[str, Any]) -> bool:
+    value = False if value is MISSING else value
+    if not isinstance(value, bool):
+        raise refuse(OPTION, f"must be True or False, got {value!r}")
+    return value
+
+
+def assembled(pieces: Any) -> str:
+    """The prompt from pieces as served or recorded (a non-string text: its JSON)."""
+    texts = []
+    for piece in pieces:
+        text = piece.get("text") if isinstance(piece, dict) else piece
+        texts.append(text if isinstance(text, str) else canon(text).decode("utf-8"))
+    return "\n\n".join(texts)
+
+
+async def _record(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str, Any]:
+    run = ctx.run
+    pieces = served["system"]
+    if run.committed is not ctx.scope.committed:  # under a policy: the recorded form
+        pieces = build_request(run.committed, version=run.seam.projection)["system"]
+    return {"system_prompt_text": assembled(pieces)}
+
+
+FEATURE = Feature(
+    name="record-system-prompt",
+    summary="the assembled system prompt on llm_start",
+    order=140,
+    options=(
+        OptionSpec(
+            name=OPTION,
+            seed="recordSystemPrompt",
+            check=_check,
+            summary="assembled prompt on llm_start",
+        ),
+    ),
+    request_served=_record,
+    active=lambda options: bool(options.get(OPTION)),
+)

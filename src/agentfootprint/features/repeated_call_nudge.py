@@ -1,0 +1,123 @@
+"""``repeated_call_nudge``: tell the model it already made this exact call and got this
+exact answer. On by default.
+
+When one tool is called with equal arguments and returns a byte-identical result again in
+the same turn, one sentence (:data:`NOTE`) is appended to that result and one
+``agentfootprint.tools.repeated_call`` event is recorded. The call still ran, the result is
+unchanged beside the note, and a further identical call is not blocked: evidence, not a
+gate. The tally is kept beside the dispatch loop for the run, never written to state, so a
+turn that repeats nothing records the same rows with the option on or off.
+
+Under a redaction policy a result that is JSON text (which the policy reads into, by the
+JSON-text rule) is not compared: a sentence appended to it would make it text the policy
+cannot read (the values under its keys would be recorded in clear), and what the log holds
+of two equal results differs by their salts, so a replay without the vault could not tell
+the repeat. Text results are compared as always.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentfootprint.core.events import AgentEvent
+from agentfootprint.core.run import StageContext
+from agentfootprint.core.tools import ToolOutcome
+from agentfootprint.errors import CanonicalFormError
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
+from agentfootprint.verify.canonical import canon
+from agentfootprint.verify.commitments import read_json_text
+
+OPTION = "repeated_call_nudge"
+#: The sentence appended to a repeated result (after a blank line).
+NOTE = (
+    "\n\n[agentfootprint: this is the same call with the same arguments as an earlier one in "
+    "this turn, and the same result; calling it again will not change it.]"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepeatedCall(AgentEvent):
+    """A tool was called again with equal arguments and returned the identical result."""
+
+    kind: ClassVar[str] = "agentfootprint.tools.repeated_call"
+    iteration: int
+    tool_call_id: str
+    tool: str
+    #: how many times this call has now returned this result in the turn (2 or more)
+    count: int
+
+
+def _check(value: Any, given: Mapping[str, Any]) -> bool:
+    value = True if value is MISSING else value
+    if not isinstance(value, bool):
+        raise refuse(OPTION, f"must be True or False, got {value!r}")
+    return value
+
+
+def _fingerprint(result: ToolResult, content: str) -> bytes | None:
+    try:
+        arguments = canon(result.arguments)
+    except CanonicalFormError:
+        return None
+    tool = result.tool.encode()
+    data = content.encode("utf-8", "surrogatepass")
+    # lengths first: the three parts cannot run into each other
+    head = b"%d,%d," % (len(tool), len(arguments))
+    return hashlib.sha256(head + tool + arguments + data).digest()
+
+
+async def _note(ctx: StageContext, result: ToolResult, outcome: ToolOutcome) -> ToolOutcome:
+    if not result.ran or not isinstance(outcome.content, str):
+        return outcome
+    if ctx.run.boundary is not None and read_json_text(outcome.content) is not None:
+        return outcome  # JSON under a policy: not compared (see the module docstring)
+    fingerprint = _fingerprint(result, outcome.content)
+    if fingerprint is None:
+        return outcome
+    tally: dict[bytes, int] = ctx.run.memory.setdefault(OPTION, {})
+    count = tally[fingerprint] = tally.get(fingerprint, 0) + 1
+    if count < 2:
+        return outcome
+    await ctx.emit(
+        RepeatedCall(
+            run_id=ctx.run.run_id,
+            iteration=result.iteration,
+            tool_call_id=result.tool_call_id,
+            tool=result.tool,
+            count=count,
+        )
+    )
+    return ToolOutcome(content=outcome.content + NOTE, is_error=outcome.is_error)
+
+
+def _unnote(content: str) -> str:
+    return content[: -len(NOTE)] if content.endswith(NOTE) else content
+
+
+async def _turn_start(ctx: StageContext) -> None:
+    ctx.run.memory.pop(OPTION, None)
+
+
+FEATURE = Feature(
+    name="repeated-call-nudge",
+    summary="a note on a repeated identical call and result",
+    order=120,
+    options=(
+        OptionSpec(
+            name=OPTION,
+            seed="repeatedCallNudge",
+            check=_check,
+            recorded=True,
+            summary="note identical repeated calls",
+        ),
+    ),
+    events=(RepeatedCall,),
+    recorded_events=(RepeatedCall,),
+    tool_result_noted=_note,
+    unnote=_unnote,
+    turn_start=_turn_start,
+    active=lambda options: bool(options.get(OPTION)),
+)

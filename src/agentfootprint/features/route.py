@@ -1,0 +1,85 @@
+"""Routing: run the requested tools, or finish (also when the iteration budget is spent).
+
+``react_mode`` shapes the chart (classic runs the system-prompt and tools slots once and
+loops back to messages only); ``max_iterations`` bounds the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentfootprint.core.run import StageContext
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+
+MAX_ITERATIONS_CAP = 50
+
+
+def _max_iterations(value: Any, given: Mapping[str, Any]) -> int:
+    value = 10 if value is MISSING else value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise refuse("max_iterations", f"must be an integer, got {value!r}")
+    if not 1 <= value <= MAX_ITERATIONS_CAP:
+        raise refuse(
+            "max_iterations",
+            f"must be between 1 and {MAX_ITERATIONS_CAP} (the hard cap), got {value}",
+        )
+    return value
+
+
+def _react_mode(value: Any, given: Mapping[str, Any]) -> str:
+    value = "dynamic" if value is MISSING else value
+    if value == "dynamic-grouped":
+        raise refuse(
+            "react_mode",
+            "'dynamic-grouped' is planned but not implemented yet; "
+            "use 'dynamic' (same behaviour, flat chart) or 'classic'",
+        )
+    if value not in ("dynamic", "classic"):
+        raise refuse("react_mode", f"must be one of 'dynamic', 'classic', got {value!r}")
+    return str(value)
+
+
+async def route(ctx: StageContext) -> str:
+    """Decide: run the requested tools, or finish (also when the budget is spent)."""
+    s = ctx.scope
+    response = s.get("last_response")
+    iteration = s.get("iteration")
+    if not response["tool_calls"]:
+        return "final"
+    if iteration >= ctx.run.config.max_iterations:
+        s.set(
+            "stopped_early",
+            {
+                "reason": "max-iterations",
+                "iteration": iteration,
+                "pending_tool_calls": len(response["tool_calls"]),
+            },
+        )
+        return "final"
+    return "tool-calls"
+
+
+FEATURE = Feature(
+    name="route",
+    summary="the route decider and the loop's bounds",
+    order=60,
+    options=(
+        OptionSpec(
+            name="max_iterations",
+            seed="maxIterations",
+            check=_max_iterations,
+            recorded=True,
+            summary="the loop's bound",
+        ),
+        OptionSpec(
+            name="react_mode",
+            seed="reactMode",
+            check=_react_mode,
+            recorded=True,
+            summary="the chart's shape",
+        ),
+    ),
+    stages=(StageSpec(name="route", fn=route, phase="route", order=0, kind="decider"),),
+    state_keys=(StateKey(name="stopped_early", structure=True, summary="why the turn stopped"),),
+)

@@ -1,0 +1,238 @@
+"""Tool dispatch: each requested tool run in order, through the run's tools port.
+
+A call is checked before it runs (no such tool, arguments not JSON, arguments refused by
+validation in ``enforce`` mode: answered without running). Its outcome passes the
+``tool_result`` hooks of active features (before ``tool_end``: what the event and the
+model both carry) and then the ``tool_result_noted`` hooks (after it). The turn and its
+results join the history as one write.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from agentfootprint.core.events import ArgsInvalid, IterationEnd, ToolEnd, ToolStart
+from agentfootprint.core.run import StageContext, exception_text, structured_details
+from agentfootprint.core.scope import to_json_value
+from agentfootprint.core.tools import (
+    ResultRoom,
+    ToolContext,
+    ToolOutcome,
+    call_tool,
+    describe_type,
+    result_text,
+    teaching_message,
+    validate_arguments,
+)
+from agentfootprint.errors import CanonicalFormError
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
+from agentfootprint.verify.canonical import canon
+
+
+def _validation(value: Any, given: Mapping[str, Any]) -> str:
+    value = "enforce" if value is MISSING else value
+    if value not in ("enforce", "warn", "off"):
+        raise refuse(
+            "tool_arg_validation", f"must be one of 'enforce', 'warn', 'off', got {value!r}"
+        )
+    return str(value)
+
+
+def parse_arguments(raw: Any) -> tuple[Any, str | None]:
+    if isinstance(raw, str):
+        try:
+            return orjson.loads(raw), None
+        except orjson.JSONDecodeError as exc:
+            return None, f"the arguments are not valid JSON ({exc})"
+    return raw, None
+
+
+async def _one_call(
+    ctx: StageContext, call: dict[str, Any], iteration: int, room: ResultRoom
+) -> ToolOutcome:
+    run = ctx.run
+    name, call_id = call["name"], call["id"]
+    await ctx.emit(
+        ToolStart(
+            run_id=run.run_id,
+            iteration=iteration,
+            tool_call_id=call_id,
+            tool=name,
+            arguments=call["arguments"],
+        )
+    )
+    started = time.perf_counter()
+    # the tools port sees the call before anything runs (a replay checks it, in order)
+    expected = run.tools.expect(call)
+    outcome, arguments, ran = await _dispatch(ctx, call, iteration, expected)
+    if expected is None:  # a recorded answer was recorded once already: it fits
+        outcome = room.admit(name, outcome)
+    result = ToolResult(
+        tool=name, tool_call_id=call_id, arguments=arguments, iteration=iteration, ran=ran
+    )
+    for hook in run.seam.hooks("tool_result"):
+        outcome = await hook(ctx, result, outcome)
+    await ctx.emit(
+        ToolEnd(
+            run_id=run.run_id,
+            iteration=iteration,
+            tool_call_id=call_id,
+            tool=name,
+            result=outcome.content,
+            is_error=outcome.is_error,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+    )
+    for hook in run.seam.hooks("tool_result_noted"):
+        outcome = await hook(ctx, result, outcome)
+    return outcome
+
+
+async def _dispatch(
+    ctx: StageContext, call: dict[str, Any], iteration: int, expected: Any
+) -> tuple[ToolOutcome, Any, bool]:
+    """Run the tool, or answer without running it; ``expected`` (the recorded call) means
+    the tools port answers and no tool runs. Returns the outcome, the parsed arguments
+    and whether the tool was run (or, replayed, would have been)."""
+    run = ctx.run
+    tools = run.tools
+    tool = run.config.tool(call["name"])
+    arguments: Any = None
+    refusal: ToolOutcome | None = None
+    if tool is None:
+        known = ", ".join(t.name for t in run.config.tools) or "none"
+        refusal = ToolOutcome(
+            content=f"Error: there is no tool named '{call['name']}'. Available tools: {known}.",
+            is_error=True,
+        )
+    else:
+        arguments, problem = parse_arguments(call["arguments"])
+        if problem is not None:
+            refusal = ToolOutcome(
+                content=f"Error: tool '{tool.name}' was not run: {problem}.", is_error=True
+            )
+        else:
+            refusal = await _validate(ctx, tool, call, arguments, iteration)
+    if refusal is not None:
+        if expected is not None:
+            tools.not_run(expected, refusal.content)
+        return refusal, arguments, False
+    assert tool is not None
+    if expected is not None:  # answered from the recording: no side effects
+        content, is_error = tools.answer(expected)
+        if isinstance(content, str):  # what the tool returned, before the notes on it
+            for unnote in reversed(run.seam.hooks("unnote")):
+                content = unnote(content)
+        return ToolOutcome(content=content, is_error=is_error), arguments, True
+    tool_ctx = ToolContext(
+        run_id=run.run_id,
+        conversation_id=run.conversation_id,
+        tool_call_id=call["id"],
+        iteration=iteration,
+        tool=tool.name,
+    )
+    try:
+        value = await call_tool(tool, arguments, tool_ctx)
+    except Exception as exc:
+        return _raised(tool.name, exc), arguments, True
+    return result_text(tool.name, value), arguments, True
+
+
+async def _validate(
+    ctx: StageContext, tool: Any, call: dict[str, Any], arguments: Any, iteration: int
+) -> ToolOutcome | None:
+    """Argument validation by mode: the teaching message when ``enforce`` refuses."""
+    run = ctx.run
+    mode = run.config.tool_arg_validation
+    if mode != "off":
+        issues = validate_arguments(tool, arguments)
+        if issues:
+            await ctx.emit(
+                ArgsInvalid(
+                    run_id=run.run_id,
+                    iteration=iteration,
+                    tool_call_id=call["id"],
+                    tool=tool.name,
+                    mode=mode,
+                    issues=issues,
+                )
+            )
+            if mode == "enforce":
+                return ToolOutcome(content=teaching_message(tool, issues), is_error=True)
+    return None
+
+
+async def tool_calls(ctx: StageContext) -> None:
+    """Run each requested tool in order; the turn and its results join the history."""
+    run, s = ctx.run, ctx.scope
+    response = s.get("last_response")
+    iteration = s.get("iteration")
+    room = ResultRoom()  # the results are recorded together, in one body
+    outcomes = [await _one_call(ctx, call, iteration, room) for call in response["tool_calls"]]
+    assistant = {
+        "role": "assistant",
+        "content": response["content"],
+        "tool_calls": [_served_call(c) for c in response["tool_calls"]],
+    }
+    results = []
+    for call, outcome in zip(response["tool_calls"], outcomes, strict=True):
+        message: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": outcome.content,
+        }
+        if outcome.is_error:
+            message["is_error"] = True
+        results.append(message)
+    s.append("history", [assistant, *results])
+    s.set("iteration", iteration + 1)
+    await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+
+
+def _raised(tool_name: str, exc: Exception) -> ToolOutcome:
+    """A tool's exception as its error result. Structured data the exception carries (one
+    dict or list argument) is given as JSON, so its keys stay visible to redaction."""
+    details = structured_details(exc)
+    if details is not None:
+        error = {"tool": tool_name, "type": type(exc).__name__, "details": details}
+        return ToolOutcome(content=canon({"error": error}).decode("utf-8"), is_error=True)
+    return ToolOutcome(
+        content=f"Error: tool '{tool_name}' raised " + exception_text(exc),
+        is_error=True,
+    )
+
+
+def _served_call(call: dict[str, Any]) -> dict[str, Any]:
+    arguments, problem = parse_arguments(call["arguments"])
+    if problem is not None:  # keep what the model sent, as text
+        arguments = call["arguments"]
+    try:
+        arguments = to_json_value(arguments)
+    except CanonicalFormError:
+        arguments = describe_type(arguments)
+    return {"id": call["id"], "name": call["name"], "arguments": arguments}
+
+
+FEATURE = Feature(
+    name="tool-dispatch",
+    summary="tool calls run in order, checked first, results into the history",
+    order=70,
+    options=(
+        OptionSpec(
+            name="tool_arg_validation",
+            seed="toolArgValidation",
+            check=_validation,
+            recorded=True,
+            summary="JSON Schema check of arguments",
+        ),
+    ),
+    stages=(StageSpec(name="tool-calls", fn=tool_calls, phase="tool", order=0),),
+    events=(ToolStart, ToolEnd, ArgsInvalid),
+    recorded_events=(ArgsInvalid,),
+    ports=("tools",),
+)

@@ -1,0 +1,43 @@
+"""Log formats, and the one rule that finds a run's model calls in each.
+
+A receipt is the mark of a model call when receipts are on. With receipts off, format v1
+has no mark of its own: a call is a commit of the ``call-llm`` stage, which breaks the
+moment a second stage calls the model (a summariser, a wrap-up). Format v2 marks such a
+commit explicitly: ``"call": k`` on its commit marker. :func:`commit_calls` is the rule
+everything uses (the verifier's neighbours, the read side, recording, replay); nothing
+else compares stage names. docs/log-format.md section 5.6 is the normative text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["LOG_FORMATS", "LOG_FORMAT_V1", "LOG_FORMAT_V2", "commit_calls"]
+
+LOG_FORMAT_V1: Final = "agentfootprint/log/v1"
+LOG_FORMAT_V2: Final = "agentfootprint/log/v2"
+#: every log format this version reads and verifies, oldest first
+LOG_FORMATS: Final = (LOG_FORMAT_V1, LOG_FORMAT_V2)
+#: the stage whose commits are model calls in a v1 log without receipts
+_V1_CALL_STAGE: Final = "call-llm"
+
+
+def commit_calls(log_format: str, marker: Mapping[str, Any], receipts_in_batch: int) -> int:
+    """How many model calls the commit closed by ``marker`` made.
+
+    The receipts of its batch when there are any (each receipt is one call); otherwise, in
+    format v2, 1 if the marker carries ``call`` and 0 if not; in format v1, 1 if the marker's
+    stage is ``call-llm``. A format this code does not know raises ``ValueError``: the caller
+    read a log it should have refused.
+    """
+    if receipts_in_batch:
+        return receipts_in_batch
+    if log_format == LOG_FORMAT_V2:
+        return 1 if "call" in marker else 0
+    elif log_format == LOG_FORMAT_V1:
+        return 1 if marker.get("stage") == _V1_CALL_STAGE else 0
+    else:
+        raise ValueError(
+            f"unknown log format {log_format!r} (this version reads {', '.join(LOG_FORMATS)})"
+        )
