@@ -1,0 +1,171 @@
+"""``context_budget``: per-slot character budgets, a signal and never a limiter.
+
+Each of the three context slots (``system_prompt``, ``messages``, ``tools``) has a budget in
+characters (defaults 4000, 10000, 2000). When what a slot serves at a call exceeds it, an
+``agentfootprint.context.budget_pressure`` event says which slot, its budget and what it
+used, and a warning is logged once per slot and agent. Nothing is truncated: the full content
+still reaches the model. The event goes to listeners only: what it measures is already in
+the log (every served request rebuilds from it).
+
+What a slot uses: ``system_prompt``, the assembled prompt's length (the served pieces'
+texts joined by a blank line); ``messages``, the sum over served messages of their
+``content`` length (a content that is not a string counts as its canonical JSON);
+``tools``, the length of the served tool schemas' canonical JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentfootprint.core.events import AgentEvent
+from agentfootprint.core.run import StageContext
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.llm_call import system_prompt_text
+from agentfootprint.verify.canonical import canon
+
+OPTION = "context_budget"
+DEFAULTS: Mapping[str, int] = {"system_prompt": 4000, "messages": 10000, "tools": 2000}
+log = logging.getLogger("agentfootprint.context")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetPressure(AgentEvent):
+    """A context slot served more characters than its budget at one call."""
+
+    kind: ClassVar[str] = "agentfootprint.context.budget_pressure"
+    iteration: int
+    call: int
+    slot: str  #: ``system_prompt``, ``messages`` or ``tools``
+    budget: int
+    used: int
+
+
+def _check(value: Any, given: Mapping[str, Any]) -> dict[str, int]:
+    if value is MISSING or value is None:
+        return dict(DEFAULTS)
+    if not isinstance(value, Mapping):
+        raise refuse(
+            OPTION,
+            "must be a mapping of slot budgets in characters, e.g. {'messages': 40000} "
+            f"(slots: {', '.join(DEFAULTS)}), got {value!r}",
+        )
+    budgets = dict(DEFAULTS)
+    for slot, budget in value.items():
+        if slot not in DEFAULTS:
+            raise refuse(
+                OPTION, f"unknown slot {slot!r}; the slots are {', '.join(map(repr, DEFAULTS))}"
+            )
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise refuse(OPTION, f"the {slot!r} budget must be a positive integer, got {budget!r}")
+        budgets[slot] = budget
+    return budgets
+
+
+def _chars(message: Any) -> int:
+    content = message.get("content") if isinstance(message, dict) else message
+    return len(content) if isinstance(content, str) else len(canon(content))
+
+
+def used(served: Mapping[str, Any]) -> dict[str, int]:
+    """What each slot serves, in characters (see the module docstring)."""
+    return {
+        "system_prompt": len(system_prompt_text(served)),
+        "messages": sum(map(_chars, served["messages"])),
+        "tools": len(canon(list(served["tools"]))),
+    }
+
+
+class _Meter:
+    """:func:`used`, call after call, without measuring again what was measured: served
+    lists grow by appends of the very objects of the previous call (committed state is
+    replaced, never mutated), so the messages counted are kept with their total, and the
+    tools' size is kept for the list object it was measured on."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.total = 0
+        self.tools: Any = None
+        self.tools_size = 0
+        self.system: Any = None
+        self.system_size = 0
+
+    def measure(self, served: Mapping[str, Any], appends_only: bool) -> dict[str, int]:
+        """``appends_only``: the projection serves the history as recorded (1); otherwise the
+        served list may be spliced, and the messages are counted again."""
+        current = served["messages"]
+        seen = len(self.messages)
+        if not appends_only or not (
+            len(current) >= seen
+            and (
+                seen == 0
+                or (current[0] is self.messages[0] and current[seen - 1] is self.messages[-1])
+            )
+        ):
+            seen, self.total = 0, 0
+        self.total += sum(map(_chars, current[seen:]))
+        self.messages = current
+        tools = served["tools"]
+        if tools is not self.tools:
+            self.tools, self.tools_size = tools, len(canon(list(tools)))
+        return {
+            "system_prompt": self.system_chars(served),
+            "messages": self.total,
+            "tools": self.tools_size,
+        }
+
+    def system_chars(self, served: Mapping[str, Any]) -> int:
+        pieces = served["system"]
+        if pieces is not self.system:
+            self.system, self.system_size = pieces, len(system_prompt_text(served))
+        return self.system_size
+
+
+async def _measure(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str, Any]:
+    run = ctx.run
+    budgets: Mapping[str, int] = run.config.options[OPTION]
+    # kept across the agent's runs: a continued conversation's history is not counted again
+    meter, warned = run.seam.caches.setdefault(OPTION, (_Meter(), set()))
+    for slot, count in meter.measure(served, run.seam.projection == 1).items():
+        if count <= budgets[slot]:
+            continue
+        if slot not in warned:
+            warned.add(slot)
+            log.warning(
+                "context slot %s served %d characters, over its budget of %d (nothing was "
+                "truncated; raise context_budget[%r] if the slot is legitimately this big)",
+                slot,
+                count,
+                budgets[slot],
+                slot,
+            )
+        await ctx.emit(
+            BudgetPressure(
+                run_id=run.run_id,
+                iteration=ctx.scope.get("iteration"),
+                call=run.calls,
+                slot=slot,
+                budget=budgets[slot],
+                used=count,
+            )
+        )
+    return {}
+
+
+FEATURE = Feature(
+    name="context-budget",
+    summary="per-slot character budgets: a pressure event, nothing truncated",
+    order=130,
+    options=(
+        OptionSpec(
+            name=OPTION,
+            seed="contextBudget",
+            check=_check,
+            summary="per-slot character budgets",
+        ),
+    ),
+    events=(BudgetPressure,),
+    request_served=_measure,
+)
