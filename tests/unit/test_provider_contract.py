@@ -276,7 +276,22 @@ def test_mock_provider_reads_a_typed_request_as_it_reads_the_dict() -> None:
 # -- the guard, against a real HTTP server ----------------------------------------------------
 
 
-class ChatServer:
+class LocalServer:
+    """A real HTTP server on 127.0.0.1 in a thread (the wire is real; no client is patched)."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler], path: str = "") -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+class ChatServer(LocalServer):
     """A local HTTP server: answers POST /chat with the last message echoed, POST /busy
     with 429, and counts what reached it."""
 
@@ -303,15 +318,7 @@ class ChatServer:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        self.serve(Handler)
 
 
 @pytest.fixture
@@ -468,7 +475,7 @@ def docs_provider() -> Any:
     return namespace["ChatCompletions"]
 
 
-class CompletionsServer:
+class CompletionsServer(LocalServer):
     """A local chat-completions server: asks for the ``add`` tool after a user message,
     answers with the tool's result after a tool message; ``/v1/busy`` is 503, ``/v1/odd``
     replies in another shape."""
@@ -514,15 +521,7 @@ class CompletionsServer:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        self.serve(Handler, "/v1")
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ from agentfootprint.core.events import ArgsInvalid
 from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
 from agentfootprint.core.run import ReplayInput
 from agentfootprint.errors import ReplayDivergence
+from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
+from agentfootprint.features.turn import SEED_STAGE
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.verify.calls import commit_calls
 from agentfootprint.verify.commitments import (
@@ -76,7 +78,7 @@ class Recording:
         #: its own first, then those it inherited and recorded again
         self.salts: list[Disclosure] = []
         self._inherited_salts: list[Disclosure] = []
-        #: why a call the original made got no reply (its call-llm commit's error), by call
+        #: why a call the original made got no reply (its commit's error), by call
         self.failures: dict[int, str] = {}
         self._redacted = False
         self._seen: set[str] = set()
@@ -124,7 +126,7 @@ class Recording:
             commit_calls(self.log_format, step.body, self._batch_receipts),
             0,
         )
-        if stage == "seed":
+        if stage == SEED_STAGE:
             history = state.get("history", [])
             first = history[self._history_before] if len(history) > self._history_before else {}
             self.message = ReplayInput(
@@ -140,7 +142,7 @@ class Recording:
             response = state.get("last_response")
             self.responses.append(self._reveal(copy.deepcopy(response)) if answered else None)
             self.tool_calls.append(None)
-        elif stage == "tool-calls" and self.tool_calls:
+        elif stage == TOOL_CALLS_STAGE and self.tool_calls:
             appended = state.get("history", [])[self._history_before :]
             self.tool_calls[-1] = self._answers(appended, state)
         self._events = []

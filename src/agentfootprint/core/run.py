@@ -74,6 +74,10 @@ class StageContext:
     #: model calls this stage made (a stage makes at most one; the commit marks it)
     model_calls: int = 0
 
+    def listens(self, kind: str) -> bool:
+        """An event of ``kind`` would be recorded or delivered (else a stage need not build it)."""
+        return kind in self.run.recorded_kinds or self.run.bus.wants(kind)
+
     async def emit(self, event: AgentEvent) -> None:
         """Deliver to listeners; events that record a finding also go into this commit.
 

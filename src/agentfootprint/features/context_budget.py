@@ -127,9 +127,13 @@ async def _measure(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str,
     run = ctx.run
     budgets: Mapping[str, int] = run.config.options[OPTION]
     # kept across the agent's runs: a continued conversation's history is not counted again
-    meter, warned = run.seam.caches.setdefault(OPTION, (_Meter(), set()))
+    kept: tuple[_Meter, set[str]] | None = run.seam.caches.get(OPTION)
+    if kept is None:
+        kept = run.seam.caches[OPTION] = (_Meter(), set())
+    meter, warned = kept
+    listened = run.bus.wants(BudgetPressure.kind)
     for slot, count in meter.measure(served, run.seam.projection == 1).items():
-        if count <= budgets[slot]:
+        if count <= budgets[slot] or (slot in warned and not listened):
             continue
         if slot not in warned:
             warned.add(slot)
@@ -141,6 +145,8 @@ async def _measure(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str,
                 budgets[slot],
                 slot,
             )
+        if not listened:
+            continue
         await ctx.emit(
             BudgetPressure(
                 run_id=run.run_id,

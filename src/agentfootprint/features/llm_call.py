@@ -82,20 +82,22 @@ async def call_llm(ctx: StageContext) -> None:
     extras: dict[str, Any] = {}
     for hook in run.seam.hooks("request_served"):
         extras.update(await hook(ctx, served))
-    await ctx.emit(IterationStart(run_id=run.run_id, iteration=iteration))
-    await ctx.emit(
-        LLMStart(
-            run_id=run.run_id,
-            iteration=iteration,
-            call=call,
-            model=served["model"],
-            messages=len(served["messages"]),
-            tools=len(served["tools"]),
-            temperature=served["params"].get("temperature"),
-            system_prompt_chars=_system_prompt_chars(run, served),
-            **extras,
+    if ctx.listens(IterationStart.kind):
+        await ctx.emit(IterationStart(run_id=run.run_id, iteration=iteration))
+    if ctx.listens(LLMStart.kind):
+        await ctx.emit(
+            LLMStart(
+                run_id=run.run_id,
+                iteration=iteration,
+                call=call,
+                model=served["model"],
+                messages=len(served["messages"]),
+                tools=len(served["tools"]),
+                temperature=served["params"].get("temperature"),
+                system_prompt_chars=_system_prompt_chars(run, served),
+                **extras,
+            )
         )
-    )
     model = run.model
     if run.config.record_receipt or model.checks_requests:
         # the receipt hashes the recorded (committed) form
@@ -163,6 +165,8 @@ async def call_llm(ctx: StageContext) -> None:
             "calls": usage["calls"] + 1,
         },
     )
+    if not ctx.listens(LLMEnd.kind):
+        return
     await ctx.emit(
         LLMEnd(
             run_id=run.run_id,

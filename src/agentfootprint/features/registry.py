@@ -161,14 +161,17 @@ class Seam:
         )
 
     def run_open_options(self) -> dict[str, Any]:
-        """The options ``run.open`` records: those declared recorded and set."""
-        recorded = {}
-        for feature in self.features:
-            for spec in feature.options:
-                value = self.options.get(spec.name)
-                if spec.recorded and value is not None:
-                    recorded[spec.name] = value
-        return dict(sorted(recorded.items()))
+        """The options ``run.open`` records: those declared recorded and set (a copy)."""
+        cached = self.caches.get("run.open")
+        if cached is None:
+            recorded = {}
+            for feature in self.features:
+                for spec in feature.options:
+                    value = self.options.get(spec.name)
+                    if spec.recorded and value is not None:
+                        recorded[spec.name] = value
+            cached = self.caches["run.open"] = dict(sorted(recorded.items()))
+        return dict(cached)
 
     def hooks(self, point: str) -> tuple[Any, ...]:
         """The hooks of active features at ``point`` (a Feature field name), in order."""

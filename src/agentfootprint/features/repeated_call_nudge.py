@@ -17,7 +17,6 @@ the repeat. Text results are compared as always.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -57,28 +56,17 @@ def _check(value: Any, given: Mapping[str, Any]) -> bool:
     return value
 
 
-def _fingerprint(result: ToolResult, content: str) -> bytes | None:
-    try:
-        arguments = canon(result.arguments)
-    except CanonicalFormError:
-        return None
-    tool = result.tool.encode()
-    data = content.encode("utf-8", "surrogatepass")
-    # lengths first: the three parts cannot run into each other
-    head = b"%d,%d," % (len(tool), len(arguments))
-    return hashlib.sha256(head + tool + arguments + data).digest()
-
-
 async def _note(ctx: StageContext, result: ToolResult, outcome: ToolOutcome) -> ToolOutcome:
-    if not result.ran or not isinstance(outcome.content, str):
+    content = outcome.content
+    if not result.ran or not isinstance(content, str):
         return outcome
-    if ctx.run.boundary is not None and read_json_text(outcome.content) is not None:
+    if ctx.run.boundary is not None and read_json_text(content) is not None:
         return outcome  # JSON under a policy: not compared (see the module docstring)
-    fingerprint = _fingerprint(result, outcome.content)
-    if fingerprint is None:
-        return outcome
-    tally: dict[bytes, int] = ctx.run.memory.setdefault(OPTION, {})
-    count = tally[fingerprint] = tally.get(fingerprint, 0) + 1
+    # per (tool, result): how often each argument list (canonical JSON) returned it
+    tally: dict[tuple[str, str], dict[bytes, int]] = ctx.run.memory.setdefault(OPTION, {})
+    by_arguments = tally.setdefault((result.tool, content), {})
+    key = _arguments(result)
+    count = by_arguments[key] = by_arguments.get(key, 0) + 1
     if count < 2:
         return outcome
     await ctx.emit(
@@ -90,7 +78,15 @@ async def _note(ctx: StageContext, result: ToolResult, outcome: ToolOutcome) -> 
             count=count,
         )
     )
-    return ToolOutcome(content=outcome.content + NOTE, is_error=outcome.is_error)
+    return ToolOutcome(content=content + NOTE, is_error=outcome.is_error)
+
+
+def _arguments(result: ToolResult) -> bytes:
+    """The arguments' canonical JSON (equal values, equal bytes); b"" when they are not JSON."""
+    try:
+        return canon(result.arguments)
+    except CanonicalFormError:
+        return b""
 
 
 def _unnote(content: str) -> str:

@@ -32,6 +32,9 @@ from agentfootprint.errors import CanonicalFormError
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
 from agentfootprint.verify.canonical import canon
 
+#: the stage that runs a reply's tool calls (the replay reads their results at its commit)
+TOOL_CALLS_STAGE = "tool-calls"
+
 
 def _validation(value: Any, given: Mapping[str, Any]) -> str:
     value = "enforce" if value is MISSING else value
@@ -56,15 +59,16 @@ async def _one_call(
 ) -> ToolOutcome:
     run = ctx.run
     name, call_id = call["name"], call["id"]
-    await ctx.emit(
-        ToolStart(
-            run_id=run.run_id,
-            iteration=iteration,
-            tool_call_id=call_id,
-            tool=name,
-            arguments=call["arguments"],
+    if ctx.listens(ToolStart.kind):
+        await ctx.emit(
+            ToolStart(
+                run_id=run.run_id,
+                iteration=iteration,
+                tool_call_id=call_id,
+                tool=name,
+                arguments=call["arguments"],
+            )
         )
-    )
     started = time.perf_counter()
     # the tools port sees the call before anything runs (a replay checks it, in order)
     expected = run.tools.expect(call)
@@ -76,17 +80,18 @@ async def _one_call(
     )
     for hook in run.seam.hooks("tool_result"):
         outcome = await hook(ctx, result, outcome)
-    await ctx.emit(
-        ToolEnd(
-            run_id=run.run_id,
-            iteration=iteration,
-            tool_call_id=call_id,
-            tool=name,
-            result=outcome.content,
-            is_error=outcome.is_error,
-            duration_ms=(time.perf_counter() - started) * 1000,
+    if ctx.listens(ToolEnd.kind):
+        await ctx.emit(
+            ToolEnd(
+                run_id=run.run_id,
+                iteration=iteration,
+                tool_call_id=call_id,
+                tool=name,
+                result=outcome.content,
+                is_error=outcome.is_error,
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
         )
-    )
     for hook in run.seam.hooks("tool_result_noted"):
         outcome = await hook(ctx, result, outcome)
     return outcome
@@ -191,7 +196,8 @@ async def tool_calls(ctx: StageContext) -> None:
         results.append(message)
     s.append("history", [assistant, *results])
     s.set("iteration", iteration + 1)
-    await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+    if ctx.listens(IterationEnd.kind):
+        await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
 
 
 def _raised(tool_name: str, exc: Exception) -> ToolOutcome:
@@ -231,7 +237,7 @@ FEATURE = Feature(
             summary="JSON Schema check of arguments",
         ),
     ),
-    stages=(StageSpec(name="tool-calls", fn=tool_calls, phase="tool", order=0),),
+    stages=(StageSpec(name=TOOL_CALLS_STAGE, fn=tool_calls, phase="tool", order=0),),
     events=(ToolStart, ToolEnd, ArgsInvalid),
     recorded_events=(ArgsInvalid,),
     ports=("tools",),

@@ -16,6 +16,8 @@ from agentfootprint.core.run import ReplayInput, StageContext
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
 from agentfootprint.verify.commitments import read_json_text
 
+#: the stage that starts a turn (the replay reads the recorded input at its commit)
+SEED_STAGE = "seed"
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
@@ -115,7 +117,9 @@ FEATURE = Feature(
             name="max_tokens", seed="maxTokens", check=_max_tokens, summary="served in params"
         ),
     ),
-    stages=(StageSpec(name="seed", fn=seed, phase="start", order=0, description="start the turn"),),
+    stages=(
+        StageSpec(name=SEED_STAGE, fn=seed, phase="start", order=0, description="start the turn"),
+    ),
     state_keys=(
         StateKey(name="agent", structure=True, summary="the agent's id and name"),
         StateKey(name="model", structure=True, summary="request.model"),
