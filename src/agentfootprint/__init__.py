@@ -79,6 +79,8 @@ _LAZY: dict[str, str] = {
     "TurnEnd": "agentfootprint.core.events",
     "TurnStart": "agentfootprint.core.events",
     "Usage": "agentfootprint.core.providers.base",
+    "WireAttempt": "agentfootprint.core.providers.base",
+    "WireRecord": "agentfootprint.core.providers.base",
     "UsageError": "agentfootprint.errors",
     "VerificationError": "agentfootprint.errors",
     "Verifier": "agentfootprint.verify.verifier",
@@ -122,6 +124,8 @@ if TYPE_CHECKING:
         ToolCall,
         ToolSchema,
         Usage,
+        WireAttempt,
+        WireRecord,
     )
     from agentfootprint.core.providers.guard import allow_model_requests
     from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
@@ -225,6 +229,8 @@ __all__ = [
     "UsageError",
     "VerificationError",
     "Verifier",
+    "WireAttempt",
+    "WireRecord",
     "__version__",
     "allow_model_requests",
     "build_request",

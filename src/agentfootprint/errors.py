@@ -26,6 +26,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AgentFootprintError",
     "AppendOnlyError",
@@ -148,11 +150,15 @@ class ProviderError(RunError):
         status: int | None = None,
         retryable: bool = False,
         run_id: str | None = None,
+        wire: Any = None,
     ) -> None:
         _checked_status(status, retryable)
         super().__init__(message, run_id=run_id)
         self.status = status
         self.retryable = retryable
+        #: the HTTP attempts the call made (a ``WireRecord``), from adapters that speak HTTP:
+        #: the loop records their digests in the failed call's commit
+        self.wire = wire
 
 
 class ProviderCallError(RunError):

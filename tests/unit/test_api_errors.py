@@ -486,6 +486,8 @@ RECORDS = frozenset(
         "TurnEnd",
         "TurnStart",
         "Usage",
+        "WireAttempt",
+        "WireRecord",
     }
 )
 

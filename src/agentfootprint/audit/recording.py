@@ -259,7 +259,12 @@ class Recording:
                 ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
                 for c in recorded["tool_calls"]
             ),
-            usage=Usage(input=recorded["usage"]["input"], output=recorded["usage"]["output"]),
+            usage=Usage(
+                input=recorded["usage"]["input"],
+                output=recorded["usage"]["output"],
+                cache_read=recorded["usage"].get("cache_read"),
+                cache_write=recorded["usage"].get("cache_write"),
+            ),
             stop_reason=recorded["stop_reason"],
         )
 

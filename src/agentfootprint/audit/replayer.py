@@ -176,13 +176,12 @@ class _ReplayHooks:
         self._same_record(store, run_id, close)
 
     def _same_record(self, store: RowSource, run_id: str, close: dict[str, Any]) -> None:
-        """Every row but ``run.open`` byte for byte, the close the replay is about to write
-        included: what is not served (recorded findings such as ``args_invalid``, state the
-        model never sees, the close) must match too, or it is not the original's recording."""
-        original = [
-            e for e in self.recording.store.read(self.recording.run_id) if e.type != "run.open"
-        ]
-        replayed: list[Any] = [e for e in store.read(run_id) if e.type != "run.open"]
+        """Every row but ``run.open`` and the wire exchanges byte for byte, the close the
+        replay is about to write included: what is not served (recorded findings such as
+        ``args_invalid``, state the model never sees, the close) must match too, or it is
+        not the original's recording."""
+        original = [e for e in self.recording.store.read(self.recording.run_id) if _compared(e)]
+        replayed: list[Any] = [e for e in store.read(run_id) if _compared(e)]
         replayed.append(_Closing(body=canon(close)))
         commits = _commits(original, self.recording.log_format)
         calls = 0
@@ -369,6 +368,21 @@ class _Closing:
     type: str = "run.close"
 
 
+def _compared(row: Any) -> bool:
+    """Rows a replay must reproduce: all but ``run.open`` (it names the run and what it
+    replays) and the wire exchange events (the original's HTTP attempts: a replay makes
+    none, and the original's evidence stays in the original's log)."""
+    if row.type == "run.open":
+        return False
+    if row.type == "event" and b'"agentfootprint.wire.exchange"' in bytes(row.body):
+        body = parse(row.body)
+        return not (isinstance(body, dict) and body.get("name") == WIRE_EXCHANGE)
+    return True
+
+
+WIRE_EXCHANGE = "agentfootprint.wire.exchange"
+
+
 def _commits(rows: list[Any], log_format: str) -> list[tuple[str | None, int]]:
     """For each row, the stage of the commit it belongs to (its marker's, which follows it)
     and how many model calls that commit made (from its receipts or its marker); None and 0
@@ -426,9 +440,9 @@ class _RecordedModel:
     def check(self, call: int, digests: RequestDigests, recorded: dict[str, Any]) -> None:
         self.hooks.check_receipt(call, digests, recorded)
 
-    async def complete(self, call: int, request: Request) -> LLMResponse:
+    async def complete(self, call: int, request: Request, *, on_token: Any = None) -> LLMResponse:
         if not self.hooks.replaying(call):
-            return await self.live.complete(call, request)
+            return await self.live.complete(call, request, on_token=on_token)
         return self.hooks.recording.response(call)
 
     def recorded(self, call: int) -> bool:

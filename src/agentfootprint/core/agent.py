@@ -60,6 +60,16 @@ class StoppedEarly:
     reason: str
     iteration: int
     pending_tool_calls: int
+    #: what the feature that stopped the turn added (e.g. a cost budget's spend)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_state(cls, stopped: dict[str, Any]) -> StoppedEarly:
+        core = ("reason", "iteration", "pending_tool_calls")
+        return cls(
+            **{k: stopped[k] for k in core},
+            details={k: v for k, v in stopped.items() if k not in core},
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -178,6 +188,7 @@ class Agent:
         )
         #: the features taking part, and the chart, budget and projection they make
         self.seam = Seam.build(self.config.options)
+        self._described = self._provider_info()  # checked once, recorded in every run.open
         self.vault: DisclosureVault | None = open_disclosures(disclosures, store)
         try:
             self.store: EventStore = open_store(store)
@@ -327,7 +338,7 @@ class Agent:
             iterations=iterations,
             calls=run.calls,
             outcome=outcome,
-            stopped_early=StoppedEarly(**stopped) if stopped else None,
+            stopped_early=StoppedEarly.from_state(stopped) if stopped else None,
             usage=dict(run.state.get("usage", {})),
             state=run.state,
         )
@@ -394,6 +405,7 @@ class Agent:
             "agent": {"id": config.id, "name": config.name},
             "model": config.model,
             "provider": str(getattr(config.provider, "name", type(config.provider).__name__)),
+            **self._described,
             "options": self.seam.run_open_options(),
             "projection": projection_of(self.seam.projection).describe(),
             "policy": policy.document.to_json() if policy else None,
@@ -403,6 +415,28 @@ class Agent:
             "hash": "SHA-256",
             "clock": {"ts": "unix-ms"},
         }
+
+    def _provider_info(self) -> dict[str, Any]:
+        """``{"provider_info": ...}`` when the provider describes itself (an HTTP adapter: its
+        name and version, the SDK's and httpx's, whose JSON encoding decides the wire bytes);
+        nothing for one that does not (run.open keeps its earlier members)."""
+        describe = getattr(self.config.provider, "describe", None)
+        if not callable(describe):
+            return {}
+        info = describe()
+        try:
+            check_ijson(info, ("provider_info",))
+        except CanonicalFormError as exc:
+            raise UsageError(
+                f"option 'provider': describe() must return JSON data: {exc}", option="provider"
+            ) from exc
+        if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+            raise UsageError(
+                "option 'provider': describe() must return an object of strings "
+                f"(adapter, versions), got {info!r}",
+                option="provider",
+            )
+        return {"provider_info": info}
 
     # -- conversations ------------------------------------------------------------------
     def _reopen(

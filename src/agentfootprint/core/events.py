@@ -27,11 +27,13 @@ __all__ = [
     "IterationStart",
     "LLMEnd",
     "LLMStart",
+    "LLMToken",
     "Listener",
     "ToolEnd",
     "ToolStart",
     "TurnEnd",
     "TurnStart",
+    "WireExchange",
     "event_kinds",
 ]
 
@@ -97,6 +99,27 @@ class LLMStart(AgentEvent):
     system_prompt_chars: int = 0
     #: the assembled system prompt itself, only with ``record_system_prompt=True``
     system_prompt_text: str | None = field(default=None, metadata={"omit_none": True})
+
+
+@dataclass(frozen=True, kw_only=True)
+class LLMToken(AgentEvent):
+    """A piece of a streamed reply as it arrives (the recorded reply is the assembled one)."""
+
+    kind: ClassVar[str] = "agentfootprint.stream.token"
+    iteration: int
+    call: int
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WireExchange(AgentEvent):
+    """The HTTP attempts behind one model call: per attempt the digests of the exact request
+    body sent and response body received (salted commitments under a redaction policy),
+    the status, and why it failed. Recorded in the call's commit."""
+
+    kind: ClassVar[str] = "agentfootprint.wire.exchange"
+    call: int
+    attempts: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, kw_only=True)

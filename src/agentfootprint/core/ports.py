@@ -10,7 +10,7 @@ the same way: its answers are recorded, and a replay answers from the record.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +24,10 @@ if TYPE_CHECKING:
     from agentfootprint.store.redaction import ReplayCommitments
     from agentfootprint.verify.request import RequestDigests
 
-__all__ = ["LiveModel", "LiveTools", "ModelPort", "Ports", "ToolPort"]
+__all__ = ["LiveModel", "LiveTools", "ModelPort", "Ports", "TokenSink", "ToolPort"]
+
+#: ``await on_token(text)``: a piece of a streamed reply, as it arrives
+TokenSink = Callable[[str], Awaitable[None]]
 
 
 class ModelPort(Protocol):
@@ -37,7 +40,12 @@ class ModelPort(Protocol):
     def check(self, call: int, digests: RequestDigests, recorded: dict[str, Any]) -> None:
         """Before call ``call`` is served: raise to refuse serving it (a replay's divergence)."""
 
-    async def complete(self, call: int, request: Request) -> LLMResponse: ...
+    async def complete(
+        self, call: int, request: Request, *, on_token: TokenSink | None = None
+    ) -> LLMResponse:
+        """The reply to call ``call``. ``on_token``: where a streamed reply's pieces go as they
+        arrive (None: nobody listens)."""
+        ...
 
     def recorded(self, call: int) -> bool:
         """Call ``call``'s reply comes from a recording (already as recorded: not checked)."""
@@ -69,8 +77,13 @@ class LiveModel:
     def check(self, call: int, digests: RequestDigests, recorded: dict[str, Any]) -> None:
         return None
 
-    async def complete(self, call: int, request: Request) -> LLMResponse:
+    async def complete(
+        self, call: int, request: Request, *, on_token: TokenSink | None = None
+    ) -> LLMResponse:
         check_model_requests_allowed(self.provider)
+        if on_token is not None and getattr(self.provider, "streams", False) is True:
+            streamed: LLMResponse = await self.provider.complete(request, on_token=on_token)
+            return streamed
         response: LLMResponse = await self.provider.complete(request)
         return response
 

@@ -22,6 +22,7 @@ from agentfootprint.errors import UsageError
 
 if TYPE_CHECKING:
     from agentfootprint.core.events import AgentEvent
+    from agentfootprint.core.providers.base import LLMResponse
     from agentfootprint.core.run import StageContext
     from agentfootprint.core.tools import ToolOutcome
 
@@ -126,6 +127,12 @@ ToolResultHook = Callable[["StageContext", ToolResult, "ToolOutcome"], Awaitable
 RequestHook = Callable[["StageContext", Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 #: ``hook(ctx)``: at the start of each turn (a feature resets what it keeps per turn).
 TurnHook = Callable[["StageContext"], Awaitable[None]]
+#: ``hook(ctx, call, response)``: after a reply was committed (its usage summed in state);
+#: may write scope in the model call's commit and emit events.
+ReplyHook = Callable[["StageContext", int, "LLMResponse"], Awaitable[None]]
+#: ``hook(ctx) -> why``: at the route, when the reply asks for tools: a mapping (at least
+#: ``{"reason": ...}``) stops the turn there, as ``stopped_early`` says; None lets it go on.
+StopHook = Callable[["StageContext"], Awaitable[Mapping[str, Any] | None]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -152,6 +159,8 @@ class Feature:
     #: the hooks then run again on what the tool returned, so a note is never added twice)
     unnote: Callable[[str], str] | None = None
     request_served: RequestHook | None = None
+    reply_received: ReplyHook | None = None
+    stop_reason: StopHook | None = None
     turn_start: TurnHook | None = None
     #: the projection version this feature needs when ``active(options)`` (default 1)
     projection: int = 1

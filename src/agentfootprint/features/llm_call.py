@@ -12,8 +12,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.core.events import IterationStart, LLMEnd, LLMStart
-from agentfootprint.core.providers.base import LLMResponse, Request, ToolCall, Usage
+from agentfootprint.core.events import IterationStart, LLMEnd, LLMStart, LLMToken, WireExchange
+from agentfootprint.core.providers.base import LLMResponse, Request, ToolCall, Usage, WireRecord
 from agentfootprint.core.run import StageContext, exception_text
 from agentfootprint.errors import (
     CanonicalFormError,
@@ -27,6 +27,7 @@ from agentfootprint.errors import (
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
 from agentfootprint.store.redaction import refuse_reserved_key
 from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.verify.hashing import hexdigest
 from agentfootprint.verify.request import build_request
 
 
@@ -113,11 +114,19 @@ async def call_llm(ctx: StageContext) -> None:
     run.calls += 1
     ctx.model_calls += 1
     started = time.perf_counter()
+    on_token = None
+    if ctx.listens(LLMToken.kind):
+
+        async def on_token(text: str) -> None:
+            await ctx.emit(LLMToken(run_id=run.run_id, iteration=iteration, call=call, text=text))
+
     try:
-        response = await model.complete(call, Request.from_served(served))
+        response = await model.complete(call, Request.from_served(served), on_token=on_token)
     except ModelRequestsBlocked:  # misuse (a real provider under test), not a provider failure
         raise
     except ProviderError as exc:  # the provider's own error: what it says, status and all
+        if exc.wire is not None:  # the attempts it made are evidence of the failed call
+            await ctx.emit(wire_exchange(ctx, call, exc.wire))
         raise ProviderCallError(
             f"provider {model.name!r} failed on call {call}: {exc}",
             run_id=run.run_id,
@@ -137,6 +146,8 @@ async def call_llm(ctx: StageContext) -> None:
             f"provider returned {type(response).__name__}, not LLMResponse", run_id=run.run_id
         )
     replayed = model.recorded(call)
+    if response.wire is not None and not replayed:
+        await ctx.emit(wire_exchange(ctx, call, response.wire))
     # a replayed reply is the recorded one (commitments where values were redacted)
     malformed = None if replayed else _malformed(response)
     if malformed is not None:
@@ -156,15 +167,9 @@ async def call_llm(ctx: StageContext) -> None:
         ) from exc
     except CanonicalFormError as exc:
         raise ProviderCallError(f"provider reply is not JSON: {exc}", run_id=run.run_id) from exc
-    usage = s.get("usage")
-    s.set(
-        "usage",
-        {
-            "input": usage["input"] + response.usage.input,
-            "output": usage["output"] + response.usage.output,
-            "calls": usage["calls"] + 1,
-        },
-    )
+    s.set("usage", summed(s.get("usage"), record["usage"]))
+    for hook in run.seam.hooks("reply_received"):
+        await hook(ctx, call, response)
     if not ctx.listens(LLMEnd.kind):
         return
     await ctx.emit(
@@ -181,6 +186,43 @@ async def call_llm(ctx: StageContext) -> None:
     )
 
 
+def summed(usage: dict[str, int], reply: dict[str, int]) -> dict[str, int]:
+    """The turn's usage with one reply's added; cache figures appear once a reply has them
+    (a run whose provider reports none records the usage of earlier releases)."""
+    total = {
+        "input": usage["input"] + reply["input"],
+        "output": usage["output"] + reply["output"],
+        "calls": usage["calls"] + 1,
+    }
+    for key in ("cache_read", "cache_write"):
+        if key in usage or key in reply:
+            total[key] = usage.get(key, 0) + reply.get(key, 0)
+    return total
+
+
+def wire_exchange(ctx: StageContext, call: int, wire: WireRecord) -> WireExchange:
+    """The recorded evidence of a call's HTTP attempts: each body's SHA-256 (domain
+    ``wire/request``, ``wire/response``), committed under a redaction policy."""
+    boundary = ctx.run.boundary
+    attempts = []
+    for attempt in wire.attempts:
+        entry: dict[str, Any] = {}
+        for key, body in (("request", attempt.request_body), ("response", attempt.response_body)):
+            if body is None:
+                entry[key] = None
+                continue
+            digest = hexdigest(f"wire/{key}", body)
+            entry[key] = (
+                digest if boundary is None else boundary.commit_always(f"wire_{key}", digest)
+            )
+        entry["status"] = attempt.status
+        entry["error"] = attempt.error
+        if attempt.retry_after is not None:
+            entry["retry_after"] = attempt.retry_after
+        attempts.append(entry)
+    return WireExchange(run_id=ctx.run.run_id, call=call, attempts=attempts)
+
+
 def _malformed(response: LLMResponse) -> str | None:
     """What of a reply is not the type the loop and the log need (the dataclasses do not
     check their fields: an adapter's bug is named here, not met as an AttributeError)."""
@@ -189,10 +231,17 @@ def _malformed(response: LLMResponse) -> str | None:
     if not isinstance(response.stop_reason, str):
         return f"stop_reason is {type(response.stop_reason).__name__}, not str"
     usage = response.usage
-    if not isinstance(usage, Usage) or not all(
-        type(n) is int and 0 <= n <= MAX_SAFE_INT for n in (usage.input, usage.output)
+    counts = (usage.input, usage.output) if isinstance(usage, Usage) else ()
+    cached = (usage.cache_read, usage.cache_write) if isinstance(usage, Usage) else ()
+    if (
+        not isinstance(usage, Usage)
+        or not all(type(n) is int and 0 <= n <= MAX_SAFE_INT for n in counts)
+        or not all(n is None or (type(n) is int and 0 <= n <= MAX_SAFE_INT) for n in cached)
     ):
-        return "usage must be Usage(input=..., output=...) with integers from 0 to 2**53 - 1"
+        return (
+            "usage must be Usage(input=..., output=..., cache_read=..., cache_write=...) with "
+            "integers from 0 to 2**53 - 1 (cache figures may be None)"
+        )
     if not isinstance(response.tool_calls, tuple | list):
         return f"tool_calls is {type(response.tool_calls).__name__}, not a tuple of ToolCall"
     for index, tool_call in enumerate(response.tool_calls):
@@ -226,6 +275,7 @@ FEATURE = Feature(
         StateKey(name="last_response", structure=True, summary="the latest reply"),
         StateKey(name="usage", structure=True, summary="tokens and calls of the turn"),
     ),
-    events=(IterationStart, LLMStart, LLMEnd),
+    events=(IterationStart, LLMStart, LLMToken, LLMEnd, WireExchange),
+    recorded_events=(WireExchange,),
     ports=("model",),
 )

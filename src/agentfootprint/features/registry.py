@@ -178,7 +178,15 @@ class Seam:
         return self._hooks[point]
 
 
-_HOOK_POINTS = ("tool_result", "tool_result_noted", "unnote", "request_served", "turn_start")
+_HOOK_POINTS = (
+    "tool_result",
+    "tool_result_noted",
+    "unnote",
+    "request_served",
+    "reply_received",
+    "stop_reason",
+    "turn_start",
+)
 
 
 def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:

@@ -57,6 +57,18 @@ async def route(ctx: StageContext) -> str:
             },
         )
         return "final"
+    for hook in ctx.run.seam.hooks("stop_reason"):
+        why = await hook(ctx)
+        if why is not None:  # a feature stops the turn at this boundary (e.g. a cost budget)
+            s.set(
+                "stopped_early",
+                {
+                    **why,
+                    "iteration": iteration,
+                    "pending_tool_calls": len(response["tool_calls"]),
+                },
+            )
+            return "final"
     return "tool-calls"
 
 

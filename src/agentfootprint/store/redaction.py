@@ -320,6 +320,12 @@ class Boundary:
             return self._commitment(key, value)
         return self._walk(value, key)[0]
 
+    def commit_always(self, key: str, value: Any) -> Any:
+        """``value`` committed under ``key`` whatever the policy names: for evidence that must
+        never be recorded in clear under a policy (a wire body's digest: a plain digest of a
+        body holding a short secret would let anyone confirm a guess)."""
+        return self._commitment(key, value)
+
     def commit(self, value: Any, *, recorded: bool = True, key: str | None = None) -> Any:
         """The committed form of ``value`` (the same object when nothing in it matches).
 

@@ -25,6 +25,8 @@ TAGS: Final = frozenset(
         "commit",
         "policy",
         "runleaf",
+        "wire/request",
+        "wire/response",
     }
 )
 

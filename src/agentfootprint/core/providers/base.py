@@ -37,6 +37,8 @@ __all__ = [
     "ToolCall",
     "ToolSchema",
     "Usage",
+    "WireAttempt",
+    "WireRecord",
 ]
 
 
@@ -52,8 +54,44 @@ class ToolCall:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
+    """Tokens as the vendor reports them. ``cache_read`` / ``cache_write``: prompt tokens read
+    from or written to the vendor's prompt cache; None when the provider reports no cache
+    figures (they are then left out of the recorded reply, as in earlier releases)."""
+
     input: int = 0
     output: int = 0
+    cache_read: int | None = None
+    cache_write: int | None = None
+
+    def to_state(self) -> dict[str, int]:
+        usage = {"input": self.input, "output": self.output}
+        if self.cache_read is not None:
+            usage["cache_read"] = self.cache_read
+        if self.cache_write is not None:
+            usage["cache_write"] = self.cache_write
+        return usage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WireAttempt:
+    """One HTTP attempt of a call: the exact request body sent and response body received
+    (for a stream, the bytes received), its status, and why it failed (None: it answered).
+    ``retry_after``: the seconds the server asked to wait before the next attempt."""
+
+    request_body: bytes
+    response_body: bytes | None = None
+    status: int | None = None
+    error: str | None = None
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WireRecord:
+    """What an adapter that speaks HTTP saw of one call: every attempt, in order (the last
+    one answered). The loop records the bodies' digests (commitments under a redaction
+    policy), never the bodies."""
+
+    attempts: tuple[WireAttempt, ...]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,6 +102,8 @@ class LLMResponse:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     stop_reason: str = "stop"
+    #: the HTTP exchange behind the reply, from adapters that speak HTTP (not in state)
+    wire: WireRecord | None = field(default=None, compare=False)
 
     def to_state(self) -> dict[str, Any]:
         """The JSON form committed to state as ``last_response``."""
@@ -72,7 +112,7 @@ class LLMResponse:
             "tool_calls": [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
             ],
-            "usage": {"input": self.usage.input, "output": self.usage.output},
+            "usage": self.usage.to_state(),
             "stop_reason": self.stop_reason,
         }
 

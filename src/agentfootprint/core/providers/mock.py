@@ -52,10 +52,19 @@ def tool_call(name: str, arguments: Any = None, *, id: str | None = None) -> Too
     return ToolCall(id=id or "", name=name, arguments={} if arguments is None else arguments)
 
 
+#: the usage of a scripted reply that gave none: the mock estimates it at the call
+_ESTIMATE = Usage()
+
+
 def reply(
-    text: str = "", *, tool_calls: Sequence[ToolCall] = (), stop_reason: str | None = None
+    text: str = "",
+    *,
+    tool_calls: Sequence[ToolCall] = (),
+    stop_reason: str | None = None,
+    usage: Usage | None = None,
 ) -> LLMResponse:
-    """A scripted reply with text and/or tool calls."""
+    """A scripted reply with text and/or tool calls. ``usage``: the tokens the call reports
+    (default: estimated from the characters, about four per token)."""
     if not isinstance(text, str):
         raise UsageError(
             f"reply() argument 'text' must be a str, got {type(text).__name__}", option="provider"
@@ -78,9 +87,15 @@ def reply(
             f"{type(stop_reason).__name__}",
             option="provider",
         )
+    if usage is not None and not isinstance(usage, Usage):
+        raise UsageError(
+            f"reply() argument 'usage' must be a Usage(...), got {type(usage).__name__}",
+            option="provider",
+        )
     return LLMResponse(
         content=text,
         tool_calls=tuple(tool_calls),
+        usage=usage if usage is not None else _ESTIMATE,
         stop_reason=stop_reason or ("tool_use" if tool_calls else "stop"),
     )
 
@@ -185,9 +200,12 @@ class MockProvider:
             for i, c in enumerate(response.tool_calls)
         )
         out_chars = len(response.content) + sum(len(str(c.arguments)) for c in calls)
+        usage = response.usage
+        if usage is _ESTIMATE or usage == Usage():  # not given: estimated
+            usage = Usage(input=math.ceil(_chars(request) / 4), output=math.ceil(out_chars / 4))
         return LLMResponse(
             content=response.content,
             tool_calls=calls,
-            usage=Usage(input=math.ceil(_chars(request) / 4), output=math.ceil(out_chars / 4)),
+            usage=usage,
             stop_reason=response.stop_reason,
         )
