@@ -54,9 +54,14 @@ class ToolCall:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
-    """Tokens as the vendor reports them. ``cache_read`` / ``cache_write``: prompt tokens read
-    from or written to the vendor's prompt cache; None when the provider reports no cache
-    figures (they are then left out of the recorded reply, as in earlier releases)."""
+    """Tokens of one call, in three non-overlapping prompt counts and the output.
+
+    ``input``: prompt tokens neither read from nor written to the vendor's prompt cache;
+    ``cache_read`` / ``cache_write``: prompt tokens read from / written to it (None when the
+    provider reports no cache figures: they are then left out of the recorded reply, as in
+    earlier releases). An adapter whose vendor counts cached tokens inside its prompt total
+    (OpenAI's ``prompt_tokens``) subtracts them, so every count is billed once; the vendor's
+    own figures stay in the response body the wire digest covers."""
 
     input: int = 0
     output: int = 0

@@ -1,0 +1,167 @@
+"""``cost_budget``: a cap on a run's USD (seed semantics), priced by ``pricing_table``.
+
+A bare number warns: when the run's cumulative USD first exceeds it, one
+``agentfootprint.cost.limit_hit`` event with ``action: "warn"`` is recorded (and a warning
+logged) and the run goes on. ``{"usd": x, "on_exceed": "halt"}`` stops: the same event
+(``action: "halt"``) is recorded at the call that crossed the budget, and the turn ends at
+the next iteration boundary, the route after that call, where ``max_iterations`` stops it
+too. The call in flight has completed, is billed (its tick is recorded) and is recorded;
+the requested tools are not run, and ``RunResult.stopped_early`` is
+``{"reason": "cost-budget", "usd": spent, "budget": x}``. A reply that asks for no tool ends
+the turn on its own. ``{"usd": x, "on_exceed": "warn"}`` is the bare number.
+
+The budget is money, and only a pricing table turns tokens into money: a budget without
+``pricing_table``, or whose agent's model the table does not price, is refused at
+construction. The run's spend is what ``pricing_table`` counted (a call it could not price
+counts nothing, and its ``agentfootprint.cost.unpriced`` event says so). Recorded in
+``run.open.options`` as ``{"usd": x, "on_exceed": ...}``; whether it warned is kept in
+``ctx.run.memory`` for the run, never in state.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from agentfootprint.core.events import AgentEvent
+from agentfootprint.core.providers.base import LLMResponse
+from agentfootprint.core.run import StageContext
+from agentfootprint.features import pricing_table
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.verify.canonical import MAX_SAFE_INT
+
+OPTION = "cost_budget"
+ACTIONS = ("halt", "warn")
+#: ``stopped_early.reason`` of a halt
+REASON = "cost-budget"
+log = logging.getLogger("agentfootprint.cost")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitHit(AgentEvent):
+    """The run's cumulative USD exceeded its budget (once per run)."""
+
+    kind: ClassVar[str] = "agentfootprint.cost.limit_hit"
+    iteration: int
+    call: int  #: the call that crossed the budget
+    action: str  #: ``warn`` (the run goes on) or ``halt`` (it stops at the route)
+    usd: float  #: the run's cumulative USD after that call
+    budget: float | int
+
+
+def _usd(value: Any) -> float | int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or not 0 < value <= MAX_SAFE_INT
+    ):
+        raise refuse(OPTION, f"the budget must be a finite number of USD > 0, got {value!r}")
+    return value
+
+
+def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
+    if value is MISSING or value is None:
+        return None
+    if isinstance(value, Mapping):
+        unknown = sorted(map(repr, set(value) - {"usd", "on_exceed"}))
+        if unknown:
+            raise refuse(
+                OPTION, f"unknown key {', '.join(unknown)}; the keys are 'usd' and 'on_exceed'"
+            )
+        if "usd" not in value:
+            raise refuse(OPTION, "give the budget in USD: {'usd': 0.5, 'on_exceed': 'halt'}")
+        action = value.get("on_exceed", "warn")
+        if action not in ACTIONS:
+            raise refuse(OPTION, f"'on_exceed' must be 'halt' or 'warn', got {action!r}")
+        budget = {"usd": _usd(value["usd"]), "on_exceed": action}
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        budget = {"usd": _usd(value), "on_exceed": "warn"}
+    else:
+        raise refuse(
+            OPTION,
+            "must be a number of USD (warns once) or {'usd': x, 'on_exceed': 'halt' | 'warn'}, "
+            f"got {value!r}",
+        )
+    table = pricing_table.FEATURE.options[0].check(given.get("pricing_table", MISSING), given)
+    if table is None:
+        raise refuse(
+            OPTION,
+            "a cost budget is money and needs prices to turn tokens into money: give "
+            "pricing_table=True (the shipped table) or pricing_table={model: {'input': ..., "
+            "'output': ...}} (USD per 1M tokens)",
+        )
+    model = given.get("model")
+    if model not in table:
+        raise refuse(
+            OPTION,
+            f"pricing_table has no prices for the agent's model {model!r}, so the budget "
+            f"could never be reached; add {model!r} to pricing_table",
+        )
+    return budget
+
+
+def _crossed(ctx: StageContext) -> tuple[Decimal, Mapping[str, Any]] | None:
+    """The spend and the budget when the spend exceeds it."""
+    budget: Mapping[str, Any] = ctx.run.config.options[OPTION]
+    spent = pricing_table.spent(ctx.run)
+    return (spent, budget) if spent > pricing_table.price_decimal(budget["usd"]) else None
+
+
+async def _check_spend(ctx: StageContext, call: int, response: LLMResponse) -> None:
+    crossed = _crossed(ctx)
+    if crossed is None or ctx.run.memory.get(OPTION):
+        return
+    ctx.run.memory[OPTION] = True  # once per run
+    spent, budget = crossed
+    if budget["on_exceed"] == "warn":
+        log.warning(
+            "run %s: spent %s USD, over its cost_budget of %s USD (warning only; "
+            "{'usd': x, 'on_exceed': 'halt'} stops the run instead)",
+            ctx.run.run_id,
+            spent,
+            budget["usd"],
+        )
+    await ctx.emit(
+        LimitHit(
+            run_id=ctx.run.run_id,
+            iteration=ctx.scope.get("iteration"),
+            call=call,
+            action=budget["on_exceed"],
+            usd=float(spent),
+            budget=budget["usd"],
+        )
+    )
+
+
+async def _stop(ctx: StageContext) -> Mapping[str, Any] | None:
+    crossed = _crossed(ctx)
+    if crossed is None or crossed[1]["on_exceed"] != "halt":
+        return None
+    spent, budget = crossed
+    return {"reason": REASON, "usd": float(spent), "budget": budget["usd"]}
+
+
+FEATURE = Feature(
+    name="cost-budget",
+    summary="a cap on a run's USD: warn once, or halt at the next iteration boundary",
+    order=150,  # after pricing_table's tick (its hook counts the spend first)
+    options=(
+        OptionSpec(
+            name=OPTION,
+            seed="costBudget",
+            check=_check,
+            recorded=True,
+            summary="cap on a run's USD",
+        ),
+    ),
+    events=(LimitHit,),
+    recorded_events=(LimitHit,),
+    reply_received=_check_spend,
+    stop_reason=_stop,
+    active=lambda options: options.get(OPTION) is not None,
+)
