@@ -61,6 +61,8 @@ _LAZY: dict[str, str] = {
     "MemoryStore": "agentfootprint.store.memory",
     "MockProvider": "agentfootprint.core.providers.mock",
     "Ports": "agentfootprint.core.ports",
+    "anthropic": "agentfootprint.providers",
+    "openai": "agentfootprint.providers",
     "Outcome": "agentfootprint.verify.verifier",
     "Provider": "agentfootprint.core.providers.base",
     "ProviderCallError": "agentfootprint.errors",
@@ -154,6 +156,7 @@ if TYPE_CHECKING:
         UsageError,
         VerificationError,
     )
+    from agentfootprint.providers import anthropic, openai
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
@@ -233,6 +236,7 @@ __all__ = [
     "WireRecord",
     "__version__",
     "allow_model_requests",
+    "anthropic",
     "build_request",
     "commit_value_at",
     "conversation_redaction",
@@ -241,6 +245,7 @@ __all__ = [
     "export_runs",
     "import_bundle",
     "open_store",
+    "openai",
     "receipt_at",
     "replay",
     "replay_sync",

@@ -100,12 +100,15 @@ def demo_script() -> list[Any]:
     ]
 
 
-def build_demo_agent(store: Any, *, provider: Any = None, **options: Any) -> Agent:
-    """The demo agent recording into ``store`` (a path or a store object); ``options``
-    (``redact``, ``disclosures``...) are added to its own."""
+def build_demo_agent(
+    store: Any, *, provider: Any = None, model: str = "scripted-travel-model", **options: Any
+) -> Agent:
+    """The demo agent recording into ``store`` (a path or a store object); ``provider`` and
+    ``model`` default to the scripted ones; ``options`` (``redact``, ``disclosures``...) are
+    added to its own."""
     return Agent(
         provider=provider or MockProvider(demo_script()),
-        model="scripted-travel-model",
+        model=model,
         name="Travel helper",
         id="travel-helper",
         system=[

@@ -343,6 +343,20 @@ CASES: list[Case] = [
         Case("Ports", port, kwargs_call(af.Ports, port), derived=True)
         for port in ("clock", "run_ids", "salts", "model", "tools")
     ),
+    # the adapters' options (a local base URL: no key needed, nothing is sent at construction)
+    *(
+        Case(
+            "openai",
+            option,
+            kwargs_call(af.openai, option, base_url="http://127.0.0.1:9/v1"),
+            derived=True,
+        )
+        for option in ("timeout", "max_retries", "max_retry_wait", "stream")
+    ),
+    *(
+        Case("anthropic", option, kwargs_call(af.anthropic, option, api_key="k"), derived=True)
+        for option in ("api_key", "base_url", "timeout", "max_retries", "stream")
+    ),
     Case(
         "RedactionPolicy",
         "patterns",

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import agentfootprint as af
 from agentfootprint.testing.provider_contract import ProviderContract
+
+pytestmark = pytest.mark.allow_model_requests  # the docs example makes real (local) requests
 
 
 class TestMockProvider(ProviderContract):
@@ -17,3 +21,21 @@ class TestMockProvider(ProviderContract):
 
     def scripted(self, replies: list[Any]) -> Any:
         return af.MockProvider(replies)
+
+
+class TestDocsExampleProvider(ProviderContract):
+    """docs/providers.md's complete example, as written, against the fake Chat Completions
+    server (it speaks the same wire format)."""
+
+    def scripted(self, replies: list[Any]) -> Any:
+        from test_provider_contract import docs_provider
+
+        from agentfootprint.testing.fake_openai import FakeOpenAI, scripted_reply
+
+        self.server = FakeOpenAI([scripted_reply(r) for r in replies]).start()
+        return docs_provider()(self.server.url)
+
+    def close(self) -> None:
+        server = getattr(self, "server", None)
+        if server is not None:
+            server.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -50,17 +50,37 @@ def _account(store: EventReader, run_id: str) -> None:
     help="SQLite file to record into (created if missing; runs are appended; a file "
     "that is not an agentfootprint log is refused).",
 )
-def demo(db: Path) -> None:
-    """Record a scripted two-tool, two-turn agent run, then verify it.
+@click.option(
+    "--base-url",
+    default=None,
+    metavar="URL",
+    help="Run the demo against an OpenAI-compatible server at URL (e.g. a local Ollama at "
+    "http://localhost:11434/v1) instead of the scripted model; needs --model and "
+    'pip install "agentfootprint[openai]". The key, if the server needs one, is read from '
+    "OPENAI_API_KEY and never recorded.",
+)
+@click.option("--model", default=None, metavar="NAME", help="The model to ask (with --base-url).")
+def demo(db: Path, base_url: str | None, model: str | None) -> None:
+    """Record a two-tool, two-turn agent run, then verify it.
 
-    No model or network is used: the scripted provider plays the model, and
-    everything else (stages, store, receipts, verifier) is the real thing.
-    Exit codes as for `verify` (2 also when --db cannot be written or is not a log).
+    By default no model or network is used: the scripted provider plays the model, and
+    everything else (stages, store, receipts, verifier) is the real thing. With --base-url
+    and --model a real model answers, through the OpenAI-compatible adapter, and each call's
+    HTTP exchange is recorded by digest too.
+    Exit codes as for `verify` (2 also when --db cannot be written or is not a log, or the
+    server cannot be used).
     """
     from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 
+    real: dict[str, Any] = {}
+    if (base_url is None) != (model is None):
+        raise click.UsageError("--base-url and --model go together: give both, or neither")
+    if base_url is not None and model is not None:
+        from agentfootprint.providers import openai
+
+        real = {"provider": openai(base_url=base_url), "model": model}
     with SqliteStore(db) as store:
-        agent = build_demo_agent(store)
+        agent = build_demo_agent(store, **real)
         results: list[RunResult] = []
         for question in DEMO_QUESTIONS:
             parent = results[-1] if results else None

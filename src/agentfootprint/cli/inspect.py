@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from agentfootprint.audit.read import RunReader
-from agentfootprint.cli._boundary import EXIT_USAGE, fail, one_line
+from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
 from agentfootprint.cli._common import DB, echo_json, open_log, short, when
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import shared_verifier
@@ -132,21 +132,92 @@ def show(db: Path, run_id: str) -> None:
                 pending.append(added)
 
 
-@click.command(epilog=_exit_codes("the run does not verify"))
+@click.command(epilog=_exit_codes("the run does not verify, or (--wire) its wire digest differs"))
 @click.argument("db", type=DB)
 @click.argument("run_id")
 @click.argument("k", type=click.IntRange(min=0))
-def served(db: Path, run_id: str, k: int) -> None:
+@click.option(
+    "--wire",
+    is_flag=True,
+    help="Rebuild the exact HTTP request body the adapter sent for call K (from the served "
+    "request and the adapter's versions in run.open) and check its digest against the "
+    "recorded wire exchange.",
+)
+def served(db: Path, run_id: str, k: int, wire: bool) -> None:
     """Print the request served at call K (0-based) of RUN_ID, rebuilt from the log.
 
     DB is a database (opened read-only, never changed) or an export bundle. Under a
     redaction policy this is the request as recorded (commitments in place of redacted
-    values): what the receipt attests. The run is verified first.
+    values): what the receipt attests. The run is verified first. With --wire: the HTTP
+    body the adapter sends for it, whether its digest is the recorded one, and which
+    version differs from the recording when one does (needs the adapter's extra installed).
     """
     with open_log(db) as source:
-        shared_verifier(source).verify(run_id)
+        verified = shared_verifier(source).verify(run_id)
         request = RunReader(source).served_at(run_id, k)
-    echo_json(request)
+        if not wire:
+            echo_json(request)
+            return
+        if verified.policy is not None:
+            fail(
+                "--wire: the run was recorded under a redaction policy: its wire bodies hold "
+                "values the log keeps as commitments, and rebuilding them from the vault is "
+                "not supported yet; the receipt check (verify) covers the served request"
+            )
+        opened: dict[str, Any] = {}
+        recorded: list[Any] = []
+        for event in source.read(run_id):
+            body = parse(event.body)
+            if event.type == "run.open":
+                opened = body
+            elif (
+                event.type == "event"
+                and body.get("name") == "agentfootprint.wire.exchange"
+                and body.get("payload", {}).get("call") == k
+            ):
+                recorded = [a.get("request") for a in body["payload"].get("attempts", [])]
+    _check_wire(opened, request, recorded, k)
+
+
+def _check_wire(opened: dict[str, Any], request: Any, recorded: list[Any], k: int) -> None:
+    from agentfootprint.core.providers.base import Request
+    from agentfootprint.providers import rebuilt
+    from agentfootprint.verify.hashing import hexdigest
+
+    info = opened.get("provider_info")
+    if not isinstance(info, dict):
+        fail(
+            "--wire: the run was not recorded through an HTTP adapter "
+            "(run.open has no provider_info)"
+        )
+    if not recorded:
+        fail(f"--wire: call {k} has no recorded wire exchange")
+    adapter = rebuilt(info)
+    body = adapter.wire_request(Request.from_served(request))
+    digest = hexdigest("wire/request", body)
+    now = adapter.describe()
+    differs = {
+        name: {"recorded": info.get(name), "now": now.get(name)}
+        for name in sorted(set(info) | set(now))
+        if info.get(name) != now.get(name)
+    }
+    matches = all(d == digest for d in recorded)
+    echo_json(
+        {
+            "call": k,
+            "body": parse(body),
+            "digest": digest,
+            "recorded": recorded,
+            "matches": matches,
+            "versions_differ": differs,
+        }
+    )
+    if not matches:
+        fail(
+            f"--wire: the rebuilt body's digest {digest} is not the recorded one"
+            + (f" (versions differ: {', '.join(differs)})" if differs else ""),
+            EXIT_DIFFERENT,
+        )
 
 
 @click.command(epilog=_exit_codes("the run does not verify"))
