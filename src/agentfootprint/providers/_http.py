@@ -449,8 +449,17 @@ def _classify(exc: BaseException, exchange: Exchange, vendor: Vendor) -> _Failur
 
 
 def _innermost(chain: Sequence[BaseException]) -> str:
-    """The most specific description in an exception chain (the root cause's)."""
-    return next((str(e) for e in reversed(chain) if str(e)), type(chain[0]).__name__)
+    """The most specific description in an exception chain: the innermost network error's
+    (an OS or transport error), else the root cause's. Libraries leave unrelated errors in
+    the implicit context (a probe's ``RuntimeError: no running event loop``): they are not
+    what went wrong."""
+    for error in reversed(chain):
+        if isinstance(error, OSError | httpx2.TransportError) and str(error):
+            return str(error)
+    return next(
+        (str(e) for e in reversed(chain) if str(e) and not isinstance(e, RuntimeError)),
+        type(chain[0]).__name__,
+    )
 
 
 def _vendor_code(body: Any) -> str | None:
