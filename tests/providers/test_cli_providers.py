@@ -80,3 +80,26 @@ def test_served_wire_of_a_mock_run_says_there_is_no_wire(tmp_path: Path) -> None
     agent.close()
     result = CliRunner().invoke(main, ["served", str(db), run.run_id, "0", "--wire"])
     assert result.exit_code == 2 and "not recorded through an HTTP adapter" in result.output
+
+
+def test_served_wire_of_a_redacted_run_opens_with_the_vault(tmp_path: Path) -> None:
+    db, vault = tmp_path / "runs.db", tmp_path / "vault.db"
+    with FakeOpenAI([reply("Noted.")]) as server:
+        agent = af.Agent(
+            provider=af.openai(base_url=server.url),
+            model="m",
+            store=db,
+            redact=af.conversation_redaction(),
+            disclosures=vault,
+        )
+        run = agent.run_sync("my card is 4111-1111")
+        agent.close()
+    without = CliRunner().invoke(main, ["served", str(db), run.run_id, "0", "--wire"])
+    assert without.exit_code == 2 and "--disclosures VAULT" in without.output
+    result = CliRunner().invoke(
+        main, ["served", str(db), run.run_id, "0", "--wire", "--disclosures", str(vault)]
+    )
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["matches"] is True and shown["body"] is None
+    assert "4111" not in result.output

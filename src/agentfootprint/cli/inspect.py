@@ -7,6 +7,7 @@ from rows that may be forged or malformed).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ import click
 from agentfootprint.audit.read import RunReader
 from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
 from agentfootprint.cli._common import DB, echo_json, open_log, short, when
+from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.verify.canonical import parse
+from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, iter_commitments
 from agentfootprint.verify.verifier import shared_verifier
 
 __all__ = ["runs", "served", "show", "state"]
@@ -143,7 +146,16 @@ def show(db: Path, run_id: str) -> None:
     "request and the adapter's versions in run.open) and check its digest against the "
     "recorded wire exchange.",
 )
-def served(db: Path, run_id: str, k: int, wire: bool) -> None:
+@click.option(
+    "--disclosures",
+    "vault",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="VAULT",
+    help="With --wire, for a run recorded under a redaction policy: the vault that opens its "
+    "commitments (read-only). The body is then not printed (it holds the redacted values); "
+    "its digest is checked against the opened commitments.",
+)
+def served(db: Path, run_id: str, k: int, wire: bool, vault: Path | None) -> None:
     """Print the request served at call K (0-based) of RUN_ID, rebuilt from the log.
 
     DB is a database (opened read-only, never changed) or an export bundle. Under a
@@ -158,12 +170,15 @@ def served(db: Path, run_id: str, k: int, wire: bool) -> None:
         if not wire:
             echo_json(request)
             return
+        opener: DisclosureVault | None = None
         if verified.policy is not None:
-            fail(
-                "--wire: the run was recorded under a redaction policy: its wire bodies hold "
-                "values the log keeps as commitments, and rebuilding them from the vault is "
-                "not supported yet; the receipt check (verify) covers the served request"
-            )
+            if vault is None:
+                fail(
+                    "--wire: the run was recorded under a redaction policy: its wire bodies "
+                    "hold values the log keeps as commitments; give --disclosures VAULT (the "
+                    "vault it was recorded with) to rebuild them"
+                )
+            opener = DisclosureVault(vault, readonly=True)
         opened: dict[str, Any] = {}
         recorded: list[Any] = []
         for event in source.read(run_id):
@@ -176,10 +191,33 @@ def served(db: Path, run_id: str, k: int, wire: bool) -> None:
                 and body.get("payload", {}).get("call") == k
             ):
                 recorded = [a.get("request") for a in body["payload"].get("attempts", [])]
-    _check_wire(opened, request, recorded, k)
+    if opener is None:
+        _check_wire(opened, request, recorded, k)
+        return
+    with contextlib.closing(opener):
+        live = opener.reveal(request)
+        if next(iter_commitments(live), None) is not None:
+            fail(
+                "--wire: the vault cannot open every commitment of the served request (erased "
+                "or from another vault): its body cannot be rebuilt"
+            )
+        digests = [_opened_digest(opener, d) for d in recorded]
+    _check_wire(opened, live, digests, k, show_body=False)
 
 
-def _check_wire(opened: dict[str, Any], request: Any, recorded: list[Any], k: int) -> None:
+def _opened_digest(vault: DisclosureVault, recorded: Any) -> Any:
+    """A recorded wire digest: as is, or opened from its commitment by the vault."""
+    if not is_commitment(recorded):
+        return recorded
+    found = vault.get(recorded[COMMIT_KEY])
+    if found is None or not found.opens():
+        fail("--wire: the vault cannot open the recorded wire digest's commitment")
+    return found.value
+
+
+def _check_wire(
+    opened: dict[str, Any], request: Any, recorded: list[Any], k: int, *, show_body: bool = True
+) -> None:
     from agentfootprint.core.providers.base import Request
     from agentfootprint.providers import rebuilt
     from agentfootprint.verify.hashing import hexdigest
@@ -205,7 +243,7 @@ def _check_wire(opened: dict[str, Any], request: Any, recorded: list[Any], k: in
     echo_json(
         {
             "call": k,
-            "body": parse(body),
+            "body": parse(body) if show_body else None,
             "digest": digest,
             "recorded": recorded,
             "matches": matches,
