@@ -1,5 +1,6 @@
 """The incremental hashers equal the reference definitions byte for byte, under every
-projection: v1's plain lists, and v2's spliced message segments and tool subsets."""
+projection: v1's plain lists, v2's spliced message segments and tool subsets, and v3's
+cache markers (request shape 2)."""
 
 from __future__ import annotations
 
@@ -53,8 +54,17 @@ def reference(request: dict[str, Any], version: int = 1) -> tuple[dict[str, list
     lists = {
         f.name: [hexdigest(str(f.tag), canon(p)) for p in request[f.name]] for f in spec.pieces
     }
+    scalars = {
+        f.name: request[f.name]
+        for f in spec.fields
+        if f.tag is None and f.name not in ("model", "params")
+    }
     digest = request_digest(
-        request["model"], request["params"], lists, request_version=spec.request_version
+        request["model"],
+        request["params"],
+        lists,
+        request_version=spec.request_version,
+        scalars=scalars,
     )
     return lists, digest
 
@@ -93,7 +103,8 @@ def test_incremental_request_digest_equals_reference(plan: list[Any]) -> None:
 def test_the_hasher_member_order_is_computed_from_the_field_names() -> None:
     for spec in PROJECTIONS.values():
         assert spec.member_order == tuple(sorted([f.name for f in spec.fields] + ["v"]))
-        assert spec.member_order[0] == spec.grows == "messages"  # so the SHA state extends
+        # so the SHA state extends, under every request shape (v3's prompt_cache included)
+        assert spec.member_order[0] == spec.grows == "messages"
         assert spec.piece_kinds == PIECE_KINDS
 
 
@@ -170,6 +181,66 @@ def test_incremental_request_digest_equals_reference_under_projection_2(
         assert hasher.fork().digests(request).request == digest
 
 
+def markers_for(data: st.DataObject, request: dict[str, Any]) -> dict[str, list[int]]:
+    """Random cache markers that apply to the served lists (at most 4 in all)."""
+    markers: dict[str, list[int]] = {}
+    room = 4
+    for name in ("system", "tools", "messages"):
+        n = len(request[name])
+        picked = data.draw(st.sets(st.integers(0, n - 1), max_size=min(room, n))) if n else set()
+        markers[name] = sorted(picked)
+        room -= len(picked)
+    return markers
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["extend", "rewrite", "copy"]), st.lists(messages, max_size=3)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.data(),
+)
+def test_incremental_request_digest_equals_reference_under_projection_3(
+    plan: list[Any], data: st.DataObject
+) -> None:
+    """Markers that move from call to call (the breakpoints strategy marks the last message)
+    or stay, over windows and tool subsets: the incremental digest is the reference's."""
+    hasher = RequestHasher(3)
+    history: list[dict[str, Any]] = []
+    schemas = data.draw(named_tools)
+    system = data.draw(pieces)
+    for how, new in plan:
+        if how == "extend":
+            history = history + new
+        elif how == "rewrite":
+            history = new + history[len(new) :]
+        else:
+            history = [dict(m) for m in history] + new
+        state: dict[str, Any] = {
+            "model": "m",
+            "history": history,
+            "tool_schemas": schemas,
+            "system_pieces": system,
+        }
+        if data.draw(st.booleans()):
+            state["served_messages"] = segments_for(data, history)
+        if data.draw(st.booleans()):
+            state["served_tools"] = [t["name"] for t in schemas][: data.draw(st.integers(0, 4))]
+        if data.draw(st.booleans()):
+            state["cache_markers"] = markers_for(data, build_request(state, version=3))
+        request = build_request(state, version=3)
+        lists, digest = reference(request, 3)
+        got = hasher.digests(request)
+        assert got.request == digest
+        assert request["prompt_cache"] == state.get(
+            "cache_markers", {"system": [], "tools": [], "messages": []}
+        )
+        for kind in PIECE_KINDS:
+            assert list(got.pieces(kind)) == lists[kind]
+        assert hasher.fork().digests(request).request == digest
+
+
 def test_a_hasher_forked_into_another_projection_hashes_as_a_fresh_one() -> None:
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     state = {"model": "m", "history": history, "served_messages": [{"history": [1, None]}]}
@@ -179,6 +250,10 @@ def test_a_hasher_forked_into_another_projection_hashes_as_a_fresh_one() -> None
     child = parent.fork(2)
     assert child.version == 2 and parent.version == 1
     assert child.digests(request) == RequestHasher(2).digests(request)
+    marked = build_request(
+        {**state, "cache_markers": {"system": [], "tools": [], "messages": [0]}}, version=3
+    )
+    assert parent.fork(3).digests(marked) == RequestHasher(3).digests(marked)
 
 
 @given(

@@ -46,6 +46,7 @@ from agentfootprint.verify.hashing import hexdigest
 pytestmark = pytest.mark.allow_model_requests
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
+EPHEMERAL = {"type": "ephemeral"}
 KEY = "sk-ant-api03-PLANTED-test-key-7f3a9c"
 WEATHER_SCHEMA = {
     "type": "object",
@@ -268,6 +269,54 @@ def test_the_translation_keeps_pieces_merges_tool_results_and_adds_nothing() -> 
     assert dict(request.to_json()) == before  # read, never changed
 
 
+def test_markers_become_cache_control_on_the_marked_blocks() -> None:
+    """A system text block, a tool, and a message's last content block: a tool result in
+    the merged user turn, an assistant turn's last tool_use, a plain text turn as a block."""
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [{"id": "t1", "name": "get_weather", "arguments": {"location": "SF"}}],
+        },
+        {"role": "tool", "tool_call_id": "t1", "name": "get_weather", "content": "15C"},
+        {"role": "tool", "tool_call_id": "t2", "name": "get_weather", "content": "16C"},
+    ]
+    tool = {"name": "get_weather", "description": "Weather.", "input_schema": WEATHER_SCHEMA}
+    request = served(
+        system=[{"source": "base", "text": "A."}, {"source": "base", "text": "B."}],
+        messages=messages,
+        tools=[tool, {**tool, "name": "other"}],
+        prompt_cache={"system": [0], "tools": [1], "messages": [0, 2]},
+    )
+    before = copy.deepcopy(dict(request.to_json()))
+    wire = translate(request)
+    assert wire["system"] == [
+        {"type": "text", "text": "A.", "cache_control": EPHEMERAL},
+        {"type": "text", "text": "B."},
+    ]
+    assert [("cache_control" in t) for t in wire["tools"]] == [False, True]
+    assert wire["messages"][0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "weather?", "cache_control": EPHEMERAL}],
+    }
+    assert all("cache_control" not in b for b in wire["messages"][1]["content"])
+    results = wire["messages"][2]["content"]  # the two tool results, one user turn
+    assert results[0]["cache_control"] == EPHEMERAL and "cache_control" not in results[1]
+    assert dict(request.to_json()) == before  # read, never changed
+    marked = translate(served(messages=messages, prompt_cache={"system": [], "tools": [],
+                                                               "messages": [1]}))  # fmt: skip
+    assert marked["messages"][1]["content"][-1]["type"] == "tool_use"
+    assert marked["messages"][1]["content"][-1]["cache_control"] == EPHEMERAL
+    # nothing marked, or no prompt_cache member at all: nothing is added
+    plain = served(messages=messages, tools=[tool])
+    assert request.cache is not None and plain.cache is None
+    empty = served(messages=messages, tools=[tool], prompt_cache={"system": [], "tools": [],
+                                                                 "messages": []})  # fmt: skip
+    assert translate(empty) == translate(plain)
+    assert "cache_control" not in json.dumps(translate(plain))
+
+
 def test_max_tokens_is_the_requests_else_the_default() -> None:
     assert translate(served(params={"max_tokens": 77}))["max_tokens"] == 77
     assert "extra_body" not in translate(served(params={"max_tokens": 77}))
@@ -352,9 +401,11 @@ def test_a_tool_loop_run_verifies_and_its_wire_digests_are_the_bytes_exchanged(
         assert model.wire_request(rebuilt) == body
 
     second = server.received[1].json()
+    # the adapter declares prompt_caching="breakpoints": the last system piece, the last tool
+    # and the last message carry a cache breakpoint (test_prompt_cache_breakpoints_...)
     assert second["system"] == [
         {"type": "text", "text": "You are a weather assistant."},
-        {"type": "text", "text": "Answer in one sentence."},
+        {"type": "text", "text": "Answer in one sentence.", "cache_control": EPHEMERAL},
     ]
     assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
     assert second["messages"][1]["content"][1] == {
@@ -364,7 +415,9 @@ def test_a_tool_loop_run_verifies_and_its_wire_digests_are_the_bytes_exchanged(
         "input": {"location": "San Francisco, CA", "unit": "celsius"},
     }
     assert second["messages"][2]["content"][0]["type"] == "tool_result"
+    assert second["messages"][2]["content"][0]["cache_control"] == EPHEMERAL
     assert second["tools"][0]["input_schema"] == WEATHER_SCHEMA
+    assert second["tools"][0]["cache_control"] == EPHEMERAL
     assert second["max_tokens"] == 1024 and "stream" not in second
     assert server.received[1].path == "/v1/messages"
     assert server.received[1].headers["anthropic-version"]
@@ -376,6 +429,56 @@ def test_a_tool_loop_run_verifies_and_its_wire_digests_are_the_bytes_exchanged(
     # it replays with no model call: the server is asked nothing more
     assert_replays(lambda: weather_agent(provider(server)), db)
     assert len(server.received) == 2
+
+
+def test_prompt_cache_breakpoints_are_decided_recorded_sent_verified_and_replayed(
+    server: FakeAnthropic, tmp_path: Path
+) -> None:
+    """The default strategy of the adapter (breakpoints): the caching stage writes the
+    markers, the run is served under projection 3, the fake server sees cache_control on
+    the marked blocks, and the markers rebuilt from the log are the ones served."""
+    replies = [fixture("tool_use.json"), fixture("after_tool.json")]
+    server.script(*(Reply(body=body) for body in replies))
+    model = capturing(server)
+    db = tmp_path / "run.db"
+    agent = weather_agent(model, store=str(db))
+    result = agent.run_sync("What's the weather in San Francisco?")
+    assert run_open(agent.store, result.run_id)["projection"]["version"] == 3
+    writes = [
+        parse(row.body)
+        for row in agent.store.read(result.run_id)
+        if row.type == "write" and parse(row.body)["path"] == "cache_markers"
+    ]
+    assert [w["value"]["messages"] for w in writes] == [[0], [2]]  # moved with the history
+    for k in range(2):
+        rebuilt = af.served_at(agent.store, result.run_id, k)
+        marks = rebuilt["prompt_cache"]
+        assert marks == {"system": [1], "tools": [0], "messages": [len(rebuilt["messages"]) - 1]}
+        assert model.received[k]["prompt_cache"] == marks
+        sent = server.received[k].json()
+        assert sent["system"][1]["cache_control"] == EPHEMERAL
+        assert "cache_control" not in sent["system"][0]
+        assert sent["tools"][0]["cache_control"] == EPHEMERAL
+        assert sent["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
+        assert json.dumps(sent).count("cache_control") == 3
+        assert model.wire_request(rebuilt) == server.received[k].body
+    agent.close()
+    assert_replays(lambda: weather_agent(provider(server)), db)
+    assert len(server.received) == 2
+
+
+def test_caching_off_sends_no_cache_control_and_serves_projection_1(
+    server: FakeAnthropic,
+) -> None:
+    server.script(message("hi"), message("hi"))
+    off = weather_agent(provider(server), caching="off")
+    result = off.run_sync("hello")
+    assert run_open(off.store, result.run_id)["projection"]["version"] == 1
+    assert "cache_markers" not in result.state
+    assert b"cache_control" not in server.received[0].body
+    automatic = weather_agent(provider(server), cache_strategy="automatic")
+    automatic.run_sync("hello")
+    assert server.received[1].body == server.received[0].body
 
 
 def test_temperature_and_max_tokens_reach_the_wire(server: FakeAnthropic) -> None:

@@ -1,5 +1,5 @@
 """An independent verifier of the agentfootprint log formats v1 and v2 (and request
-projections v1 and v2), written from ``docs/log-format.md`` alone (it imports nothing of
+projections v1, v2 and v3), written from ``docs/log-format.md`` alone (it imports nothing of
 ``agentfootprint``).
 
 :func:`verify_file` (section 9.5) gives the verdicts ``(run_id, outcome_or_code, seq)`` of a
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -635,7 +636,7 @@ def projection_version(opened: dict[str, Any]) -> int:
             return 1  # format v1: absent means projection 1
         raise structure(0, "format v2 requires a projection member")
     p = opened["projection"]
-    if not is_obj(p) or not is_int(p.get("version")) or p["version"] not in (1, 2):
+    if not is_obj(p) or not is_int(p.get("version")) or p["version"] not in (1, 2, 3):
         raise structure(0, f"projection {p!r} names no known projection")
     return int(p["version"])
 
@@ -683,11 +684,27 @@ def served_tools(schemas: list[Any], names: Any) -> list[Any] | None:
     return [by_name[n] for n in names]
 
 
+def cache_markers(markers: Any, served: dict[str, list[Any]]) -> bool:
+    """Projection v3's markers (section 8) apply to the served lists."""
+    if not is_obj(markers) or set(markers) != {"system", "tools", "messages"}:
+        return False
+    total = 0
+    for kind, indices in markers.items():
+        if not isinstance(indices, list) or not all(map(is_int, indices)):
+            return False
+        if any(b <= a for a, b in itertools.pairwise(indices)):
+            return False
+        if any(not 0 <= i < len(served[kind]) for i in indices):
+            return False
+        total += len(indices)
+    return total <= 4
+
+
 def build_request(
     state: dict[str, Any], seq: int, version: int = 1
 ) -> tuple[Any, Any, dict[str, list[str]]]:
-    """Projection v1 or v2 (section 8): model, params and the piece digests, or
-    Failure(receipt)."""
+    """Projection v1, v2 or v3 (section 8): model, params and the piece digests (under v3
+    also ``"prompt_cache"``: the markers, a value, not digests), or Failure(receipt)."""
     if "model" not in state:
         raise Failure("receipt", seq, "no model in state")
     model, params = state["model"], state.get("params", {})
@@ -699,7 +716,7 @@ def build_request(
         if not isinstance(pieces, list):
             raise Failure("receipt", seq, f"state key {key} is {type(pieces).__name__}, not array")
         served[kind] = pieces
-    if version == 2:
+    if version in (2, 3):
         for kind, key, edit in (
             ("messages", "served_messages", served_messages),
             ("tools", "served_tools", served_tools),
@@ -709,12 +726,19 @@ def build_request(
                 if edited is None:
                     raise Failure("receipt", seq, f"state key {key} does not apply")
                 served[kind] = edited
-    digests = {}
+    markers = None
+    if version == 3:
+        markers = state.get("cache_markers", {"system": [], "tools": [], "messages": []})
+        if not cache_markers(markers, served):
+            raise Failure("receipt", seq, "state key cache_markers does not apply")
+    digests: dict[str, Any] = {}
     for kind, _, tag in KINDS:
         try:
             digests[kind] = [H(tag, canon(p)).hex() for p in served[kind]]
         except Exception as e:
             raise Failure("receipt", seq, f"a served piece is not I-JSON: {e}") from None
+    if markers is not None:
+        digests["prompt_cache"] = markers
     return model, params, digests
 
 
@@ -975,7 +999,7 @@ class Verifier:
             lists[kind] = expanded
         if canon(body["model"]) != canon(model) or canon(body["params"]) != canon(params):
             raise bad("model or params differ from the projected ones")
-        doc = {"v": 1, "model": model, "params": params, **rebuilt}
+        doc = {"v": 2 if version == 3 else 1, "model": model, "params": params, **rebuilt}
         if body["request"] != H("request", canon(doc)).hex():
             raise bad("the request digest differs from the rebuilt request")
 

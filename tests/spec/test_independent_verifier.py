@@ -212,6 +212,39 @@ def test_recorded_runs_agree(spec: Any) -> None:
         )
 
 
+class MarkFirstMessage:
+    """A cache strategy of its own: the first message, and the last tool."""
+
+    def markers(self, served: Any) -> dict[str, list[int]]:
+        return {"messages": [0], "tools": [len(served["tools"]) - 1] if served["tools"] else []}
+
+
+@pytest.mark.parametrize(
+    "strategy", ["breakpoints", MarkFirstMessage()], ids=["breakpoints", "own"]
+)
+def test_recorded_runs_with_cache_markers_agree(strategy: Any) -> None:
+    """Projection 3 end to end: the markers a stage wrote, served as ``prompt_cache`` and
+    hashed under request shape 2, verify under this page's rules as under the reference."""
+    tool = af.define_tool(name="lookup", description="Look up.", execute=lambda args: "rows")
+    script = [af.reply(tool_calls=[af.tool_call("lookup", {"q": "a"})]), "done"]
+    with scratch() as folder:
+        agent = af.Agent(
+            provider=af.MockProvider(script),
+            model="m",
+            system=["one", "two"],
+            tools=[tool],
+            store=str(folder / "log.db"),
+            cache_strategy=strategy,
+        )
+        try:
+            result = agent.run_sync("go")
+        finally:
+            agent.close()
+        assert result.calls == 2
+        ours, theirs = mine(folder / "log.db"), reference(folder / "log.db")
+        assert ours == theirs == ({result.run_id: (iv.VALID, None)}, [])
+
+
 @slow(25)
 @given(rs.planted_runs(rfc8259=True))
 def test_redacted_runs_agree(spec: Any) -> None:
@@ -551,9 +584,11 @@ def first_call(value: Any) -> Callable[[Rows], None]:
     return change
 
 
-def reminted(version: int, **state: Any) -> Callable[[Rows], None]:
+def reminted(version: int, *, unchecked: bool = False, **state: Any) -> Callable[[Rows], None]:
     """Projection ``version``, ``state`` keys set by the seed commit, and every receipt minted
-    again for what that projection serves (with this page's functions: keep 0, add all)."""
+    again for what that projection serves (with this page's functions: keep 0, add all).
+    ``unchecked``: the receipts hash ``cache_markers`` as ``prompt_cache`` whether or not
+    they apply (what a verifier that skipped the checks would accept)."""
 
     def change(rows: Rows) -> None:
         rows[0][2]["projection"]["version"] = version
@@ -573,12 +608,19 @@ def reminted(version: int, **state: Any) -> Callable[[Rows], None]:
                     iv.apply_write(folded, w["path"], w["verb"], w.get("value"))
                 pending = []
             elif type_ == "receipt":
-                model, params, digests = iv.build_request(folded, seq, version)
-                doc = {"v": 1, "model": model, "params": params, **digests}
+                if unchecked:
+                    unmarked = {k: v for k, v in folded.items() if k != "cache_markers"}
+                    model, params, digests = iv.build_request(unmarked, seq, version)
+                    digests["prompt_cache"] = folded["cache_markers"]
+                else:
+                    model, params, digests = iv.build_request(folded, seq, version)
+                doc = {"v": 2 if version == 3 else 1, "model": model, "params": params, **digests}
                 body.update(
                     model=model, params=params, request=iv.H("request", rfc8785.dumps(doc)).hex()
                 )
-                body.update({k: {"keep": 0, "add": d} for k, d in digests.items()})
+                body.update(
+                    {k: {"keep": 0, "add": d} for k, d in digests.items() if k != "prompt_cache"}
+                )
 
     return change
 
@@ -770,7 +812,7 @@ CASES = [
         iv.VALID,
     ),
     ("projection 2, nothing edited", edit(projection(2)), "A", iv.VALID),
-    ("projection 3", edit(projection(3)), "A", "structure"),
+    ("projection 4", edit(projection(4)), "A", "structure"),
     ("projection version a string", edit(projection("1")), "A", "structure"),
     ("projection version true", edit(projection(True)), "A", "structure"),
     ("projection not an object", edit(sets(0, projection=[1])), "A", "structure"),
@@ -843,6 +885,83 @@ CASES = [
         edit(both(projection(2), sets(7, path="served_tools", value=["lookup", "lookup"]))),
         "A",
         "receipt",
+    ),
+    # -- projection v3: prompt-cache markers, request shape 2 (section 8)
+    ("projection 3, receipts of request shape 1", edit(projection(3)), "A", "receipt"),
+    ("projection 3, no markers, receipts minted for it", edit(reminted(3)), "A", iv.VALID),
+    (
+        "projection 3, markers, receipts minted for them",
+        edit(reminted(3, cache_markers={"system": [], "tools": [0], "messages": [0]})),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 3, four markers on five served messages",
+        edit(
+            reminted(
+                3,
+                served_messages=[
+                    {"message": {"role": "user", "content": str(i)}} for i in range(5)
+                ],
+                cache_markers={"system": [], "tools": [], "messages": [0, 1, 2, 4]},
+            )
+        ),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 3, five markers",
+        edit(
+            both(
+                reminted(
+                    3,
+                    served_messages=[
+                        {"message": {"role": "user", "content": str(i)}} for i in range(5)
+                    ],
+                ),
+                sets(
+                    7,
+                    path="cache_markers",
+                    value={"system": [], "tools": [], "messages": [0, 1, 2, 3, 4]},
+                ),
+            )
+        ),
+        "A",
+        "receipt",
+    ),
+    (
+        "projection 2 ignores cache_markers",
+        edit(both(projection(2), sets(7, path="cache_markers", value=5))),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 3, markers minted unchecked that apply",
+        edit(
+            reminted(3, unchecked=True, cache_markers={"system": [], "tools": [0], "messages": []})
+        ),
+        "A",
+        iv.VALID,
+    ),
+    *(
+        (
+            f"projection 3, cache_markers {label}",
+            edit(reminted(3, unchecked=True, cache_markers=value)),
+            "A",
+            "receipt",
+        )
+        for label, value in (
+            ("not an object", [0]),
+            ("without tools", {"system": [], "messages": [0]}),
+            ("with another member", {"system": [], "tools": [], "messages": [], "x": []}),
+            ("marking past the end", {"system": [], "tools": [], "messages": [9]}),
+            ("marking a system piece past the end", {"system": [5], "tools": [], "messages": []}),
+            ("with a boolean index", {"system": [], "tools": [], "messages": [True]}),
+            ("with a fraction", {"system": [], "tools": [], "messages": [0.5]}),
+            ("negative", {"system": [], "tools": [], "messages": [-1]}),
+            ("twice the same", {"system": [], "tools": [0, 0], "messages": []}),
+            ("a list that is a string", {"system": "0", "tools": [], "messages": []}),
+        )
     ),
     (
         "an UNSEALED parent",

@@ -117,13 +117,13 @@ def test_v1_refuses_what_it_refused_before() -> None:
 
 
 def test_both_projections_hash_the_same_request_shape() -> None:
-    assert {spec.request_version for spec in PROJECTIONS.values()} == {1}
+    assert {PROJECTIONS[v].request_version for v in (1, 2)} == {1}
     request = build_request(state())
     assert RequestHasher(1).digests(request) == RequestHasher(2).digests(request)
     assert build_request(state(), version=2) == request  # no edits: v2 serves what v1 does
 
 
-@pytest.mark.parametrize("version", [0, 3, -1, True, "2", 2.0, None])
+@pytest.mark.parametrize("version", [0, 4, -1, True, "2", 2.0, None])
 def test_an_unknown_projection_version_is_refused(version: Any) -> None:
     with pytest.raises(ProjectionError) as caught:
         build_request(state(), version=version)
@@ -131,6 +131,105 @@ def test_an_unknown_projection_version_is_refused(version: Any) -> None:
     assert "projection version" in str(caught.value)
     with pytest.raises(ProjectionError):
         RequestHasher(version)
+
+
+# -- projection v3: prompt-cache markers ----------------------------------------------------
+
+MARKS = {"system": [0], "tools": [2], "messages": [4]}
+
+
+def test_v3_serves_the_markers_as_prompt_cache_under_request_shape_2() -> None:
+    spec = projection(3)
+    assert spec.request_version == 2 and spec.piece_kinds == PIECE_KINDS
+    assert spec.describe() == {
+        "version": 3,
+        "keys": {"system": "system_pieces", "messages": "history", "tools": "tool_schemas"},
+        "edits": {"messages": "served_messages", "tools": "served_tools"},
+        "fields": {"prompt_cache": "cache_markers"},
+    }
+    marks = dict(MARKS)
+    request = build_request(state(cache_markers=marks), version=3)
+    assert request["prompt_cache"] is marks  # the state's object, as it is
+    assert {k: v for k, v in request.items() if k != "prompt_cache"} == build_request(state())
+    # absent: nothing marked, still shape 2 (the shape is the projection's, not the state's)
+    unmarked = build_request(state(), version=3)
+    assert unmarked["prompt_cache"] == {"system": [], "tools": [], "messages": []}
+    # the messages digest list still comes first: the SHA-256 state extends call to call
+    assert spec.member_order == (
+        "messages", "model", "params", "prompt_cache", "system", "tools", "v"
+    )  # fmt: skip
+
+
+def test_v3_hashes_the_markers_and_the_shape_into_the_request_digest() -> None:
+    request = build_request(state(cache_markers=MARKS), version=3)
+    got = RequestHasher(3).digests(request)
+    lists = {k: got.pieces(k) for k in PIECE_KINDS}
+    assert got.request == request_digest(
+        "m", {"temperature": 0.5}, lists, request_version=2, scalars={"prompt_cache": MARKS}
+    )
+    plain = RequestHasher(2).digests(build_request(state(), version=2))
+    assert lists == {k: plain.pieces(k) for k in PIECE_KINDS}  # same pieces, same digests
+    assert got.request != plain.request
+    moved = build_request(state(cache_markers={**MARKS, "messages": [3]}), version=3)
+    assert RequestHasher(3).digests(moved).request != got.request
+
+
+def test_v3_markers_index_the_lists_as_served_after_the_edits() -> None:
+    edited = state(served_messages=[{"history": [3, None]}], served_tools=["fetch"])
+    marks = {"system": [], "tools": [0], "messages": [1]}
+    assert build_request({**edited, "cache_markers": marks}, version=3)["prompt_cache"] == marks
+    with pytest.raises(ProjectionError, match="messages\\[0\\] marks 2, out of range"):
+        build_request({**edited, "cache_markers": {**marks, "messages": [2]}}, version=3)
+
+
+def test_v1_and_v2_ignore_cache_markers() -> None:
+    for version in (1, 2):
+        request = build_request(state(cache_markers="anything"), version=version)
+        assert "prompt_cache" not in request
+
+
+@pytest.mark.parametrize(
+    ("markers", "words"),
+    [
+        ([0], "is an array, not an object"),
+        (None, "is null, not an object"),
+        ({"system": [], "tools": []}, "has no messages member"),
+        ({**MARKS, "images": []}, "unknown member 'images'"),
+        ({**MARKS, "tools": 2}, "tools is a number, not an array"),
+        ({**MARKS, "tools": [True]}, "tools[0] is a boolean, not an integer"),
+        ({**MARKS, "tools": [1.0]}, "tools[0] is a number, not an integer"),
+        ({**MARKS, "tools": [3]}, "tools[0] marks 3, out of range (0 <= index < 3"),
+        ({**MARKS, "tools": [-1]}, "tools[0] marks -1, out of range"),
+        ({**MARKS, "tools": [1, 1]}, "tools[1] marks 1 after 1 (not increasing)"),
+        ({**MARKS, "tools": [2, 1]}, "tools[1] marks 1 after 2"),
+        ({**MARKS, "system": [1]}, "system[0] marks 1, out of range (0 <= index < 1"),
+        ({"system": [0], "tools": [0, 1], "messages": [3, 4]}, "places 5 markers, more than 4"),
+    ],
+)
+def test_v3_refuses_markers_that_do_not_apply(markers: Any, words: str) -> None:
+    with pytest.raises(ProjectionError) as caught:
+        build_request(state(cache_markers=markers), version=3)
+    assert caught.value.key == "cache_markers"
+    assert words in str(caught.value)
+    assert "at most 4 in all" in str(caught.value)  # and says what it must be
+
+
+def test_four_markers_are_allowed() -> None:
+    marks = {"system": [0], "tools": [0, 2], "messages": [4]}
+    assert build_request(state(cache_markers=marks), version=3)["prompt_cache"] == marks
+
+
+def test_a_v3_run_verifies_and_the_reader_serves_its_markers() -> None:
+    agent = af.Agent(
+        provider=af.MockProvider(["one", "two"]), model="m", cache_strategy="breakpoints"
+    )
+    first = agent.run_sync("hi")
+    result = agent.run_sync("again", continue_from=first)  # a continued run, markers moved
+    assert result.state["cache_markers"] == {"system": [], "tools": [], "messages": [2]}
+    assert af.verify_run(agent.store, result.run_id).projection == 3
+    served = af.served_at(agent.store, result.run_id, 0)
+    assert served["prompt_cache"] == result.state["cache_markers"]
+    assert served == agent.config.provider.requests[-1]
 
 
 # -- projection v2: served_messages ---------------------------------------------------------
@@ -467,7 +566,7 @@ def test_the_projection_is_read_from_run_open_not_assumed() -> None:
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"version": 3}, "unknown projection version 3"),
+        ({"version": 4}, "unknown projection version 4"),
         ({"version": 0}, "unknown projection version 0"),
         ({"version": "2"}, "projection version is a string, not an integer"),
         ({"version": True}, "projection version is a boolean, not an integer"),

@@ -252,9 +252,25 @@ def compare(
             diff=piece_diff(before, after, f"call {call} {kind}[{position}]"),
             original_run=run_id,
         )
-    if receipt.request != digests.request:  # pieces equal, so only the encoding could differ
+    if receipt.request != digests.request:
+        # model, params and every piece agree: a member hashed only into the request digest
+        # differs (projection 3's prompt_cache markers), or its shape (the projection)
+        markers = served.get("prompt_cache")
+        replayed = request.get("prompt_cache")
+        if canon(markers) != canon(replayed):
+            return ReplayDivergence(
+                f"call {call}: the prompt cache markers differ: {markers!r} were served, the "
+                f"replay serves {replayed!r}",
+                call=call,
+                kind="request",
+                diff=piece_diff(markers, replayed, f"call {call} prompt_cache"),
+                expected=receipt.request,
+                actual=digests.request,
+                original_run=run_id,
+            )
         return ReplayDivergence(
-            f"call {call}: request digest differs",
+            f"call {call}: request digest differs (the request's shape: the original and the "
+            "replay build it under different projection versions)",
             call=call,
             kind="request",
             expected=receipt.request,

@@ -8,7 +8,11 @@ server errors and broken connections, each attempt recorded in the call's
 request and nothing else: system pieces stay separate text blocks (their boundaries are
 where prompt-cache breakpoints go), tool results become the user turn's ``tool_result``
 blocks, and ``max_tokens`` (which the API requires) is the request's, else
-``default_max_tokens``.
+``default_max_tokens``. Prompt caching: the adapter declares ``prompt_caching =
+"breakpoints"``, so the ``caching`` feature marks the last system piece, the last tool and
+the last message of every request (projection 3's ``prompt_cache`` member, decided by a
+stage and recorded); each marker is sent as ``cache_control: {"type": "ephemeral"}`` on that
+system text block, tool, or the message's last content block.
 """
 
 from __future__ import annotations
@@ -80,6 +84,9 @@ def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, 
     integral floats as ints), as the log gives them back, so the bytes sent are the bytes
     rebuilt from the log."""
     messages: list[dict[str, Any]] = []
+    #: per served message, where a cache marker on it goes: the last content block it
+    #: became, or (a plain text message) the wire message whose text becomes a block
+    lasts: list[dict[str, Any]] = []
     results: list[dict[str, Any]] | None = None  # the open user turn of tool results
     for message in request.messages:
         if message.role == "tool":
@@ -94,6 +101,7 @@ def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, 
                 results = []
                 messages.append({"role": "user", "content": results})
             results.append(block)
+            lasts.append(block)
             continue
         results = None
         if message.role == "assistant" and message.tool_calls:
@@ -113,8 +121,10 @@ def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, 
                 else:  # a call the view kept as it was (a commitment): sent as text
                     blocks.append({"type": "text", "text": _text(call)})
             messages.append({"role": "assistant", "content": blocks})
+            lasts.append(blocks[-1])
         else:
             messages.append({"role": message.role, "content": _text(message.content)})
+            lasts.append(messages[-1])
     params = dict(request.params)
     max_tokens = params.pop("max_tokens", None)
     arguments: dict[str, Any] = {
@@ -135,7 +145,24 @@ def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, 
         ]
     if params:
         arguments["extra_body"] = _http.normalized(params)
+    markers = request.cache
+    if markers:
+        for i in markers.system:
+            arguments["system"][i]["cache_control"] = _ephemeral()
+        for i in markers.tools:
+            arguments["tools"][i]["cache_control"] = _ephemeral()
+        for i in markers.messages:
+            target = lasts[i]
+            if "role" in target:  # plain text: sent as one text block that can carry it
+                target["content"] = [{"type": "text", "text": target["content"]}]
+                target = target["content"][0]
+            target["cache_control"] = _ephemeral()
     return arguments
+
+
+def _ephemeral() -> dict[str, str]:
+    """Anthropic's cache control for a breakpoint (the default five-minute cache)."""
+    return {"type": "ephemeral"}
 
 
 def _usage(usage: Any) -> Usage:
@@ -274,6 +301,8 @@ class AnthropicMessages:
 
     name = "anthropic"
     makes_requests = True
+    #: the cache strategy the ``caching`` feature uses by default: marked breakpoints
+    prompt_caching = "breakpoints"
 
     def __init__(
         self,

@@ -331,6 +331,8 @@ class OpenAIChat:
 
     name = "openai"
     makes_requests = True
+    #: OpenAI caches long prompt prefixes by itself: the ``caching`` feature marks nothing
+    prompt_caching = "automatic"
 
     def __init__(
         self,

@@ -11,6 +11,10 @@ optional state keys that edit what is served without copying it: ``served_messag
 message list as segments: slices of ``history`` by reference, and single messages that are
 not in the history) and ``served_tools`` (a subset of ``tool_schemas`` by name). Both have
 the same request shape, so their request digests carry the same ``v`` (``request_version``).
+v3 is v2 plus one request field, ``prompt_cache`` (prompt-cache markers read from the
+optional state key ``cache_markers``: indices into the served lists), so request shape 2;
+its name sorts after ``messages``, which keeps the growing list first in the request
+digest (the hasher's SHA-256 state extends call to call, markers moving or not).
 docs/log-format.md section 8 is the normative text.
 """
 
@@ -24,14 +28,17 @@ from agentfootprint.errors import AgentFootprintError, UsageError
 from agentfootprint.verify.calls import LOG_FORMAT_V1
 
 __all__ = [
+    "CACHE_MARKERS_MAX",
     "PROJECTIONS",
     "PROJECTION_V1",
     "PROJECTION_V2",
+    "PROJECTION_V3",
     "Edit",
     "Field",
     "Projection",
     "ProjectionError",
     "build_request",
+    "cache_markers",
     "json_kind",
     "projection",
     "recorded_projection",
@@ -71,7 +78,9 @@ class Field:
 
     ``tag`` is the digest tag of its pieces (the member is a list hashed piece by piece), or
     None for a scalar member hashed whole. ``default`` makes the value when the key is absent
-    (None: the key is required)."""
+    (None: the key is required). ``check``, for a field whose value depends on the others
+    as served (cache markers index the served lists): ``check(value, request)`` returns the
+    served value or raises :class:`ProjectionError`, once every edit is applied."""
 
     name: str
     key: str
@@ -79,6 +88,7 @@ class Field:
     kind: type | tuple[type, ...]
     kind_name: str
     default: Callable[[], Any] | None
+    check: Callable[[Any, Mapping[str, Any]], Any] | None = None
 
     def project(self, state: Mapping[str, Any]) -> Any:
         if self.key in state:
@@ -117,6 +127,8 @@ class Projection:
     grows: str
     edits: tuple[Edit, ...] = ()
     pieces: tuple[Field, ...] = field(init=False)
+    #: the fields checked against the served request after the edits: (name, check)
+    checks: tuple[tuple[str, Callable[[Any, Mapping[str, Any]], Any]], ...] = field(init=False)
     #: the request digest's members in canonical (code point) order, ``v`` among them
     member_order: tuple[str, ...] = field(init=False)
 
@@ -128,6 +140,8 @@ class Projection:
         if self.grows not in [f.name for f in pieces]:
             raise ValueError(f"projection {self.version}: {self.grows!r} is not a piece field")
         object.__setattr__(self, "pieces", pieces)
+        checks = tuple((f.name, f.check) for f in self.fields if f.check is not None)
+        object.__setattr__(self, "checks", checks)
         object.__setattr__(self, "member_order", tuple(sorted([*names, "v"])))
 
     @property
@@ -152,6 +166,8 @@ class Projection:
         for edit in self.edits:
             if edit.key in state:
                 request[edit.field] = edit.apply(request[edit.field], state[edit.key])
+        for name, check in self.checks:
+            request[name] = check(request[name], request)
         return request
 
     def describe(self) -> dict[str, Any]:
@@ -162,6 +178,9 @@ class Projection:
         }
         if self.edits:
             described["edits"] = {e.field: e.key for e in self.edits}
+        scalars = {f.name: f.key for f in self.fields if f.tag is None and f.name != f.key}
+        if scalars:
+            described["fields"] = scalars
         return described
 
 
@@ -270,6 +289,65 @@ def _served_tools(schemas: Sequence[Any], names: Any) -> list[Any]:
     return served
 
 
+# -- projection v3's cache markers ----------------------------------------------------------
+
+#: the most markers one request may carry (Anthropic's limit on cache breakpoints)
+CACHE_MARKERS_MAX: Final = 4
+#: the marker lists, in the order the refusals check them
+_MARKED: Final = ("system", "tools", "messages")
+
+
+def _no_markers() -> dict[str, list[int]]:
+    return {"messages": [], "system": [], "tools": []}
+
+
+def cache_markers(markers: Any, request: Mapping[str, Any]) -> Any:
+    """``cache_markers`` as served (the very object): checked against the served lists.
+
+    An object with exactly the members ``system``, ``tools`` and ``messages``, each an
+    array of distinct integers in increasing order, each an index into that served list,
+    at most :data:`CACHE_MARKERS_MAX` in all; anything else raises :class:`ProjectionError`
+    naming ``cache_markers``."""
+
+    def refuse(reason: str) -> ProjectionError:
+        return ProjectionError(
+            "cache_markers",
+            f"state key cache_markers {reason}; it must be an object "
+            '{"system": [...], "tools": [...], "messages": [...]} of increasing, distinct '
+            f"indices into the served lists, at most {CACHE_MARKERS_MAX} in all",
+        )
+
+    if not isinstance(markers, dict):
+        raise refuse(f"is {json_kind(markers)}, not an object")
+    unknown = sorted(set(markers) - set(_MARKED))
+    if unknown:
+        raise refuse(f"has the unknown member {unknown[0]!r}")
+    total = 0
+    for name in _MARKED:
+        if name not in markers:
+            raise refuse(f"has no {name} member")
+        indices = markers[name]
+        if not isinstance(indices, list | tuple):
+            raise refuse(f"{name} is {json_kind(indices)}, not an array")
+        served = len(request[name])
+        previous = -1
+        for i, index in enumerate(indices):
+            if type(index) is not int:
+                raise refuse(f"{name}[{i}] is {json_kind(index)}, not an integer")
+            if not 0 <= index < served:
+                raise refuse(
+                    f"{name}[{i}] marks {index}, out of range (0 <= index < {served}, "
+                    f"the {name} served)"
+                )
+            if index <= previous:
+                raise refuse(f"{name}[{i}] marks {index} after {previous} (not increasing)")
+            previous = index
+        total += len(indices)
+    if total > CACHE_MARKERS_MAX:
+        raise refuse(f"places {total} markers, more than {CACHE_MARKERS_MAX}")
+    return markers
+
+
 # -- the registry ---------------------------------------------------------------------------
 
 _ARRAY: Final = (list, tuple)
@@ -315,7 +393,30 @@ PROJECTION_V2: Final = Projection(
         Edit(field="tools", key="served_tools", apply=_served_tools),
     ),
 )
-PROJECTIONS: Final[Mapping[int, Projection]] = {1: PROJECTION_V1, 2: PROJECTION_V2}
+#: v3: v2 plus the request field ``prompt_cache`` from ``cache_markers`` (request shape 2).
+PROJECTION_V3: Final = Projection(
+    version=3,
+    request_version=2,
+    fields=(
+        *_FIELDS_V1,
+        Field(
+            name="prompt_cache",
+            key="cache_markers",
+            tag=None,
+            kind=object,
+            kind_name="an object",
+            default=_no_markers,
+            check=cache_markers,
+        ),
+    ),
+    grows="messages",
+    edits=PROJECTION_V2.edits,
+)
+PROJECTIONS: Final[Mapping[int, Projection]] = {
+    1: PROJECTION_V1,
+    2: PROJECTION_V2,
+    3: PROJECTION_V3,
+}
 
 
 def projection(version: Any) -> Projection:
@@ -328,6 +429,8 @@ def projection(version: Any) -> Projection:
         return PROJECTION_V1
     elif version == 2:
         return PROJECTION_V2
+    elif version == 3:
+        return PROJECTION_V3
     else:
         raise ProjectionError(
             "projection",

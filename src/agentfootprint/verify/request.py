@@ -4,7 +4,8 @@
 projection version a run records (:mod:`agentfootprint.verify.projection`, re-exported
 here): it selects the documented keys and puts them in order; it composes nothing. The
 agent sends its result to the provider, the receipt hashes it piece by piece, and the
-verifier applies the same projection to the state folded from the log. Projection v1:
+verifier applies the same projection to the state folded from the log (v2 edits what
+``messages`` and ``tools`` serve; v3 adds ``prompt_cache``, request shape 2). Projection v1:
 
 =============  ==================================  ===========
 request field  state key                           default
@@ -40,6 +41,7 @@ from agentfootprint.verify.canonical import canon, canon_object
 from agentfootprint.verify.hashing import domain_prefix, hexdigest
 from agentfootprint.verify.projection import (
     PROJECTION_V1,
+    PROJECTION_V3,
     PROJECTIONS,
     Projection,
     ProjectionError,
@@ -53,6 +55,7 @@ __all__ = [
     "PIECE_KINDS",
     "PROJECTION",
     "PROJECTIONS",
+    "PROJECTION_V3",
     "REQUEST_VERSION",
     "Projection",
     "ProjectionError",
@@ -66,11 +69,13 @@ __all__ = [
     "request_digest",
 ]
 
-#: the request shape version (``v`` in every request digest; 1 for projections 1 and 2)
+#: the request shape of projections 1 and 2 (``v`` in their request digests; 2 under
+#: projection 3, which adds ``prompt_cache``: ``Projection.request_version``)
 REQUEST_VERSION: Final = PROJECTION_V1.request_version
 #: projection v1's piece fields: request field -> (state key, piece tag), in served order
 PROJECTION: Final = {f.name: (f.key, f.tag) for f in PROJECTION_V1.pieces}
-#: the digest lists every receipt carries (the same for every projection of request shape 1)
+#: the digest lists every receipt carries (the same for every projection: request shape 2
+#: adds a scalar member, no piece list)
 PIECE_KINDS: Final = PROJECTION_V1.piece_kinds
 
 
@@ -93,8 +98,11 @@ def request_digest(
     pieces: Mapping[str, Sequence[str]],
     *,
     request_version: int = REQUEST_VERSION,
+    scalars: Mapping[str, Any] | None = None,
 ) -> str:
-    """``H(request, canon({v, model, params, system, messages, tools}))`` over piece digests.
+    """``H(request, canon({v, model, params, system, messages, tools, ...}))`` over piece
+    digests; ``scalars``: the other members of the request shape, hashed whole (request shape
+    2's ``prompt_cache``).
 
     The reference definition; :class:`RequestHasher` computes the same digest incrementally.
     """
@@ -103,6 +111,7 @@ def request_digest(
         "model": canon(model),
         "params": canon(params),
         **{kind: _hex_list(pieces[kind]) for kind in PIECE_KINDS},
+        **{name: canon(value) for name, value in (scalars or {}).items()},
     }
     return hexdigest("request", canon_object(members))
 
@@ -195,7 +204,7 @@ class RequestHasher:
 
     The request digest is computed incrementally too: its members are written in canonical
     order, computed from the projection's field names; the bytes before the growing field's
-    digest list (for projections 1 and 2 just ``{"messages":[``, since ``messages`` sorts
+    digest list (for projections 1 to 3 just ``{"messages":[``, since ``messages`` sorts
     first) are hashed once, and the SHA-256 state after the digests already hashed is kept
     and extended by the new ones only.
     """

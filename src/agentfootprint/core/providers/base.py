@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from agentfootprint.errors import UsageError
 
 __all__ = [
+    "CacheMarkers",
     "LLMResponse",
     "Message",
     "Provider",
@@ -222,6 +223,41 @@ class ToolSchema:
         return self.raw
 
 
+def _indices(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if type(value) in (list, tuple) else ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheMarkers:
+    """Where the prompt-cache markers of a request go (projection 3's served
+    ``prompt_cache`` member): indices into the served ``system``, ``tools`` and
+    ``messages``. The projection checked them (increasing, in range, at most 4 in all);
+    an adapter translates each into its vendor's cache control."""
+
+    system: tuple[int, ...] = ()
+    tools: tuple[int, ...] = ()
+    messages: tuple[int, ...] = ()
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> CacheMarkers:
+        if type(value) is not dict:
+            return cls(raw=value)
+        return cls(
+            system=_indices(value.get("system")),
+            tools=_indices(value.get("tools")),
+            messages=_indices(value.get("messages")),
+            raw=value,
+        )
+
+    def __bool__(self) -> bool:
+        """Whether anything is marked."""
+        return bool(self.system or self.tools or self.messages)
+
+    def to_json(self) -> Any:
+        return self.raw
+
+
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False, repr=False)
 class Request(Mapping[str, Any]):
     """The request served for one call: the dict ``build_request`` returned, wrapped.
@@ -286,6 +322,14 @@ class Request(Mapping[str, Any]):
             object.__setattr__(self, "_messages", views)
             return views
         return self._messages
+
+    @property
+    def cache(self) -> CacheMarkers | None:
+        """The prompt-cache markers served (projection 3's ``prompt_cache``), or None when
+        the request carries none (projections 1 and 2)."""
+        if "prompt_cache" not in self.served:
+            return None
+        return CacheMarkers.from_json(self.served["prompt_cache"])
 
     @property
     def tools(self) -> tuple[ToolSchema, ...]:
