@@ -8,7 +8,7 @@ from typing import Any
 
 import agentfootprint as af
 from agentfootprint.store.base import EventStore
-from agentfootprint.verify.canonical import parse
+from agentfootprint.testing.records import recorded_events
 
 
 def fixed_ports() -> af.Ports:
@@ -40,17 +40,6 @@ def record(
         **options,
     )
     return agent, agent.run_sync(message)
-
-
-def events_of(store: EventStore, run_id: str, kind: str) -> list[dict[str, Any]]:
-    """The payloads of the recorded event rows of ``kind``."""
-    found = []
-    for row in store.read(run_id):
-        if row.type == "event":
-            body = parse(row.body)
-            if body["name"] == kind:
-                found.append(body["payload"])
-    return found
 
 
 LOOKUP_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -88,3 +77,7 @@ def replays(agent: af.Agent, result: af.RunResult, **options: Any) -> af.ReplayR
 
 def without_open(found: list[tuple[str, int, bytes]]) -> list[tuple[str, int, bytes]]:
     return [row for row in found if row[0] != "run.open"]
+
+
+#: the payloads of a run's recorded events of one kind
+events_of = recorded_events

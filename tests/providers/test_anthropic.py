@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from provider_support import Sleeps
+from provider_support import failed_run as _failed_run
 
 import agentfootprint as af
 from agentfootprint import cli
@@ -39,7 +41,9 @@ from agentfootprint.testing.fake_anthropic import (
     tool_use,
 )
 from agentfootprint.testing.fake_anthropic import error as error_body
-from agentfootprint.testing.provider_contract import ProviderContract
+from agentfootprint.testing.provider_contract import ServedProviderContract
+from agentfootprint.testing.records import outcome, run_open
+from agentfootprint.testing.records import recorded_events as events_of
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.hashing import hexdigest
 
@@ -62,16 +66,6 @@ def fixture(name: str) -> bytes:
 def error_reply(name: str, status: int, retry_after: str | None = None) -> Reply:
     """An error fixture, sent as its exact bytes."""
     return Reply(status=status, body=fixture(name), retry_after=retry_after)
-
-
-class Sleeps:
-    """A retry policy's sleep that records the waits and does not wait."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 class Capturing(AnthropicMessages):
@@ -140,36 +134,6 @@ def listen(agent: af.Agent, tokens: list[str]) -> None:
         tokens.append(event.text)
 
     agent.on(LLMToken.kind, heard)
-
-
-def events_of(store: Any, run_id: str, kind: str) -> list[dict[str, Any]]:
-    found = []
-    for row in store.read(run_id):
-        if row.type == "event":
-            body = parse(row.body)
-            if body["name"] == kind:
-                found.append(body["payload"])
-    return found
-
-
-def run_open(store: Any, run_id: str) -> dict[str, Any]:
-    opened: dict[str, Any] = parse(next(iter(store.read(run_id))).body)
-    return opened
-
-
-def failed_run(agent: af.Agent, text: str = "What's the weather in San Francisco?") -> Any:
-    with pytest.raises(af.ProviderCallError) as caught:
-        agent.run_sync(text)
-    run_id = str(caught.value.run_id)
-    assert outcome(agent.store, run_id) == "failed"
-    return caught.value, run_id
-
-
-def outcome(store: Any, run_id: str) -> Any:
-    """How the run closed, from a log that verifies."""
-    verified = af.verify_run(store, run_id)
-    assert verified.close is not None
-    return verified.close["outcome"]
 
 
 @pytest.fixture
@@ -881,22 +845,23 @@ def as_wire(reply: af.LLMResponse | af.ProviderError) -> Reply | dict[str, Any]:
     )
 
 
-class TestAnthropicContract(ProviderContract):
+class TestAnthropicContract(ServedProviderContract):
     """The contract every provider passes, through the fake Messages API."""
 
     reports_cache = True
     stream = False
 
-    def scripted(self, replies: list[af.LLMResponse | af.ProviderError]) -> Any:
-        self.server = FakeAnthropic([as_wire(r) for r in replies]).start()
-        return provider(self.server, max_retries=0, stream=self.stream)
+    def fake(self, replies: list[af.LLMResponse | af.ProviderError]) -> FakeAnthropic:
+        return FakeAnthropic([as_wire(r) for r in replies])
 
-    def close(self) -> None:
-        server: FakeAnthropic | None = getattr(self, "server", None)
-        if server is not None:
-            server.close()
+    def provider_for(self, server: FakeAnthropic) -> Any:
+        return provider(server, max_retries=0, stream=self.stream)
 
 
 class TestAnthropicStreamingContract(TestAnthropicContract):
     streams = True
     stream = True
+
+
+def failed_run(agent: af.Agent, text: str = "What's the weather in San Francisco?") -> Any:
+    return _failed_run(agent, text)

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from provider_support import Sleeps
+from provider_support import failed_run as _failed_run
 
 import agentfootprint as af
 from agentfootprint import providers
@@ -43,8 +45,9 @@ from agentfootprint.testing.fake_openai import (
     sse_events,
     tool_reply,
 )
-from agentfootprint.testing.provider_contract import ProviderContract
-from agentfootprint.verify.canonical import parse
+from agentfootprint.testing.provider_contract import ServedProviderContract
+from agentfootprint.testing.records import outcome, run_open
+from agentfootprint.testing.records import recorded_events as events_of
 from agentfootprint.verify.hashing import hexdigest
 
 pytestmark = pytest.mark.allow_model_requests
@@ -66,16 +69,6 @@ def fixture(name: str) -> bytes:
 def error(name: str, status: int, retry_after: str | float | None = None) -> Failure:
     """An error fixture, sent as its exact bytes."""
     return Failure(status, fixture(name), retry_after=retry_after)
-
-
-class Sleeps:
-    """A retry policy's sleep that records the waits and does not wait."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 class Capturing(OpenAIChat):
@@ -134,36 +127,6 @@ def collect(into: list[str]) -> Any:
         into.append(event.text)
 
     return listen
-
-
-def events_of(store: Any, run_id: str, kind: str) -> list[dict[str, Any]]:
-    found = []
-    for row in store.read(run_id):
-        if row.type == "event":
-            body = parse(row.body)
-            if body["name"] == kind:
-                found.append(body["payload"])
-    return found
-
-
-def run_open(store: Any, run_id: str) -> dict[str, Any]:
-    opened: dict[str, Any] = parse(next(iter(store.read(run_id))).body)
-    return opened
-
-
-def outcome(store: Any, run_id: str) -> Any:
-    """How the run closed, from a log that verifies."""
-    verified = af.verify_run(store, run_id)
-    assert verified.close is not None
-    return verified.close["outcome"]
-
-
-def failed_run(agent: af.Agent, text: str = "What's the weather like in Boston?") -> Any:
-    with pytest.raises(af.ProviderCallError) as caught:
-        agent.run_sync(text)
-    run_id = str(caught.value.run_id)
-    assert outcome(agent.store, run_id) == "failed"
-    return caught.value, run_id
 
 
 @pytest.fixture
@@ -813,21 +776,22 @@ def test_the_key_is_scrubbed_from_a_message_that_echoes_it(server: FakeOpenAI) -
 # -- the provider contract --------------------------------------------------------------------
 
 
-class TestOpenAIContract(ProviderContract):
+class TestOpenAIContract(ServedProviderContract):
     """The contract every provider passes, through the fake Chat Completions API."""
 
     stream = False
 
-    def scripted(self, replies: list[af.LLMResponse | af.ProviderError]) -> Any:
-        self.server = FakeOpenAI([scripted_reply(r) for r in replies]).start()
-        return provider(self.server, max_retries=0, stream=self.stream)
+    def fake(self, replies: list[af.LLMResponse | af.ProviderError]) -> FakeOpenAI:
+        return FakeOpenAI([scripted_reply(r) for r in replies])
 
-    def close(self) -> None:
-        server: FakeOpenAI | None = getattr(self, "server", None)
-        if server is not None:
-            server.close()
+    def provider_for(self, server: FakeOpenAI) -> Any:
+        return provider(server, max_retries=0, stream=self.stream)
 
 
 class TestOpenAIStreamingContract(TestOpenAIContract):
     streams = True
     stream = True
+
+
+def failed_run(agent: af.Agent, text: str = "What's the weather like in Boston?") -> Any:
+    return _failed_run(agent, text)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.testing.provider_contract import ProviderContract
+from agentfootprint.testing.provider_contract import ProviderContract, ServedProviderContract
 
 pytestmark = pytest.mark.allow_model_requests  # the docs example makes real (local) requests
 
@@ -23,19 +23,16 @@ class TestMockProvider(ProviderContract):
         return af.MockProvider(replies)
 
 
-class TestDocsExampleProvider(ProviderContract):
+class TestDocsExampleProvider(ServedProviderContract):
     """docs/providers.md's complete example, as written, against the fake Chat Completions
     server (it speaks the same wire format)."""
 
-    def scripted(self, replies: list[Any]) -> Any:
-        from test_provider_contract import docs_provider
-
+    def fake(self, replies: list[Any]) -> Any:
         from agentfootprint.testing.fake_openai import FakeOpenAI, scripted_reply
 
-        self.server = FakeOpenAI([scripted_reply(r) for r in replies]).start()
-        return docs_provider()(self.server.url)
+        return FakeOpenAI([scripted_reply(r) for r in replies])
 
-    def close(self) -> None:
-        server = getattr(self, "server", None)
-        if server is not None:
-            server.close()
+    def provider_for(self, server: Any) -> Any:
+        from test_provider_contract import docs_provider
+
+        return docs_provider()(server.url)

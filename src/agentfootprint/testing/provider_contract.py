@@ -22,7 +22,7 @@ from agentfootprint.core.tools import define_tool
 from agentfootprint.errors import ProviderCallError, ProviderError
 from agentfootprint.verify.canonical import canon
 
-__all__ = ["ProviderContract", "Unmutating"]
+__all__ = ["ProviderContract", "ServedProviderContract", "Unmutating"]
 
 _SCHEMA = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}
 
@@ -152,3 +152,26 @@ class ProviderContract:
         assert result.answer == "One two three."
         assert "".join(getattr(t, "text", "") for t in tokens) == "One two three."
         assert len(tokens) >= 2
+
+
+class ServedProviderContract(ProviderContract):
+    """The contract for a provider that speaks HTTP, run against a fake vendor server on
+    127.0.0.1 (``agentfootprint.testing.fake_openai`` / ``fake_anthropic``): implement
+    :meth:`fake` (the server, not started, answering with the contract's replies in its wire
+    format) and :meth:`provider_for` (the provider pointed at it, with no retries)."""
+
+    def fake(self, replies: list[LLMResponse | ProviderError]) -> Any:
+        raise NotImplementedError
+
+    def provider_for(self, server: Any) -> Any:
+        raise NotImplementedError
+
+    def scripted(self, replies: list[LLMResponse | ProviderError]) -> Any:
+        self.server = self.fake(replies).start()
+        return self.provider_for(self.server)
+
+    def close(self) -> None:
+        server = getattr(self, "server", None)
+        if server is not None:
+            server.close()
+            self.server = None
