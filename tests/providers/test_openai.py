@@ -762,8 +762,24 @@ def test_a_planted_key_reaches_the_server_and_nothing_recorded(
         if path.exists():
             assert KEY.encode() not in path.read_bytes()
     with af.SqliteStore(str(db)) as store:  # every row of every run
-        for run_id in store.run_ids():
+        run_ids = store.run_ids()
+        for run_id in run_ids:
             assert all(KEY.encode() not in bytes(row.body) for row in store.read(run_id))
+    # and no command prints it
+    from click.testing import CliRunner
+
+    from agentfootprint.cli import main
+
+    commands = [["runs", str(db)], ["verify", str(db)]]
+    for run_id in run_ids:
+        commands += [
+            ["show", str(db), run_id],
+            ["served", str(db), run_id, "0"],
+            ["served", str(db), run_id, "0", "--wire"],
+        ]
+    for args in commands:
+        shown = CliRunner().invoke(main, args)
+        assert KEY not in shown.output, args
 
 
 def test_the_key_is_scrubbed_from_a_message_that_echoes_it(server: FakeOpenAI) -> None:
