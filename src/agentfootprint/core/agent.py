@@ -226,8 +226,21 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(message, continue_from=continue_from))
+            return asyncio.run(self._run_in_own_loop(message, continue_from))
         raise UsageError("run_sync() was called inside a running event loop; use await agent.run()")
+
+    async def _run_in_own_loop(
+        self, message: str, continue_from: str | RunResult | None
+    ) -> RunResult:
+        """``run`` in the loop ``run_sync`` made for it, then close what the provider opened in
+        that loop (an HTTP adapter's connections): the loop ends with the call."""
+        try:
+            return await self.run(message, continue_from=continue_from)
+        finally:
+            close = getattr(self.config.provider, "aclose", None)
+            if callable(close):
+                with contextlib.suppress(Exception):  # closing connections: nothing to record
+                    await close()
 
     async def run(self, message: str, *, continue_from: str | RunResult | None = None) -> RunResult:
         """Run one turn. ``continue_from`` (a run id or result) carries its history over."""

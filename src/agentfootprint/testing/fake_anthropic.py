@@ -377,6 +377,7 @@ def _carries(headers: Mapping[str, str], key: str) -> bool:
 def _handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # else each reply waits out a delayed ACK (40 ms)
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             return None
