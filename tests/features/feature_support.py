@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -81,3 +82,15 @@ def without_open(found: list[tuple[str, int, bytes]]) -> list[tuple[str, int, by
 
 #: the payloads of a run's recorded events of one kind
 events_of = recorded_events
+
+
+def billed(script: list[Any], usages: list[af.Usage]) -> af.MockProvider:
+    """The mock answering with ``script``, each reply reporting the given usage (exact token
+    counts, where the mock would estimate them from characters)."""
+    replies = [
+        af.reply(item, usage=used)
+        if isinstance(item, str)
+        else dataclasses.replace(item, usage=used)
+        for item, used in zip(script, usages, strict=True)
+    ]
+    return af.MockProvider(replies)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from feature_support import calls, events_of, fixed_ports, lookup, replays, rows
+from feature_support import billed, calls, events_of, fixed_ports, lookup, replays, rows
 
 import agentfootprint as af
 from agentfootprint.verify.canonical import parse
@@ -22,17 +20,6 @@ TABLE = {"m": {"input": 10, "output": 0}}
 EACH = af.Usage(input=1000, output=0)
 
 
-class Billed(af.MockProvider):
-    """The mock with each reply's usage fixed: ``af.reply`` carries no usage (the mock
-    estimates it from characters), and the budget tests need exact token counts."""
-
-    def __init__(self, replies: list[Any]) -> None:
-        super().__init__(replies)
-
-    async def complete(self, request: Mapping[str, Any]) -> af.LLMResponse:
-        return dataclasses.replace(await super().complete(request), usage=EACH)
-
-
 #: what the lookup tool was asked, by the latest run()
 ASKED: list[Any] = []
 
@@ -42,7 +29,9 @@ def run(tool_calls: int = 3, **options: Any) -> tuple[af.Agent, af.RunResult]:
     ASKED.clear()
     tool = lookup(lambda args: ASKED.append(args) or "rows")
     agent = af.Agent(
-        provider=Billed(calls(*({"q": str(i)} for i in range(tool_calls)))),
+        provider=billed(
+            calls(*({"q": str(i)} for i in range(tool_calls))), [EACH] * (tool_calls + 1)
+        ),
         model="m",
         tools=[tool],
         ports=fixed_ports(),

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from feature_support import calls, events_of, fixed_ports, lookup, replays, rows
+from feature_support import billed, calls, events_of, fixed_ports, lookup, replays, rows
 
 import agentfootprint as af
 from agentfootprint.features.pricing_table import DECIMALS, shipped_prices, shipped_table
@@ -22,19 +20,6 @@ COST_KINDS = {TICK, UNPRICED}
 TABLE = {"m": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}}
 
 
-class Billed(af.MockProvider):
-    """The mock with each reply's usage given: ``af.reply`` carries no usage (the mock
-    estimates it from characters), and the cost tests need exact token counts."""
-
-    def __init__(self, replies: list[Any], usages: list[af.Usage]) -> None:
-        super().__init__(replies)
-        self.usages = usages
-
-    async def complete(self, request: Mapping[str, Any]) -> af.LLMResponse:
-        response = await super().complete(request)
-        return dataclasses.replace(response, usage=self.usages[self.position - 1])
-
-
 def usage(input: int, output: int, **cache: int) -> af.Usage:
     return af.Usage(input=input, output=output, **cache)
 
@@ -43,7 +28,7 @@ def run(usages: list[af.Usage], model: str = "m", **options: Any) -> tuple[af.Ag
     """A run of ``len(usages) - 1`` tool calls and an answer, each reply with its usage."""
     script = calls(*({"q": str(i)} for i in range(len(usages) - 1)))
     agent = af.Agent(
-        provider=Billed(script, usages),
+        provider=billed(script, usages),
         model=model,
         tools=[lookup()],
         ports=fixed_ports(),
@@ -173,7 +158,7 @@ def test_tokens_of_a_kind_the_entry_does_not_price_are_unknown_not_guessed() -> 
 
 def test_the_cumulative_resets_every_run() -> None:
     agent = af.Agent(
-        provider=Billed(["a", "b"], [usage(1000, 0), usage(2000, 0)]),
+        provider=billed(["a", "b"], [usage(1000, 0), usage(2000, 0)]),
         model="m",
         ports=fixed_ports(),
         pricing_table=TABLE,
