@@ -74,6 +74,7 @@ def test_reserved_keys_options_and_kinds_come_from_the_declarations() -> None:
         "last_response",
         "stopped_early",
         "cache_markers",
+        "served_messages",
     }
     for key in sorted(structure):
         with pytest.raises(af.UsageError) as caught:
