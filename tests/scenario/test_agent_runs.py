@@ -115,7 +115,13 @@ def test_classic_mode_runs_slots_once(tmp_path: Path) -> None:
 
 def test_max_iterations_stops_early() -> None:
     provider = af.MockProvider([call("add", {"a": 1, "b": 1})] * 3)
-    agent = af.Agent(provider=provider, model="m", tools=[add_tool()], max_iterations=2)
+    agent = af.Agent(
+        provider=provider,
+        model="m",
+        tools=[add_tool()],
+        max_iterations=2,
+        wrap_up_at_max_iterations=False,  # the plain stop (the wrap-up: test_wrap_up.py)
+    )
     result = agent.run_sync("loop")
     assert result.outcome == "stopped_early"
     assert result.stopped_early == af.StoppedEarly(

@@ -57,7 +57,11 @@ def test_every_format_1_run_verifies_and_the_file_is_untouched() -> None:
     assert hashlib.sha256((DATA / "format_v1.db").read_bytes()).hexdigest() == before
 
 
-@pytest.mark.parametrize("name", [n for n in MAKER.RUNS if n != "receipts-off-classic"])
+#: runs a newer default changes on replay (each shown as a divergence below)
+_CHANGED_BY_A_DEFAULT = ("receipts-off-classic", "stopped-early")
+
+
+@pytest.mark.parametrize("name", [n for n in MAKER.RUNS if n not in _CHANGED_BY_A_DEFAULT])
 def test_each_format_1_run_replays_byte_for_byte(name: str, log: Path) -> None:
     """Today's code replays each run row for row, in the original's log format (a receipts-off
     run of format 1 carries no call marker, and neither does its replay)."""
@@ -79,3 +83,19 @@ def test_a_new_default_shows_as_a_divergence_where_it_changes_what_is_served(log
     options, script, _, _ = MAKER.RUNS[name]
     quiet = MAKER._agent(None, list(script), **options, repeated_call_nudge=False)
     assert af.replay_sync(quiet, log, RUNS[name]).calls_checked == 3
+
+
+def test_the_wrap_up_default_shows_as_a_divergence_on_the_run_cut_at_the_cap(log: Path) -> None:
+    """The run stopped at the cap with a tool call pending: today's default
+    ``wrap_up_at_max_iterations`` makes one more call the original did not, so a replay
+    diverges there; with the option off it replays exactly, in format 1."""
+    name = "stopped-early"
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(MAKER.AGENTS[name](None), log, RUNS[name])
+    assert (caught.value.call, caught.value.kind) == (1, "calls")
+    options, script, _, _ = MAKER.RUNS[name]
+    plain = MAKER._agent(None, list(script), **options, wrap_up_at_max_iterations=False)
+    replayed = af.replay_sync(plain, log, RUNS[name])
+    assert replayed.calls_checked == 1 and replayed.result.outcome == "stopped_early"
+    rows = list(plain.store.read(replayed.result.run_id))
+    assert parse(rows[0].body)["format"] == "agentfootprint/log/v1"

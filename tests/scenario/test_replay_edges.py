@@ -337,7 +337,8 @@ def test_a_fork_that_never_went_live_is_checked_like_a_replay() -> None:
     original = af.Agent(
         provider=af.MockProvider(script), model="m", tools=[tool("find")], store=store
     ).run_sync("hi")
-    fewer = diverges(replayer([tool("find")], max_iterations=1), store, original.run_id, until=5)
+    plain = replayer([tool("find")], max_iterations=1, wrap_up_at_max_iterations=False)
+    fewer = diverges(plain, store, original.run_id, until=5)
     assert fewer.kind in {"calls", "tool-call"}
     renamed = diverges(replayer([tool("find")], name="renamed"), store, original.run_id, until=5)
     assert renamed.kind == "record" and "agent" in renamed.diff

@@ -46,7 +46,7 @@ class _Missing:
 #: The value of an option the caller did not give.
 MISSING: Any = _Missing()
 
-Phase = Literal["start", "iteration", "route", "tool", "final"]
+Phase = Literal["start", "iteration", "route", "tool", "branch", "final"]
 Ports = Literal["model", "tools", "clock", "run_ids", "salts"]
 
 
@@ -82,7 +82,9 @@ class StageSpec:
 
     ``phase`` is the part of the loop it belongs to: ``start`` (once, at the turn's start),
     ``iteration`` (before each model call), ``route`` (the decider), ``tool`` (after a reply
-    asking for tools) or ``final``. Within a phase stages run by ``order``. ``classic`` says
+    asking for tools), ``branch`` (a route branch of its own, named by ``branch``, that runs
+    once and leads to the final phase, e.g. ``wrap-up``) or ``final``. Within a phase (and a
+    branch) stages run by ``order``. ``classic`` says
     what ``react_mode="classic"`` does with an iteration stage: ``every`` pass, or the
     ``first`` pass only (those run before the others, in order). ``calls_model``: the stage
     makes model calls (the run indexes them; the log marks them).
@@ -96,6 +98,8 @@ class StageSpec:
     branches: Mapping[str, str] = field(default_factory=dict)
     classic: Literal["every", "first"] = "every"
     calls_model: bool = False
+    #: the route branch a ``branch``-phase stage belongs to (the decider's result taking it)
+    branch: str = ""
     description: str = ""
 
 
@@ -133,6 +137,10 @@ ReplyHook = Callable[["StageContext", int, "LLMResponse"], Awaitable[None]]
 #: ``hook(ctx) -> why``: at the route, when the reply asks for tools: a mapping (at least
 #: ``{"reason": ...}``) stops the turn there, as ``stopped_early`` says; None lets it go on.
 StopHook = Callable[["StageContext"], Awaitable[Mapping[str, Any] | None]]
+#: ``hook(ctx) -> branch``: at the route, when ``max_iterations`` stops a reply asking for
+#: tools (``stopped_early`` already set): the route branch to take instead of ``final`` (one
+#: this feature's ``branch`` stages declare), or None.
+CapHook = Callable[["StageContext"], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -161,6 +169,7 @@ class Feature:
     request_served: RequestHook | None = None
     reply_received: ReplyHook | None = None
     stop_reason: StopHook | None = None
+    at_max_iterations: CapHook | None = None
     turn_start: TurnHook | None = None
     #: the projection version this feature needs when ``active(options)`` (default 1)
     projection: int = 1

@@ -185,6 +185,7 @@ _HOOK_POINTS = (
     "request_served",
     "reply_received",
     "stop_reason",
+    "at_max_iterations",
     "turn_start",
 )
 
@@ -193,9 +194,10 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
     """The chart from the declared stages, and how many stages one loop pass runs.
 
     start stages, then the iteration stages (classic: those run on the ``first`` pass only
-    come first and are not looped back to), the route decider, and its two branches: the
-    tool stages loop back to the first iteration stage that runs every pass; the final
-    stages end the walk.
+    come first and are not looped back to), the route decider, and its branches: the
+    tool stages loop back to the first iteration stage that runs every pass; each declared
+    ``branch`` (stages of phase ``branch``, grouped by their ``branch`` name) runs once and
+    leads to the final stages; the final stages end the walk.
     """
 
     def phase(name: str) -> list[StageSpec]:
@@ -212,6 +214,14 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
     tools, final = phase("tool"), phase("final")
     if len(route) != 1 or not every or not tools or not final:
         raise UsageError("the features declare no complete loop (iteration, route, tool, final)")
+    extra: dict[str, list[StageSpec]] = {}
+    for spec in phase("branch"):
+        if not spec.branch or spec.branch in ("tool-calls", "final"):
+            raise UsageError(
+                f"stage {spec.name!r} declares route branch {spec.branch!r}; a branch stage "
+                "names a branch of its own (not 'tool-calls' or 'final')"
+            )
+        extra.setdefault(spec.branch, []).append(spec)
     decider = route[0]
     order = [*phase("start"), *iteration]
     built: list[Stage] = []
@@ -223,11 +233,18 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
             name=decider.name,
             fn=decider.fn,
             kind="decider",
-            branches={"tool-calls": tools[0].name, "final": final[0].name},
+            branches={
+                "tool-calls": tools[0].name,
+                "final": final[0].name,
+                **{name: chain[0].name for name, chain in sorted(extra.items())},
+            },
             description=decider.description,
         )
     )
-    for chain, end in ((tools, every[0].name), (final, None)):
+    chains: list[tuple[list[StageSpec], str | None]] = [(tools, every[0].name)]
+    chains += [(chain, final[0].name) for _, chain in sorted(extra.items())]
+    chains.append((final, None))
+    for chain, end in chains:
         for index, spec in enumerate(chain):
             built.append(_stage(spec, chain[index + 1].name if index + 1 < len(chain) else end))
     loop = len(every) + 1 + len(tools)

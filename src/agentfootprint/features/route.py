@@ -1,5 +1,9 @@
 """Routing: run the requested tools, or finish (also when the iteration budget is spent).
 
+At the cap, a feature's ``at_max_iterations`` hook may name a route branch of its own to
+take instead of ``final`` (``wrap_up_at_max_iterations``: one more call, tools withheld),
+unless a ``stop_reason`` hook halts the turn there too (a cost budget: no call past it).
+
 ``react_mode`` shapes the chart (classic runs the system-prompt and tools slots once and
 loops back to messages only); ``max_iterations`` bounds the loop.
 """
@@ -56,20 +60,35 @@ async def route(ctx: StageContext) -> str:
                 "pending_tool_calls": len(response["tool_calls"]),
             },
         )
+        caps = ctx.run.seam.hooks("at_max_iterations")
+        if caps and await _stop_reason(ctx) is not None:
+            return "final"  # a feature halts here too (money): no call past it
+        for cap in caps:
+            branch = await cap(ctx)
+            if branch is not None:  # a feature's branch instead (e.g. a wrap-up call)
+                return str(branch)
         return "final"
-    for hook in ctx.run.seam.hooks("stop_reason"):
-        why = await hook(ctx)
-        if why is not None:  # a feature stops the turn at this boundary (e.g. a cost budget)
-            s.set(
-                "stopped_early",
-                {
-                    **why,
-                    "iteration": iteration,
-                    "pending_tool_calls": len(response["tool_calls"]),
-                },
-            )
-            return "final"
+    why = await _stop_reason(ctx)
+    if why is not None:  # a feature stops the turn at this boundary (e.g. a cost budget)
+        s.set(
+            "stopped_early",
+            {
+                **why,
+                "iteration": iteration,
+                "pending_tool_calls": len(response["tool_calls"]),
+            },
+        )
+        return "final"
     return "tool-calls"
+
+
+async def _stop_reason(ctx: StageContext) -> Mapping[str, Any] | None:
+    """The first active feature's reason to stop the turn at this boundary, or None."""
+    for hook in ctx.run.seam.hooks("stop_reason"):
+        why: Mapping[str, Any] | None = await hook(ctx)
+        if why is not None:
+            return why
+    return None
 
 
 FEATURE = Feature(

@@ -378,6 +378,9 @@ def agent_options(
         "max_iterations": draw(st.integers(*max_iterations)),
         "tool_arg_validation": draw(st.sampled_from(["enforce", "warn", "off"])),
         "record_receipt": draw(st.sampled_from([True, True, True, False])),
+        # generated turns model the plain stop at the cap (consumed_replies); the wrap-up
+        # call a capped turn makes by default is covered by tests/features/test_wrap_up.py
+        "wrap_up_at_max_iterations": False,
     }
     temperature = draw(
         st.one_of(
