@@ -34,6 +34,7 @@ __all__ = [
     "StageSpec",
     "StateKey",
     "ToolResult",
+    "boolean",
     "refuse",
 ]
 
@@ -59,6 +60,18 @@ def refuse(option: str, message: str) -> UsageError:
 #: ``given`` every option the caller passed (for rules spanning two options). Raise
 #: :func:`refuse` for a bad value.
 OptionCheck = Callable[[Any, Mapping[str, Any]], Any]
+
+
+def boolean(option: str, default: bool) -> OptionCheck:
+    """The check of an on/off option: True or False, ``default`` when not given."""
+
+    def check(value: Any, given: Mapping[str, Any]) -> bool:
+        value = default if value is MISSING else value
+        if not isinstance(value, bool):
+            raise refuse(option, f"must be True or False, got {value!r}")
+        return value
+
+    return check
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -24,7 +24,15 @@ from agentfootprint.errors import (
     ReservedKeyError,
     RunError,
 )
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    boolean,
+    refuse,
+)
 from agentfootprint.store.redaction import refuse_reserved_key
 from agentfootprint.verify.canonical import MAX_SAFE_INT
 from agentfootprint.verify.hashing import hexdigest
@@ -38,13 +46,6 @@ def _provider(value: Any, given: Mapping[str, Any]) -> Any:
             "an object with an async complete(request) method is required "
             "(e.g. agentfootprint.MockProvider([...]))",
         )
-    return value
-
-
-def _record_receipt(value: Any, given: Mapping[str, Any]) -> bool:
-    value = True if value is MISSING else value
-    if not isinstance(value, bool):
-        raise refuse("record_receipt", f"must be True or False, got {value!r}")
     return value
 
 
@@ -263,7 +264,7 @@ FEATURE = Feature(
         OptionSpec(
             name="record_receipt",
             seed="recordReceipt",
-            check=_record_receipt,
+            check=boolean("record_receipt", True),
             recorded=True,
             summary="a receipt per call",
         ),

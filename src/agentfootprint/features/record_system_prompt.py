@@ -15,18 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentfootprint.core.run import StageContext
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import Feature, OptionSpec, boolean
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.request import build_request
 
 OPTION = "record_system_prompt"
-
-
-def _check(value: Any, given: Mapping[str, Any]) -> bool:
-    value = False if value is MISSING else value
-    if not isinstance(value, bool):
-        raise refuse(OPTION, f"must be True or False, got {value!r}")
-    return value
 
 
 def assembled(pieces: Any) -> str:
@@ -54,7 +47,7 @@ FEATURE = Feature(
         OptionSpec(
             name=OPTION,
             seed="recordSystemPrompt",
-            check=_check,
+            check=boolean(OPTION, False),
             summary="assembled prompt on llm_start",
         ),
     ),

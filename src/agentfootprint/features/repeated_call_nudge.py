@@ -17,15 +17,14 @@ the repeat. Text results are compared as always.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.run import StageContext
 from agentfootprint.core.tools import ToolOutcome
 from agentfootprint.errors import CanonicalFormError
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
+from agentfootprint.features.base import Feature, OptionSpec, ToolResult, boolean
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.commitments import read_json_text
 
@@ -47,13 +46,6 @@ class RepeatedCall(AgentEvent):
     tool: str
     #: how many times this call has now returned this result in the turn (2 or more)
     count: int
-
-
-def _check(value: Any, given: Mapping[str, Any]) -> bool:
-    value = True if value is MISSING else value
-    if not isinstance(value, bool):
-        raise refuse(OPTION, f"must be True or False, got {value!r}")
-    return value
 
 
 async def _note(ctx: StageContext, result: ToolResult, outcome: ToolOutcome) -> ToolOutcome:
@@ -105,7 +97,7 @@ FEATURE = Feature(
         OptionSpec(
             name=OPTION,
             seed="repeatedCallNudge",
-            check=_check,
+            check=boolean(OPTION, True),
             recorded=True,
             summary="note identical repeated calls",
         ),
