@@ -143,6 +143,23 @@ def test_a_feature_stage_sits_where_it_declares() -> None:
     assert seam.stage_budget == 7 * 10 + len(seam.chart.stages)
 
 
+def test_a_stage_that_calls_the_model_must_declare_it() -> None:
+    from agentfootprint.features import llm_call
+
+    extra = Feature(
+        name="sneaky",
+        summary="",
+        stages=(StageSpec(name="sneaky", fn=llm_call.call_llm, phase="iteration", order=45),),
+    )
+    agent = af.Agent(provider=af.MockProvider(["a", "b"]), model="m")
+    agent.seam = registry.Seam.build(
+        agent.config.options, features=(*registry.all_features(), extra)
+    )
+    agent.chart = agent.seam.chart
+    with pytest.raises(af.RunError, match="does not declare calls_model"):
+        agent.run_sync("hi")
+
+
 def test_two_features_cannot_own_one_name() -> None:
     owner = next(f for f in registry.all_features() if f.state_keys)
     twin = Feature(name="twin", summary="", state_keys=owner.state_keys[:1])
@@ -161,7 +178,7 @@ def test_a_stage_making_two_calls_is_refused_by_the_marker_rule() -> None:
     extra = Feature(
         name="twice",
         summary="",
-        stages=(StageSpec(name="twice", fn=twice, phase="iteration", order=45),),
+        stages=(StageSpec(name="twice", fn=twice, phase="iteration", order=45, calls_model=True),),
     )
     agent = af.Agent(provider=af.MockProvider(["a", "b", "c"]), model="m")
     agent.seam = registry.Seam.build(

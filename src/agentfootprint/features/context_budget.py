@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
-from agentfootprint.features.llm_call import system_prompt_text
+from agentfootprint.features.llm_call import system_prompt_chars, system_prompt_text
 from agentfootprint.verify.canonical import canon
 
 OPTION = "context_budget"
@@ -89,8 +89,6 @@ class _Meter:
         self.total = 0
         self.tools: Any = None
         self.tools_size = 0
-        self.system: Any = None
-        self.system_size = 0
 
     def measure(self, served: Mapping[str, Any], appends_only: bool) -> dict[str, int]:
         """``appends_only``: the projection serves the history as recorded (1); otherwise the
@@ -110,17 +108,7 @@ class _Meter:
         tools = served["tools"]
         if tools is not self.tools:
             self.tools, self.tools_size = tools, len(canon(list(tools)))
-        return {
-            "system_prompt": self.system_chars(served),
-            "messages": self.total,
-            "tools": self.tools_size,
-        }
-
-    def system_chars(self, served: Mapping[str, Any]) -> int:
-        pieces = served["system"]
-        if pieces is not self.system:
-            self.system, self.system_size = pieces, len(system_prompt_text(served))
-        return self.system_size
+        return {"messages": self.total, "tools": self.tools_size}
 
 
 async def _measure(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -132,7 +120,10 @@ async def _measure(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str,
         kept = run.seam.caches[OPTION] = (_Meter(), set())
     meter, warned = kept
     listened = run.bus.wants(BudgetPressure.kind)
-    for slot, count in meter.measure(served, run.seam.projection == 1).items():
+    # the system prompt's length is the one the model call keeps for llm_start
+    counts = {"system_prompt": system_prompt_chars(run, served)}
+    counts.update(meter.measure(served, run.seam.projection == 1))
+    for slot, count in counts.items():
         if count <= budgets[slot] or (slot in warned and not listened):
             continue
         if slot not in warned:

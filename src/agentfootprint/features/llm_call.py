@@ -34,7 +34,7 @@ from agentfootprint.features.base import (
     refuse,
 )
 from agentfootprint.store.redaction import refuse_reserved_key
-from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
 from agentfootprint.verify.hashing import hexdigest
 from agentfootprint.verify.request import build_request
 
@@ -49,15 +49,22 @@ def _provider(value: Any, given: Mapping[str, Any]) -> Any:
     return value
 
 
+def assembled(pieces: Any) -> str:
+    """The assembled system prompt from pieces as served or recorded: their texts joined by
+    a blank line (a text that is not a string, such as a commitment, as its JSON)."""
+    texts = []
+    for piece in pieces:
+        text = piece.get("text") if isinstance(piece, dict) else piece
+        texts.append(text if isinstance(text, str) else canon(text).decode("utf-8"))
+    return "\n\n".join(texts)
+
+
 def system_prompt_text(served: Mapping[str, Any]) -> str:
-    """The assembled system prompt: the served pieces' texts, joined by blank lines."""
-    return "\n\n".join(
-        p["text"] if isinstance(p, dict) and isinstance(p.get("text"), str) else ""
-        for p in served["system"]
-    )
+    """The assembled system prompt of a served request."""
+    return assembled(served["system"])
 
 
-def _system_prompt_chars(run: Any, served: Mapping[str, Any]) -> int:
+def system_prompt_chars(run: Any, served: Mapping[str, Any]) -> int:
     """``len(system_prompt_text(served))``, kept for the piece list it was measured on
     (committed lists are replaced, never mutated: the same object is the same text)."""
     pieces = served["system"]
@@ -71,6 +78,13 @@ def _system_prompt_chars(run: Any, served: Mapping[str, Any]) -> int:
 async def call_llm(ctx: StageContext) -> None:
     """Build the request from committed state, receipt it, send it, commit the reply."""
     run, s = ctx.run, ctx.scope
+    stage = ctx.stage_run.rpartition("#")[0]
+    if stage not in run.seam.model_stages:
+        raise RunError(
+            f"stage {stage!r} calls the model but does not declare calls_model=True in its "
+            "StageSpec (the run indexes and marks the calls of declared stages)",
+            run_id=run.run_id,
+        )
     if ctx.model_calls:
         raise RunError(
             f"stage {ctx.stage_run} makes a second model call; a stage makes at most one "
@@ -96,7 +110,7 @@ async def call_llm(ctx: StageContext) -> None:
                 messages=len(served["messages"]),
                 tools=len(served["tools"]),
                 temperature=served["params"].get("temperature"),
-                system_prompt_chars=_system_prompt_chars(run, served),
+                system_prompt_chars=system_prompt_chars(run, served),
                 **extras,
             )
         )

@@ -16,19 +16,10 @@ from typing import Any
 
 from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import Feature, OptionSpec, boolean
-from agentfootprint.verify.canonical import canon
+from agentfootprint.features.llm_call import assembled
 from agentfootprint.verify.request import build_request
 
 OPTION = "record_system_prompt"
-
-
-def assembled(pieces: Any) -> str:
-    """The prompt from pieces as served or recorded (a non-string text: its JSON)."""
-    texts = []
-    for piece in pieces:
-        text = piece.get("text") if isinstance(piece, dict) else piece
-        texts.append(text if isinstance(text, str) else canon(text).decode("utf-8"))
-    return "\n\n".join(texts)
 
 
 async def _record(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str, Any]:
