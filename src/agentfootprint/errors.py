@@ -194,8 +194,9 @@ class ReplayDivergence(RunError):
     ``call`` is the call index, ``kind`` what differs (``system``, ``messages``, ``tools``,
     ``model``, ``params``, ``request``, ``tool-call``, ``calls``, ``redacted``: a value the
     replay cannot compare without the disclosure vault, ``policy``: the agent redacts less
-    than the original, ``record``: every request matched but another row was recorded),
-    ``position`` the piece's (or tool call's, or row's) index,
+    than the original, ``record``: every request matched but another row was recorded,
+    ``decision``: a decider, such as a permission checker, was asked something the original
+    did not ask), ``position`` the piece's (or tool call's, or row's, or decision's) index,
     ``expected`` / ``actual`` the digests (or values) and ``diff`` a unified diff of the
     recorded content from both logs.
     """

@@ -117,7 +117,8 @@ def test_each_boundary_is_one_eviction_event_and_a_still_window_records_nothing(
         {"keep_last_turns": True},
         {"keep_last_turns": "2"},
         {"turns": 2},
-        {"keep_last_turns": 2, "summarize": True},
+        {"keep_last_turns": 2, "summarize": 1},
+        {"keep_last_turns": 2, "summary": True},
     ],
 )
 def test_window_refuses_what_is_not_keep_last_turns_of_at_least_one(value: Any) -> None:
@@ -181,6 +182,12 @@ def test_a_replay_under_another_window_size_diverges_where_the_served_list_chang
         af.replay_sync(twin, agent.store, results[1].run_id)
     assert raised.value.call == 0
     assert raised.value.kind == "messages"
+    # the message names what differs: the replay (2 turns) also serves turn 0's four
+    # messages (its question, the tool call, its result, the answer) the original evicted
+    assert "the replay serves 4 messages the original did not, at 0-3 (user 'question 0'" in str(
+        raised.value
+    )
+    assert "the original served" not in str(raised.value)
 
 
 def db_bytes_per_iteration(tmp_path: Path, turns: int) -> float:

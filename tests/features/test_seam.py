@@ -75,6 +75,8 @@ def test_reserved_keys_options_and_kinds_come_from_the_declarations() -> None:
         "stopped_early",
         "cache_markers",
         "served_messages",
+        "window_summary",
+        "window_folding",
     }
     for key in sorted(structure):
         with pytest.raises(af.UsageError) as caught:

@@ -188,6 +188,61 @@ def piece_diff(before: Any, after: Any, label: str) -> str:
     )
 
 
+def _label(piece: Any) -> str:
+    """A served piece in a few words: a message's role and the start of its text, a tool's
+    or system piece's name or text (commitments show as ``<redacted>``)."""
+    if not isinstance(piece, dict):
+        return "?"
+    head = piece.get("role") or piece.get("name") or ""
+    text = piece.get("content", piece.get("text", piece.get("description")))
+    if is_commitment(text):
+        shown = REDACTED
+    elif isinstance(text, str):
+        shown = repr(text if len(text) <= 32 else text[:29] + "...")
+    else:
+        shown = (
+            f"({len(piece.get('tool_calls') or ())} tool calls)" if piece.get("tool_calls") else ""
+        )
+    return f"{head} {shown}".strip()
+
+
+def _positions(indices: list[int], pieces: Any) -> str:
+    """``indices`` (increasing) as ranges, each with its first piece's label."""
+    runs: list[list[int]] = []
+    for index in indices:
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    shown = []
+    for run in runs[:4]:
+        where = str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+        label = _label(pieces[run[0]]) if run[0] < len(pieces) else "?"
+        shown.append(f"{where} ({label}{', ...' if len(run) > 1 else ''})")
+    more = f" and {len(runs) - 4} more ranges" if len(runs) > 4 else ""
+    return ", ".join(shown) + more
+
+
+def _membership(kind: str, want: list[str], got: list[str], before: Any, after: Any) -> str:
+    """Which served pieces only one side has, by digest (a window that kept other messages
+    names them: the original's served positions and the replay's)."""
+    mine, theirs = set(got), set(want)
+    only_original = [i for i, digest in enumerate(want) if digest not in mine]
+    only_replay = [i for i, digest in enumerate(got) if digest not in theirs]
+    parts = []
+    if only_original:
+        parts.append(
+            f"the original served {len(only_original)} {kind} the replay does not, at "
+            + _positions(only_original, before)
+        )
+    if only_replay:
+        parts.append(
+            f"the replay serves {len(only_replay)} {kind} the original did not, at "
+            + _positions(only_replay, after)
+        )
+    return "; " + "; ".join(parts) if parts else ""
+
+
 def compare(
     call: int,
     original: tuple[dict[str, Any], Receipt | None],
@@ -243,7 +298,7 @@ def compare(
             )
         return ReplayDivergence(
             f"call {call}: {kind} piece {position} {what} (original {len(want)} {kind} pieces, "
-            f"replay {len(got)}){hint}",
+            f"replay {len(got)}){hint}{_membership(kind, want, got, served[kind], request[kind])}",
             call=call,
             kind=kind,
             position=position,

@@ -84,6 +84,9 @@ class Recording:
         self._seen: set[str] = set()
         self._history_before = 0
         self._events: list[dict[str, Any]] = []
+        #: every recorded event's payload by kind, in log order (opened with the vault): a
+        #: replay's deciders answer from them (:class:`~agentfootprint.core.ports.DecisionPort`)
+        self.decisions: dict[str, list[Any]] = {}
         #: the original's log format (a replay records in it) and the receipts of the
         #: commit being read (they mark its model call)
         self.log_format = LOG_V1
@@ -118,6 +121,9 @@ class Recording:
             return
         if step.type == "event":
             self._events.append(step.body)
+            name = step.body.get("name")
+            if isinstance(name, str):
+                self.decisions.setdefault(name, []).append(self._reveal(step.body.get("payload")))
             return
         if step.type != "commit":
             return

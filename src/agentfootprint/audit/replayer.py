@@ -99,6 +99,7 @@ class _ReplayHooks:
         self.checked = 0
         self.call = -1  # the call whose response the loop is acting on
         self.tool_index = 0  # the next tool call of that response
+        self.decided: dict[str, int] = {}  # the recorded decisions answered, by kind
         #: the original's policy document (the replay records under it too) and what the
         #: replay's boundary consults, when the original ran under a policy
         self.policy: dict[str, Any] | None = recording.opened.get("policy")
@@ -258,6 +259,55 @@ class _ReplayHooks:
                 index,
                 piece_diff(self._shown(theirs), self._shown(mine), f"call {k} tool call {index}"),
             )
+        return entry
+
+    def decision(self, kind: str, question: dict[str, Any]) -> dict[str, Any] | None:
+        """The original's next recorded decision of ``kind``, which must be for the same
+        question (None in a fork's live part: the decider is asked)."""
+        if not self.replaying(self.call):
+            return None
+        index = self.decided.get(kind, 0)
+        recorded = self.recording.decisions.get(kind, [])
+        call = max(self.call + 1, 0)  # the decision is taken before the next call
+        if index >= len(recorded):
+            raise ReplayDivergence(
+                f"call {call}: the replay asks for decision {index} of {kind} "
+                f"({self._shown(question)!r}); the original recorded {len(recorded)}",
+                call=call,
+                kind="decision",
+                position=index,
+                original_run=self.recording.run_id,
+            )
+        entry = recorded[index]
+        if not isinstance(entry, dict):
+            raise ReplayDivergence(
+                f"call {call}: the original's decision {index} of {kind} is not an object",
+                call=call,
+                kind="decision",
+                position=index,
+                original_run=self.recording.run_id,
+            )
+        theirs = {key: entry.get(key) for key in question}
+        if holds_commitment(theirs):
+            raise ReplayDivergence(
+                f"call {call}: decision {index} of {kind} was asked about redacted values the "
+                "replay cannot open; " + VAULT_HINT,
+                call=call,
+                kind="redacted",
+                position=index,
+                original_run=self.recording.run_id,
+            )
+        if canon(theirs) != canon(question):
+            raise ReplayDivergence(
+                f"call {call}: decision {index} of {kind} is asked about something else than "
+                "in the original (diff below); the original's answer does not apply",
+                call=call,
+                kind="decision",
+                position=index,
+                diff=piece_diff(self._shown(theirs), self._shown(question), f"{kind} {index}"),
+                original_run=self.recording.run_id,
+            )
+        self.decided[kind] = index + 1
         return entry
 
     def answer(self, entry: RecordedToolCall) -> tuple[Any, bool]:
@@ -449,6 +499,16 @@ class _RecordedModel:
         return self.hooks.replaying(call)
 
 
+class _RecordedDecisions:
+    """The deciders answer as the original's did (checked question by question)."""
+
+    def __init__(self, hooks: _ReplayHooks) -> None:
+        self.hooks = hooks
+
+    def recorded(self, kind: str, question: dict[str, Any]) -> dict[str, Any] | None:
+        return self.hooks.decision(kind, question)
+
+
 class _RecordedTools:
     """The tools port of a replay: each call checked against the recording, in order, and
     answered with the recorded result (a fork's live part runs its tools)."""
@@ -604,6 +664,7 @@ async def _replay(
     ports = Ports(
         model=_RecordedModel(hooks, agent.config.provider),
         tools=_RecordedTools(hooks),
+        decisions=_RecordedDecisions(hooks),
         clock=own_ports.clock,
         run_ids=own_ports.run_ids,
         salts=own_ports.salts,

@@ -24,7 +24,16 @@ if TYPE_CHECKING:
     from agentfootprint.store.redaction import ReplayCommitments
     from agentfootprint.verify.request import RequestDigests
 
-__all__ = ["LiveModel", "LiveTools", "ModelPort", "Ports", "TokenSink", "ToolPort"]
+__all__ = [
+    "DecisionPort",
+    "LiveDecisions",
+    "LiveModel",
+    "LiveTools",
+    "ModelPort",
+    "Ports",
+    "TokenSink",
+    "ToolPort",
+]
 
 #: ``await on_token(text)``: a piece of a streamed reply, as it arrives
 TokenSink = Callable[[str], Awaitable[None]]
@@ -62,6 +71,24 @@ class ToolPort(Protocol):
     def answer(self, expected: Any) -> tuple[Any, bool]: ...
 
     def not_run(self, expected: Any, content: str) -> None: ...
+
+
+class DecisionPort(Protocol):
+    """Answers for the deciders a run consults outside committed state (a tool classifier,
+    a permission checker). A feature records each decision as an event of its own ``kind``
+    holding the question and the answer; before asking its decider it asks this port:
+    None means ask (live), anything else is the original's recorded event payload for the
+    same question, which the feature answers with instead (a replay; a mismatching
+    question is the replay's divergence, raised by the port)."""
+
+    def recorded(self, kind: str, question: dict[str, Any]) -> dict[str, Any] | None: ...
+
+
+class LiveDecisions:
+    """Every decider is asked."""
+
+    def recorded(self, kind: str, question: dict[str, Any]) -> dict[str, Any] | None:
+        return None
 
 
 class LiveModel:
@@ -112,6 +139,8 @@ class Ports:
 
     model: ModelPort | None = None
     tools: ToolPort | None = None
+    #: the deciders' answers (default: ask each decider)
+    decisions: DecisionPort | None = None
     clock: Clock = wall_clock_ms
     run_ids: Callable[[], str] = new_run_id
     salts: SaltSource = random_salt
@@ -129,6 +158,7 @@ class Ports:
         for name, methods in (
             ("model", ("check", "complete", "recorded")),
             ("tools", ("expect", "answer", "not_run")),
+            ("decisions", ("recorded",)),
         ):
             port = getattr(self, name)
             if port is not None and not all(callable(getattr(port, m, None)) for m in methods):

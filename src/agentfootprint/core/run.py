@@ -9,12 +9,21 @@ stage's writes, which is what the verifier has folded when it reaches them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentfootprint.core.events import AgentEvent, EventBus
-from agentfootprint.core.ports import LiveModel, LiveTools, ModelPort, Ports, ToolPort
+from agentfootprint.core.ports import (
+    DecisionPort,
+    LiveDecisions,
+    LiveModel,
+    LiveTools,
+    ModelPort,
+    Ports,
+    ToolPort,
+)
 from agentfootprint.core.scope import CommitValues, Scope, Write, to_json_value
 from agentfootprint.errors import CanonicalFormError, RunError
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
@@ -150,6 +159,10 @@ class RunState:
             ports.model if ports.model is not None else LiveModel(config.provider)
         )
         self.tools: ToolPort = ports.tools if ports.tools is not None else LiveTools()
+        #: the deciders' recorded answers (a replay) or none (ask them)
+        self.decisions: DecisionPort = (
+            ports.decisions if ports.decisions is not None else LiveDecisions()
+        )
         #: what the run-closed observers are told served the run
         self.provider = getattr(self.model, "provider", config.provider)
         self.recorded_kinds = recorded_kinds()

@@ -10,9 +10,17 @@ tool's latest call and its results stay served beyond the turns
 (:mod:`agentfootprint.features.keep_last_tool_results` says how long).
 
 Each time the window moves, what left is recorded: one ``agentfootprint.context.evicted``
-event per contiguous range, ``{turns_left, messages: [start, end), reason: "window"}``
-(``turns_left``: the user messages in the range). A call at which nothing moved writes
-nothing and records nothing. Compaction by a summariser call is not built yet.
+event per contiguous range, ``{turns_left, messages: [start, end), reason}`` (``turns_left``:
+the user messages in the range; ``reason``: ``window``, or ``summarized`` when
+``summarize`` folded it into the summary), and, while pins hold, one
+``agentfootprint.context.pins_held`` naming each pin's messages and their size in characters
+(so the window's size without the pins is computable from the record). A call at which
+nothing moved writes nothing and records nothing.
+
+A library-written message opening with ``WRAP_UP_FRAME_PREFIX`` (the wrap-up call's) is not
+the person's: it starts no turn. With ``"summarize": True``
+(:mod:`agentfootprint.features.window_summary`) what leaves is folded into a summary by a
+model call of its own, served ahead of the window.
 """
 
 from __future__ import annotations
@@ -25,9 +33,15 @@ from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.run import StageContext
 from agentfootprint.features import keep_last_tool_results as pinning
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.wrap_up import WRAP_UP_FRAME_PREFIX
+from agentfootprint.verify.canonical import canon
 
 OPTION = "window"
 KEY = "served_messages"
+#: the summary of what left the window (``window_summary``), when ``summarize`` is on
+SUMMARY_KEY = "window_summary"
+#: the marker a library-written summary message opens with
+SUMMARY_FRAME_PREFIX = "[summary of earlier turns — "
 
 Ranges = list[tuple[int, int]]
 
@@ -44,18 +58,49 @@ class ContextEvicted(AgentEvent):
     reason: str
 
 
-def _check(value: Any, given: Mapping[str, Any]) -> dict[str, int] | None:
+@dataclass(frozen=True, kw_only=True)
+class PinsHeld(AgentEvent):
+    """At a boundary the window moved at: the pins that held, with what each kept served."""
+
+    kind: ClassVar[str] = "agentfootprint.context.pins_held"
+    iteration: int | None
+    #: per pin: ``{tool, messages: [[start, end], ...], chars}`` (``chars``: the characters
+    #: of those messages' canonical JSON, as the history records them)
+    pins: list[dict[str, Any]]
+
+
+def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
     if value is MISSING or value is None:
         return None
-    if not isinstance(value, Mapping) or set(value) != {"keep_last_turns"}:
+    if (
+        not isinstance(value, Mapping)
+        or "keep_last_turns" not in value
+        or not set(value) <= {"keep_last_turns", "summarize"}
+    ):
         raise refuse(
             OPTION,
-            f'must be {{"keep_last_turns": N}} (N >= 1: the user turns served), got {value!r}',
+            'must be {"keep_last_turns": N} (N >= 1: the user turns served), optionally with '
+            f'"summarize": True (fold what leaves into a summary), got {value!r}',
         )
     turns = value["keep_last_turns"]
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
         raise refuse(OPTION, f"keep_last_turns must be an integer >= 1, got {turns!r}")
-    return {"keep_last_turns": turns}
+    summarize = value.get("summarize", False)
+    if not isinstance(summarize, bool):
+        raise refuse(OPTION, f"summarize must be True or False, got {summarize!r}")
+    # the recorded form of a window without a summary is the one earlier releases recorded
+    return (
+        {"keep_last_turns": turns, "summarize": True} if summarize else {"keep_last_turns": turns}
+    )
+
+
+def opens_turn(message: Mapping[str, Any]) -> bool:
+    """A user message the person wrote (the library's marked messages start no turn)."""
+    content = message.get("content")
+    return not (
+        isinstance(content, str)
+        and (content.startswith(WRAP_UP_FRAME_PREFIX) or content.startswith(SUMMARY_FRAME_PREFIX))
+    )
 
 
 @dataclass(slots=True)
@@ -74,7 +119,7 @@ class _Index:
         for index in range(self.scanned, len(history)):
             message = history[index]
             role = message.get("role")
-            if role == "user" or (index == 0 and not self.starts):
+            if (role == "user" and opens_turn(message)) or (index == 0 and not self.starts):
                 self.starts.append(index)
             elif role == "assistant":
                 for call in message.get("tool_calls") or ():
@@ -90,8 +135,8 @@ def plan(
     latest: Mapping[str, int],
     keep_last_turns: int,
     pins: int,
-) -> tuple[list[dict[str, Any]], list[pinning.Pin]]:
-    """The segments served and the pins standing down at this boundary."""
+) -> tuple[list[dict[str, Any]], list[pinning.Pin], list[pinning.Pin]]:
+    """The segments served, the pins holding and those standing down at this boundary."""
     kept_from = starts[-keep_last_turns] if len(starts) > keep_last_turns else 0
     held, down = pinning.pins(history, starts, latest, keep_last_turns, pins)
     ranges = sorted(r for pin in held for r in pin.ranges)
@@ -99,7 +144,7 @@ def plan(
     merged = _merge(ranges)
     segments: list[dict[str, Any]] = [{"history": [s, e]} for s, e in merged]
     segments[-1] = {"history": [merged[-1][0], None]}
-    return segments, down
+    return segments, held, down
 
 
 def _merge(ranges: Ranges) -> Ranges:
@@ -140,22 +185,54 @@ def _subtract(before: Ranges, after: Ranges) -> Ranges:
     return left
 
 
-async def window(ctx: StageContext) -> None:
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What the window serves at this call, and how it got there."""
+
+    segments: list[dict[str, Any]]  #: ``served_messages``
+    previous: Any  #: the ``served_messages`` served before (None: the whole history)
+    left: Ranges  #: history ranges served before and not now
+    held: list[pinning.Pin]
+    down: list[pinning.Pin]
+    starts: list[int]  #: each turn's first history index
+
+
+def summary_message(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The served message holding the summary of what left (library-written, marked)."""
+    return {
+        "role": "user",
+        "content": SUMMARY_FRAME_PREFIX
+        + f"written at call {summary['call']} from the {summary['folded']} history messages "
+        "that had left the window; the messages themselves are in the log]\n"
+        + str(summary["text"]),
+    }
+
+
+def select(ctx: StageContext, previous: Any = MISSING) -> Selection:
+    """The window at this call, from committed state (``previous``: compare with these
+    segments rather than the served ones)."""
     options = ctx.run.config.options
     turns: int = options[OPTION]["keep_last_turns"]
     history: list[dict[str, Any]] = ctx.scope.get("history") or []
     index: _Index = ctx.run.memory.setdefault(OPTION, _Index())
     index.update(history)
-    segments, down = plan(
+    segments, held, down = plan(
         history, index.starts, index.latest, turns, options.get(pinning.OPTION) or 0
     )
-    previous = ctx.scope.get(KEY)
-    if previous == segments:
-        return
-    ctx.scope.set(KEY, segments)
+    summary = ctx.scope.get(SUMMARY_KEY)
+    if summary is not None:
+        segments.insert(0, {"message": summary_message(summary)})
+    if previous is MISSING:
+        previous = ctx.scope.get(KEY)
     left = _subtract(_resolve(previous, len(history)), _resolve(segments, len(history)))
+    return Selection(segments, previous, left, held, down, index.starts)
+
+
+async def record(ctx: StageContext, selection: Selection, reason: str) -> None:
+    """The events of a boundary the window moved at: what left, the pins, the stand-downs."""
     iteration = ctx.scope.get("iteration")
-    starts = set(index.starts)
+    starts = set(selection.starts)
+    left = selection.left
     for start, end in left:
         await ctx.emit(
             ContextEvicted(
@@ -163,10 +240,30 @@ async def window(ctx: StageContext) -> None:
                 iteration=iteration,
                 turns_left=sum(1 for i in range(start, end) if i in starts),
                 messages=[start, end],
-                reason="window",
+                reason=reason,
             )
         )
-    for pin in down:
+    if selection.held:
+        history = ctx.scope.get("history") or []
+        await ctx.emit(
+            PinsHeld(
+                run_id=ctx.run.run_id,
+                iteration=iteration,
+                pins=[
+                    {
+                        "tool": pin.tool,
+                        "messages": [[s, e] for s, e in pin.ranges],
+                        "chars": sum(
+                            len(canon(history[i]).decode("utf-8"))
+                            for s, e in pin.ranges
+                            for i in range(s, e)
+                        ),
+                    }
+                    for pin in selection.held
+                ],
+            )
+        )
+    for pin in selection.down:
         if any(s < e and _subtract([(s, e)], left) != [(s, e)] for s, e in pin.ranges):
             await ctx.emit(
                 pinning.PinStoodDown(
@@ -177,6 +274,14 @@ async def window(ctx: StageContext) -> None:
                     boundaries=pinning.HOLDS,
                 )
             )
+
+
+async def window(ctx: StageContext) -> None:
+    selection = select(ctx)
+    if selection.previous == selection.segments:
+        return
+    ctx.scope.set(KEY, selection.segments)
+    await record(ctx, selection, "window")
 
 
 FEATURE = Feature(
@@ -194,8 +299,8 @@ FEATURE = Feature(
     ),
     stages=(StageSpec(name="window", fn=window, phase="iteration", order=25),),
     state_keys=(StateKey(name=KEY, structure=True, summary="request.messages, by reference"),),
-    events=(ContextEvicted,),
-    recorded_events=(ContextEvicted,),
+    events=(ContextEvicted, PinsHeld),
+    recorded_events=(ContextEvicted, PinsHeld),
     projection=2,
     active=lambda options: options.get(OPTION) is not None,
 )
