@@ -4,7 +4,9 @@ A drawn :class:`RunSpec` is plain data: the agent's options, its tools (each wit
 cycle of scripted outcomes: JSON values, unicode text, big strings, exceptions and
 non-JSON values such as ``datetime``, ``bytes`` or ``set``) and one or more turns,
 each holding exactly the model replies it consumes (a turn whose tool-call replies
-reach ``max_iterations`` stops early and keeps no final reply).
+reach ``max_iterations`` stops early: with ``wrap_up_at_max_iterations`` on, its last reply
+answers the wrap-up call, whose tool calls, if any, are not run; off, it keeps no final
+reply).
 
 :func:`build_run` turns a spec into fresh objects, ``(agent kwargs, script,
 messages)``; :func:`run_spec` runs every turn against a given store and returns
@@ -300,6 +302,8 @@ class TurnSpec:
     replies: tuple[ReplySpec, ...]
     continue_from: int | None = None
     via: Via = "result"
+    #: the turn hit the cap and its last reply answers the wrap-up call
+    wrapped_up: bool = False
 
     @property
     def calls(self) -> int:
@@ -307,7 +311,7 @@ class TurnSpec:
 
     @property
     def stops_early(self) -> bool:
-        return bool(self.replies[-1].calls)
+        return self.wrapped_up or bool(self.replies[-1].calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,11 +333,15 @@ class RunSpec:
 
 
 def consumed_replies(
-    tool_replies: Sequence[ReplySpec], final: ReplySpec, max_iterations: int
+    tool_replies: Sequence[ReplySpec],
+    final: ReplySpec,
+    max_iterations: int,
+    wrap_up: bool = False,
 ) -> tuple[ReplySpec, ...]:
-    """The replies a turn really consumes: it stops early at ``max_iterations``."""
+    """The replies a turn really consumes: it stops early at ``max_iterations``, where a
+    wrap-up call (``wrap_up``) consumes ``final`` too."""
     if len(tool_replies) >= max_iterations:
-        return tuple(tool_replies[:max_iterations])
+        return (*tool_replies[:max_iterations], *((final,) if wrap_up else ()))
     return (*tool_replies, final)
 
 
@@ -357,12 +365,16 @@ def turn_replies(
     *,
     integral_floats: bool = True,
     text_size: int = 60,
+    wrap_up: bool = False,
 ) -> tuple[ReplySpec, ...]:
-    """Tool-call replies (up to one past ``max_iterations``) and a final text reply."""
+    """Tool-call replies (up to one past ``max_iterations``) and a final text reply (with
+    ``wrap_up``, the wrap-up call's reply, which may still ask for tools)."""
     count = draw(st.integers(min_value=0, max_value=max_iterations + 1))
     tool_replies = [draw(_tool_reply(names, integral_floats, text_size)) for _ in range(count)]
     final = ReplySpec(draw(texts(max_size=text_size)))
-    return consumed_replies(tool_replies, final, max_iterations)
+    if wrap_up and count >= max_iterations and draw(st.booleans()):
+        final = draw(_tool_reply(names, integral_floats, text_size))
+    return consumed_replies(tool_replies, final, max_iterations, wrap_up)
 
 
 @st.composite
@@ -378,9 +390,8 @@ def agent_options(
         "max_iterations": draw(st.integers(*max_iterations)),
         "tool_arg_validation": draw(st.sampled_from(["enforce", "warn", "off"])),
         "record_receipt": draw(st.sampled_from([True, True, True, False])),
-        # generated turns model the plain stop at the cap (consumed_replies); the wrap-up
-        # call a capped turn makes by default is covered by tests/features/test_wrap_up.py
-        "wrap_up_at_max_iterations": False,
+        # at the cap: the plain stop, or one more call with the tools withheld
+        "wrap_up_at_max_iterations": draw(st.booleans()),
     }
     temperature = draw(
         st.one_of(
@@ -429,16 +440,15 @@ def run_specs(
                 st.one_of(st.just(index - 1), st.integers(min_value=0, max_value=index - 1))
             )
             via = draw(st.sampled_from(["result", "result", "run_id", "fresh_agent"]))
+        cap, wrap_up = int(opts["max_iterations"]), bool(opts["wrap_up_at_max_iterations"])
+        replies = draw(turn_replies(names, cap, integral_floats=integral_floats, wrap_up=wrap_up))
         turns.append(
             TurnSpec(
                 message=draw(texts(max_size=60)),
-                replies=draw(
-                    turn_replies(
-                        names, int(opts["max_iterations"]), integral_floats=integral_floats
-                    )
-                ),
+                replies=replies,
                 continue_from=continue_from,
                 via=via,
+                wrapped_up=wrap_up and len(replies) > cap,
             )
         )
     model = draw(st.one_of(st.sampled_from(["m", "gpt-x", "claude"]), texts(min_size=1)))
