@@ -33,6 +33,7 @@ _LAZY: dict[str, str] = {
     "same_recording": "agentfootprint.audit.diff",
     "BundleSource": "agentfootprint.verify.bundle",
     "DisclosureVault": "agentfootprint.store.vault",
+    "DescriptionClassifier": "agentfootprint.classifiers",
     "ProvenValue": "agentfootprint.verify.verifier",
     "RedactionPolicy": "agentfootprint.store.redaction",
     "ReservedKeyError": "agentfootprint.errors",
@@ -96,12 +97,20 @@ _LAZY: dict[str, str] = {
     "state_at": "agentfootprint.audit.read",
     "tool_call": "agentfootprint.core.providers.mock",
     "verify_run": "agentfootprint.verify.verifier",
+    "PolicyHaltError": "agentfootprint.errors",
+    "ToolTeardownTimeoutError": "agentfootprint.errors",
+    "Decision": "agentfootprint.features.permission_checker",
+    "PermissionRequest": "agentfootprint.features.permission_checker",
+    "ToolCallRecord": "agentfootprint.audit.tool_calls",
+    "tool_calls": "agentfootprint.audit.tool_calls",
 }
 
 if TYPE_CHECKING:
     from agentfootprint.audit.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.audit.read import commit_value_at, receipt_at, served_at, state_at
     from agentfootprint.audit.replayer import ReplayResult, replay, replay_sync
+    from agentfootprint.audit.tool_calls import ToolCallRecord, tool_calls
+    from agentfootprint.classifiers import DescriptionClassifier
     from agentfootprint.core.agent import Agent, RunResult, StoppedEarly, open_store
     from agentfootprint.core.events import (
         AgentEvent,
@@ -142,6 +151,7 @@ if TYPE_CHECKING:
         NewerVersionError,
         NotALogError,
         NotAVaultError,
+        PolicyHaltError,
         ProviderCallError,
         ProviderError,
         RecordTooLargeError,
@@ -153,9 +163,11 @@ if TYPE_CHECKING:
         StoreBusyError,
         StoreConflictError,
         StoreError,
+        ToolTeardownTimeoutError,
         UsageError,
         VerificationError,
     )
+    from agentfootprint.features.permission_checker import Decision, PermissionRequest
     from agentfootprint.providers import anthropic, openai
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
@@ -181,6 +193,8 @@ __all__ = [
     "BundleSource",
     "CanonicalFormError",
     "ContinuationError",
+    "Decision",
+    "DescriptionClassifier",
     "DisclosureVault",
     "FileError",
     "IterationEnd",
@@ -196,6 +210,8 @@ __all__ = [
     "NotALogError",
     "NotAVaultError",
     "Outcome",
+    "PermissionRequest",
+    "PolicyHaltError",
     "Ports",
     "ProvenValue",
     "Provider",
@@ -222,10 +238,12 @@ __all__ = [
     "SystemPiece",
     "Tool",
     "ToolCall",
+    "ToolCallRecord",
     "ToolContext",
     "ToolEnd",
     "ToolSchema",
     "ToolStart",
+    "ToolTeardownTimeoutError",
     "TurnEnd",
     "TurnStart",
     "Usage",
@@ -254,6 +272,7 @@ __all__ = [
     "served_at",
     "state_at",
     "tool_call",
+    "tool_calls",
     "verify_run",
 ]
 

@@ -16,6 +16,8 @@
         ``ScriptExhaustedError`` the scripted mock provider has no reply left
         ``ContinuationError``   a run cannot be continued from the named parent
         ``ReplayDivergence``    a replay was served something the original was not
+        ``PolicyHaltError``     the permission checker halted the run at a tool call
+    ``ToolTeardownTimeoutError`` a tool's teardown ran past ``tool_teardown_timeout_ms``
     ``StoreError``            the store failed (driver errors are translated to these)
         ``StoreConflictError``  another writer appended the same run position
         ``StoreBusyError``      the database stayed locked past the timeout
@@ -38,6 +40,7 @@ __all__ = [
     "NewerVersionError",
     "NotALogError",
     "NotAVaultError",
+    "PolicyHaltError",
     "ProviderCallError",
     "ProviderError",
     "RecordTooLargeError",
@@ -49,6 +52,7 @@ __all__ = [
     "StoreBusyError",
     "StoreConflictError",
     "StoreError",
+    "ToolTeardownTimeoutError",
     "UsageError",
     "VerificationError",
 ]
@@ -222,6 +226,34 @@ class ReplayDivergence(RunError):
         self.actual = actual
         self.diff = diff
         self.original_run = original_run
+
+
+class PolicyHaltError(RunError):
+    """The permission checker answered ``halt`` for a tool call: the tool did not run and
+    the run closed ``failed`` (its log verifies and records the decision). ``tool``,
+    ``tool_call_id``, ``by`` (who decided) and ``reason`` are the decision's."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str = "",
+        tool_call_id: str = "",
+        by: str = "",
+        reason: str = "",
+        run_id: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.tool = tool
+        self.tool_call_id = tool_call_id
+        self.by = by
+        self.reason = reason
+
+
+class ToolTeardownTimeoutError(AgentFootprintError, TimeoutError):
+    """A tool's teardown did not finish within ``tool_teardown_timeout_ms``: it was
+    abandoned (recorded as ``agentfootprint.tools.session_close_failed`` with this class
+    name). Never raised out of a run: a session that may still be live is a recorded fact."""
 
 
 class StoreError(AgentFootprintError):

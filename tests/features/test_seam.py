@@ -77,6 +77,9 @@ def test_reserved_keys_options_and_kinds_come_from_the_declarations() -> None:
         "served_messages",
         "window_summary",
         "window_folding",
+        "served_tools",
+        "tool_choices",
+        "tool_choice_outcomes",
     }
     for key in sorted(structure):
         with pytest.raises(af.UsageError) as caught:

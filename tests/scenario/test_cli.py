@@ -55,6 +55,17 @@ def run_ids(db: Path) -> list[str]:
         (["show"], ["RUN_ID", "timeline", "commitments", "verified first", "1  the run does"]),
         (["served"], ["call K", "rebuilt from the log", "receipt attests", "verified first"]),
         (
+            ["tool-calls"],
+            [
+                "RUN_ID",
+                "--json",
+                "tools offered",
+                "permission decision",
+                "verified first",
+                "1  the run",
+            ],
+        ),
+        (
             ["verify"],
             [
                 "--run",

@@ -189,6 +189,14 @@ def read_with(name: str, argument: str) -> Call:
     return call
 
 
+def tool_calls_with(argument: str) -> Call:
+    def call(world: World, value: Any, tmp: Path) -> Any:
+        args: dict[str, Any] = {"source": world.store, "run_id": world.run_id, argument: value}
+        return af.tool_calls(**args)
+
+    return call
+
+
 def diff_with(name: str, argument: str) -> Call:
     def call(world: World, value: Any, tmp: Path) -> Any:
         args: dict[str, Any] = {
@@ -378,6 +386,7 @@ CASES: list[Case] = [
         )
     ),
     Case("commit_value_at", "path", read_with("commit_value_at", "path"), frozenset({MISSING})),
+    *(Case("tool_calls", argument, tool_calls_with(argument)) for argument in ("source", "run_id")),
     *(
         Case(name, argument, diff_with(name, argument))
         for name in ("diff_runs", "same_recording")
@@ -467,13 +476,14 @@ CASES += [
 ]
 
 #: Public callables with no argument to sweep.
-NO_ARGUMENTS = frozenset({"MemoryStore", "conversation_redaction"})
+NO_ARGUMENTS = frozenset({"DescriptionClassifier", "MemoryStore", "conversation_redaction"})
 #: Plain records: built by the library or an adapter; their fields are checked where they
 #: enter the runtime (a malformed LLMResponse is the provider's ProviderCallError).
 RECORDS = frozenset(
     {
         "AgentEvent",
         "ArgsInvalid",
+        "Decision",
         "IterationEnd",
         "IterationStart",
         "LLMEnd",
@@ -481,6 +491,7 @@ RECORDS = frozenset(
         "LLMStart",
         "Message",
         "Outcome",
+        "PermissionRequest",
         "ProvenValue",
         "Provider",
         "ReplayResult",
@@ -493,6 +504,7 @@ RECORDS = frozenset(
         "SystemPiece",
         "Tool",
         "ToolCall",
+        "ToolCallRecord",
         "ToolContext",
         "ToolEnd",
         "ToolSchema",

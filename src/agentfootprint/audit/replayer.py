@@ -420,17 +420,26 @@ class _Closing:
 
 def _compared(row: Any) -> bool:
     """Rows a replay must reproduce: all but ``run.open`` (it names the run and what it
-    replays) and the wire exchange events (the original's HTTP attempts: a replay makes
+    replays) and the events of what only a live run does outside the process
+    (:data:`LIVE_ONLY`: the original's HTTP attempts, its tools' teardowns; a replay makes
     none, and the original's evidence stays in the original's log)."""
     if row.type == "run.open":
         return False
-    if row.type == "event" and b'"agentfootprint.wire.exchange"' in bytes(row.body):
+    if row.type == "event" and any(kind in bytes(row.body) for kind in _LIVE_ONLY_BYTES):
         body = parse(row.body)
-        return not (isinstance(body, dict) and body.get("name") == WIRE_EXCHANGE)
+        return not (isinstance(body, dict) and body.get("name") in LIVE_ONLY)
     return True
 
 
-WIRE_EXCHANGE = "agentfootprint.wire.exchange"
+#: event kinds only a live run records: a replay runs no HTTP exchange and no tool
+LIVE_ONLY = frozenset(
+    {
+        "agentfootprint.wire.exchange",
+        "agentfootprint.tools.session_closed",
+        "agentfootprint.tools.session_close_failed",
+    }
+)
+_LIVE_ONLY_BYTES = tuple(f'"{kind}"'.encode() for kind in LIVE_ONLY)
 
 
 def _commits(rows: list[Any], log_format: str) -> list[tuple[str | None, int]]:

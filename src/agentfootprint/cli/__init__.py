@@ -31,7 +31,7 @@ from agentfootprint.cli._boundary import (
     BoundaryGroup,
 )
 from agentfootprint.cli.demo import demo
-from agentfootprint.cli.inspect import runs, served, show, state
+from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.replaying import diff_command, replay_command
 from agentfootprint.cli.transfer import export_command, import_command
 from agentfootprint.cli.vault import disclose, erase
@@ -59,8 +59,9 @@ Exit codes (each command's --help says which apply):
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 \b
-Read-only commands (runs, show, served, state, verify, diff, export's DB,
-replay's DB and VAULT, disclose's VAULT) never create, migrate or change a file.
+Read-only commands (runs, show, served, state, tool-calls, verify, diff,
+export's DB, replay's DB and VAULT, disclose's VAULT)
+never create, migrate or change a file.
 Set {DEBUG_VARIABLE}=1 to get the Python traceback of an internal error."""
 
 
@@ -92,5 +93,6 @@ for _command in (
     replay_command,
     diff_command,
     state,
+    tool_calls_command,
 ):
     main.add_command(_command)

@@ -1,6 +1,6 @@
-"""``runs``, ``show``, ``served``, ``state``: read a log, never change it.
+"""``runs``, ``show``, ``served``, ``state``, ``tool-calls``: read a log, never change it.
 
-``show``, ``served`` and ``state`` verify the run first: what they print is what a
+``show``, ``served``, ``state`` and ``tool-calls`` verify the run first: what they print is what a
 verified log holds (a run that does not verify is refused with exit 1, never rendered
 from rows that may be forged or malformed).
 """
@@ -21,7 +21,7 @@ from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, iter_commitments
 from agentfootprint.verify.verifier import shared_verifier
 
-__all__ = ["runs", "served", "show", "state"]
+__all__ = ["runs", "served", "show", "state", "tool_calls_command"]
 
 
 def _exit_codes(one: str) -> str:
@@ -292,3 +292,47 @@ def state(db: Path, run_id: str, commit: int, key: str | None) -> None:
             )
         folded = folded[key]
     echo_json(folded, sort_keys=True)
+
+
+@click.command("tool-calls", epilog=_exit_codes("the run does not verify (nothing of it is shown)"))
+@click.argument("db", type=DB)
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON array.")
+def tool_calls_command(db: Path, run_id: str, as_json: bool) -> None:
+    """Print every tool call of RUN_ID, from the log alone: the model call whose reply asked
+    for it, the tools offered at that call, its permission decision and its result.
+
+    The run is verified first. DB is a database (opened read-only, never changed) or an
+    export bundle; redacted values show as their commitments. Teardowns recorded for a
+    call (session closed, or failed and why) are listed under it.
+    """
+    from agentfootprint.audit.tool_calls import tool_calls
+
+    with open_log(db) as source:
+        found = tool_calls(source, run_id)
+    if as_json:
+        echo_json([record.to_json() for record in found], sort_keys=True)
+        return
+    if not found:
+        click.echo("no tool calls")
+    for r in found:
+        offered = ", ".join(one_line(name) for name in r.offered) or "none"
+        click.echo(
+            f"call {r.call} #{r.index}  {one_line(r.tool)}({short(r.arguments, 60)})  "
+            f"id={one_line(r.tool_call_id)}"
+        )
+        click.echo(f"    offered: {offered}")
+        if r.permission is not None:
+            p = r.permission
+            why = f": {short(p.get('reason'), 80)}" if p.get("reason") else ""
+            click.echo(
+                f"    permission: {one_line(p.get('decision'))} by {one_line(p.get('by'))}{why}"
+            )
+        if r.result is None:
+            click.echo("    result: (none recorded: the run ended before the results)")
+        else:
+            flag = "error " if r.is_error else ""
+            click.echo(f"    result: {flag}{short(r.result, 100)}")
+        for t in r.teardown:
+            extra = f" {one_line(t.get('error_class'))}" if t.get("error_class") else ""
+            click.echo(f"    teardown: {one_line(t.get('event'))}{extra} ({short(t.get('ms'))} ms)")

@@ -199,6 +199,8 @@ class RunState:
         self.stage_counts: dict[str, int] = {}
         #: what features keep for one run beside the loop, never in state (by feature name)
         self.memory: dict[str, Any] = {}
+        #: the ``run_end`` hooks ran (once per run)
+        self.ended = False
 
     @property
     def mode(self) -> CommitValues:
@@ -208,25 +210,55 @@ class RunState:
         """Walk the chart from its entry until a stage breaks; each stage commits."""
         name: str | None = self.chart.entry
         budget = self.seam.stage_budget
-        while name is not None:
-            budget -= 1
-            if budget < 0:
-                raise RunError(
-                    "the chart ran more stages than the iteration budget allows", run_id=self.run_id
-                )
-            stage = self.chart.stages[name]
-            count = self.stage_counts[name] = self.stage_counts.get(name, 0) + 1
-            ctx = StageContext(run=self, scope=Scope(self.state), stage_run=f"{name}#{count}")
-            error: BaseException | None = None
-            result: str | None = None
+        try:
+            while name is not None:
+                budget -= 1
+                if budget < 0:
+                    raise RunError(
+                        "the chart ran more stages than the iteration budget allows",
+                        run_id=self.run_id,
+                    )
+                stage = self.chart.stages[name]
+                count = self.stage_counts[name] = self.stage_counts.get(name, 0) + 1
+                ctx = StageContext(run=self, scope=Scope(self.state), stage_run=f"{name}#{count}")
+                error: BaseException | None = None
+                result: str | None = None
+                try:
+                    result = await stage.fn(ctx)
+                except BaseException as exc:  # recorded, then re-raised below
+                    error = exc
+                if error is not None or (stage.kind == "linear" and stage.next is None):
+                    # the run ends here: its end hooks record into this stage's commit
+                    error = await self._end(ctx, error)
+                self._commit(stage.name, stage.kind, ctx, result if error is None else None, error)
+                if error is not None:
+                    raise error
+                name = self.chart.follow(stage, result)
+        except BaseException as exc:
+            if not self.ended:  # it ended outside a stage (the stage budget, a bad decision)
+                await self._end_outside(exc)
+            raise
+
+    async def _end(self, ctx: StageContext, error: BaseException | None) -> BaseException | None:
+        """Run the ``run_end`` hooks once (before the commit of ``ctx``'s stage); the error
+        the run ends with (the first one: a hook's own failure only when there was none)."""
+        self.ended = True
+        for hook in self.seam.hooks("run_end"):
             try:
-                result = await stage.fn(ctx)
-            except BaseException as exc:  # recorded, then re-raised below
-                error = exc
-            self._commit(stage.name, stage.kind, ctx, result if error is None else None, error)
-            if error is not None:
-                raise error
-            name = self.chart.follow(stage, result)
+                await hook(ctx, error)
+            except BaseException as exc:
+                if error is None:
+                    error = exc
+        return error
+
+    async def _end_outside(self, error: BaseException) -> None:
+        """The end hooks of a run that failed between stages: what they record is committed
+        as a ``run-end`` commit of its own (only when they record anything)."""
+        ctx = StageContext(run=self, scope=Scope(self.state), stage_run="run-end#1")
+        await self._end(ctx, error)
+        if ctx.recorded:
+            with contextlib.suppress(Exception):  # the run's own error is what surfaces
+                self._commit("run-end", "linear", ctx, None, error)
 
     def _commit(
         self,

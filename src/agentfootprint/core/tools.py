@@ -64,6 +64,30 @@ class ToolContext:
     tool_call_id: str
     iteration: int
     tool: str
+    #: where :meth:`on_teardown` registers (the run's teardowns; None: a context made
+    #: outside a run, which takes none)
+    teardown_sink: Callable[[Callable[[], Any]], None] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def on_teardown(self, fn: Callable[[], Any]) -> None:
+        """Register ``fn()`` (sync, or returning an awaitable) to clean up what this call
+        opened. It runs once the run ends (answered, stopped early, failed or cancelled),
+        each cleanup bounded by ``tool_teardown_timeout_ms``; the last registered runs first.
+        Its outcome is recorded (``agentfootprint.tools.session_closed`` or
+        ``session_close_failed``)."""
+        if not callable(fn):
+            raise UsageError(
+                f"tool {self.tool!r}: on_teardown() takes a function of no arguments, got {fn!r}",
+                option="tools",
+            )
+        if self.teardown_sink is None:
+            raise UsageError(
+                f"tool {self.tool!r}: this context belongs to no run, so nothing would run the "
+                "teardown",
+                option="tools",
+            )
+        self.teardown_sink(fn)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -48,7 +48,7 @@ class _Missing:
 MISSING: Any = _Missing()
 
 Phase = Literal["start", "iteration", "route", "tool", "branch", "final"]
-Ports = Literal["model", "tools", "clock", "run_ids", "salts"]
+Ports = Literal["model", "tools", "clock", "run_ids", "salts", "decisions"]
 
 
 def refuse(option: str, message: str) -> UsageError:
@@ -84,6 +84,9 @@ class OptionSpec:
     #: recorded in ``run.open.options`` (a value of None is left out: "not set")
     recorded: bool = False
     summary: str = ""  #: what it does here, in a few words (the docs table's column)
+    #: the JSON ``run.open`` records of a resolved value that holds objects (a classifier,
+    #: say); None: the resolved value is JSON and recorded as it is
+    record: Callable[[Any], Any] | None = None
 
 
 StageFn = Callable[["StageContext"], Awaitable[str | None]]
@@ -154,6 +157,15 @@ StopHook = Callable[["StageContext"], Awaitable[Mapping[str, Any] | None]]
 #: tools (``stopped_early`` already set): the route branch to take instead of ``final`` (one
 #: this feature's ``branch`` stages declare), or None.
 CapHook = Callable[["StageContext"], Awaitable[str | None]]
+#: ``hook(ctx, call) -> refusal``: just before a tool runs (live, or answered from a
+#: recording), after the loop's own checks (no such tool, arguments not JSON, validation):
+#: None lets it run; a :class:`~agentfootprint.core.tools.ToolOutcome` is the call's result
+#: instead (the tool does not run). May emit events, and raise to stop the run.
+PermissionHook = Callable[["StageContext", ToolResult], Awaitable["ToolOutcome | None"]]
+#: ``hook(ctx, error)``: where the run ends (the last stage's execution, the stage that
+#: failed, or the one a cancellation reached: ``error`` is its exception, else None),
+#: before that stage's commit is written: events it emits are recorded in that commit.
+RunEndHook = Callable[["StageContext", BaseException | None], Awaitable[None]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -184,6 +196,10 @@ class Feature:
     stop_reason: StopHook | None = None
     at_max_iterations: CapHook | None = None
     turn_start: TurnHook | None = None
+    #: just before a tool runs: None lets it run, an outcome answers instead (a denial)
+    tool_permission: PermissionHook | None = None
+    #: where the run ends, before the last commit (cleanups: tool teardowns)
+    run_end: RunEndHook | None = None
     #: the projection version this feature needs when ``active(options)`` (default 1)
     projection: int = 1
     #: whether the feature takes part in a run with these resolved options (an opt-in

@@ -169,7 +169,7 @@ class Seam:
                 for spec in feature.options:
                     value = self.options.get(spec.name)
                     if spec.recorded and value is not None:
-                        recorded[spec.name] = value
+                        recorded[spec.name] = value if spec.record is None else spec.record(value)
             cached = self.caches["run.open"] = dict(sorted(recorded.items()))
         return dict(cached)
 
@@ -187,6 +187,8 @@ _HOOK_POINTS = (
     "stop_reason",
     "at_max_iterations",
     "turn_start",
+    "tool_permission",
+    "run_end",
 )
 
 

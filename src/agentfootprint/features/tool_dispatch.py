@@ -1,10 +1,11 @@
 """Tool dispatch: each requested tool run in order, through the run's tools port.
 
 A call is checked before it runs (no such tool, arguments not JSON, arguments refused by
-validation in ``enforce`` mode: answered without running). Its outcome passes the
-``tool_result`` hooks of active features (before ``tool_end``: what the event and the
-model both carry) and then the ``tool_result_noted`` hooks (after it). The turn and its
-results join the history as one write.
+validation in ``enforce`` mode: answered without running), then the ``tool_permission``
+hooks of active features may answer it instead (a permission checker's denial). Its
+outcome passes the ``tool_result`` hooks of active features (before ``tool_end``: what the
+event and the model both carry) and then the ``tool_result_noted`` hooks (after it). The
+turn and its results join the history as one write.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agentfootprint.core.tools import (
     validate_arguments,
 )
 from agentfootprint.errors import CanonicalFormError
+from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
 from agentfootprint.verify.canonical import canon
 
@@ -127,6 +129,15 @@ async def _dispatch(
             tools.not_run(expected, refusal.content)
         return refusal, arguments, False
     assert tool is not None
+    asked = ToolResult(
+        tool=tool.name, tool_call_id=call["id"], arguments=arguments, iteration=iteration, ran=False
+    )
+    for hook in run.seam.hooks("tool_permission"):
+        # a denial answers the call (a replay takes the original's recorded decision, so a
+        # call the original denied is denied again: its recorded result is that denial)
+        denied = await hook(ctx, asked)
+        if denied is not None:
+            return denied, arguments, False
     if expected is not None:  # answered from the recording: no side effects
         content, is_error = tools.answer(expected)
         if isinstance(content, str):  # what the tool returned, before the notes on it
@@ -139,6 +150,7 @@ async def _dispatch(
         tool_call_id=call["id"],
         iteration=iteration,
         tool=tool.name,
+        teardown_sink=tool_teardown.registrar(run, tool.name, call["id"]),
     )
     try:
         value = await call_tool(tool, arguments, tool_ctx)

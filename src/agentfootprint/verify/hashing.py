@@ -27,6 +27,7 @@ TAGS: Final = frozenset(
         "runleaf",
         "wire/request",
         "wire/response",
+        "tools/candidates",
     }
 )
 

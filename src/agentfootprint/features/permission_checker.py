@@ -1,0 +1,272 @@
+"""``permission_checker``: asked before every tool run; allow, deny or halt, on the record.
+
+The checker is any object with a ``check(request)`` method (sync, or returning an
+awaitable) taking a :class:`PermissionRequest` (``capability="tool_call"``, the tool, its
+parsed arguments, the call's id and the iteration) and returning a :class:`Decision`
+(``allow`` / ``deny`` / ``halt``, ``by``: who decided, ``reason``: why). It is asked just
+before a tool would run, after the loop's own checks (no such tool, arguments not JSON,
+arguments refused by validation): those calls never reach it.
+
+* ``allow``: the tool runs as before.
+* ``deny``: the tool does not run; its result (``is_error``) is the synthetic denial
+  ``Error: tool '<tool>' was not run: permission denied by <by>: <reason>``.
+* ``halt``: the tool does not run and the run stops with :class:`PolicyHaltError`; it
+  closes ``failed`` (the tool-calls commit records the error) and its log verifies.
+
+Every decision is one recorded event ``agentfootprint.permission.check``
+``{tool, tool_call_id, arguments, iteration, decision, by, reason}`` (a halt is the same
+event with ``decision: "halt"``; there is no separate halt event). A checker that raises, or
+answers anything but a decision, is a denial (fail closed) whose reason names what went
+wrong (the exception's class, never its message), recorded the same way.
+
+The checker is a port: before asking it, the feature asks ``ctx.run.decisions`` with the
+question ``{tool, tool_call_id, arguments, iteration}``; a replay answers from the
+original's recorded event, so the checker is never called again (and a replay asking a
+different question diverges with kind ``decision``). An object without a callable
+``check`` is refused at construction.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from agentfootprint.core.events import AgentEvent
+from agentfootprint.core.run import StageContext
+from agentfootprint.core.scope import to_json_value
+from agentfootprint.core.tools import ToolOutcome, describe_type
+from agentfootprint.errors import CanonicalFormError, PolicyHaltError, ReplayDivergence, UsageError
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
+
+__all__ = [
+    "CAPABILITY",
+    "DECISIONS",
+    "Decision",
+    "PermissionCheck",
+    "PermissionChecker",
+    "PermissionRequest",
+    "denial_message",
+]
+
+OPTION = "permission_checker"
+#: what a :class:`PermissionRequest` asks about (the only capability checked here)
+CAPABILITY = "tool_call"
+DECISIONS = ("allow", "deny", "halt")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PermissionRequest:
+    """What the checker is asked, before one tool call runs."""
+
+    capability: str  #: ``"tool_call"``
+    tool: str
+    arguments: Any  #: as parsed (JSON)
+    tool_call_id: str
+    iteration: int
+    run_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """A checker's answer: ``decision`` is ``allow``, ``deny`` or ``halt``; ``by`` says who
+    decided (default: the checker's ``name``, else its class name), ``reason`` why."""
+
+    decision: Literal["allow", "deny", "halt"]
+    by: str = ""
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.decision not in DECISIONS:
+            raise UsageError(
+                f"Decision(decision=...) must be one of {', '.join(DECISIONS)}, got "
+                f"{self.decision!r}",
+                option="decision",
+            )
+        for name in ("by", "reason"):
+            if not isinstance(getattr(self, name), str):
+                raise UsageError(f"Decision({name}=...) must be a str", option=name)
+
+    @classmethod
+    def allow(cls, reason: str = "", *, by: str = "") -> Decision:
+        return cls(decision="allow", by=by, reason=reason)
+
+    @classmethod
+    def deny(cls, reason: str = "", *, by: str = "") -> Decision:
+        return cls(decision="deny", by=by, reason=reason)
+
+    @classmethod
+    def halt(cls, reason: str = "", *, by: str = "") -> Decision:
+        return cls(decision="halt", by=by, reason=reason)
+
+
+@runtime_checkable
+class PermissionChecker(Protocol):
+    """What ``permission_checker`` takes: ``check(request)`` returns a :class:`Decision`
+    (or an awaitable of one). A mapping ``{"decision", "by"?, "reason"?}`` or the bare
+    string ``"allow"`` / ``"deny"`` / ``"halt"`` is accepted as well."""
+
+    def check(self, request: PermissionRequest) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class PermissionCheck(AgentEvent):
+    """One permission decision for one tool call (the question and the answer)."""
+
+    kind: ClassVar[str] = "agentfootprint.permission.check"
+    tool: str
+    tool_call_id: str
+    arguments: Any
+    iteration: int
+    decision: str  #: ``allow``, ``deny`` or ``halt``
+    by: str  #: who decided
+    reason: str
+
+
+def _check(value: Any, given: Mapping[str, Any]) -> Any:
+    if value is MISSING or value is None:
+        return None
+    if not callable(getattr(value, "check", None)):
+        raise refuse(
+            OPTION,
+            "must be an object with a check(request) method returning a Decision "
+            f"(agentfootprint.features.permission_checker), got {value!r}",
+        )
+    return value
+
+
+def _who(checker: Any) -> str:
+    name = getattr(checker, "name", None)
+    return name if isinstance(name, str) and name else type(checker).__name__
+
+
+class _Garbage(Exception):
+    """The checker's answer is not a decision."""
+
+
+def _normalised(answer: Any, by: str) -> tuple[str, str, str]:
+    decision: Any
+    who: Any
+    reason: Any
+    if isinstance(answer, Decision):
+        decision, who, reason = answer.decision, answer.by, answer.reason
+    elif isinstance(answer, Mapping):
+        decision, who, reason = answer.get("decision"), answer.get("by", ""), answer.get("reason")
+        reason = "" if reason is None else reason
+    elif isinstance(answer, str):
+        decision, who, reason = answer, "", ""
+    else:
+        raise _Garbage(f"the permission checker returned {type(answer).__name__}, not a Decision")
+    if decision not in DECISIONS:
+        raise _Garbage(
+            f"the permission checker returned decision {str(decision)[:40]!r}, not one of "
+            + ", ".join(DECISIONS)
+        )
+    if not isinstance(who, str) or not isinstance(reason, str):
+        raise _Garbage("the permission checker returned a decision whose by or reason is not a str")
+    return str(decision), who or by, reason
+
+
+async def _ask(checker: Any, request: PermissionRequest) -> tuple[str, str, str]:
+    """The checker's decision, normalised; fail closed (deny) when it raises or answers
+    anything but a decision."""
+    by = _who(checker)
+    try:
+        answer = checker.check(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return _normalised(answer, by)
+    except _Garbage as exc:
+        return "deny", by, f"{exc}; denied (fail closed)"
+    except Exception as exc:
+        return (
+            "deny",
+            by,
+            f"the permission checker raised {type(exc).__name__}; denied (fail closed)",
+        )
+
+
+def _json_arguments(arguments: Any) -> Any:
+    try:
+        return to_json_value(arguments)
+    except CanonicalFormError:
+        return describe_type(arguments)
+
+
+def _recorded_answer(ctx: StageContext, recorded: Mapping[str, Any]) -> tuple[str, str, str]:
+    decision, by, reason = (recorded.get(k) for k in ("decision", "by", "reason"))
+    if decision not in DECISIONS or not isinstance(by, str) or not isinstance(reason, str):
+        raise ReplayDivergence(
+            f"the original's {PermissionCheck.kind} event holds no decision the replay can "
+            "read (redacted or malformed); replay with the disclosure vault",
+            call=max(ctx.run.calls - 1, 0),
+            kind="redacted",
+            run_id=ctx.run.run_id,
+        )
+    return str(decision), by, reason
+
+
+def denial_message(tool: str, by: str, reason: str) -> str:
+    """The result a denied call answers with (what the model reads)."""
+    why = f": {reason}" if reason else ""
+    return f"Error: tool '{tool}' was not run: permission denied by {by}{why}."
+
+
+async def _permission(ctx: StageContext, call: ToolResult) -> ToolOutcome | None:
+    run = ctx.run
+    question = {
+        "tool": call.tool,
+        "tool_call_id": call.tool_call_id,
+        "arguments": _json_arguments(call.arguments),
+        "iteration": call.iteration,
+    }
+    recorded = run.decisions.recorded(PermissionCheck.kind, question)
+    if recorded is None:
+        request = PermissionRequest(
+            capability=CAPABILITY,
+            tool=call.tool,
+            arguments=question["arguments"],
+            tool_call_id=call.tool_call_id,
+            iteration=call.iteration,
+            run_id=run.run_id,
+        )
+        decision, by, reason = await _ask(run.config.options[OPTION], request)
+    else:
+        decision, by, reason = _recorded_answer(ctx, recorded)
+    await ctx.emit(
+        PermissionCheck(run_id=run.run_id, **question, decision=decision, by=by, reason=reason)
+    )
+    if decision == "allow":
+        return None
+    if decision == "halt":
+        why = f": {reason}" if reason else ""
+        raise PolicyHaltError(
+            f"run {run.run_id}: {by} halted the run at tool '{call.tool}' "
+            f"(call {call.tool_call_id}){why}",
+            tool=call.tool,
+            tool_call_id=call.tool_call_id,
+            by=by,
+            reason=reason,
+            run_id=run.run_id,
+        )
+    return ToolOutcome(content=denial_message(call.tool, by, reason), is_error=True)
+
+
+FEATURE = Feature(
+    name="permission-checker",
+    summary="a checker asked before every tool run: allow, deny (a synthetic result) or halt",
+    order=60,
+    options=(
+        OptionSpec(
+            name=OPTION,
+            seed="permissionChecker",
+            check=_check,
+            summary="allow / deny / halt each tool call",
+        ),
+    ),
+    events=(PermissionCheck,),
+    recorded_events=(PermissionCheck,),
+    tool_permission=_permission,
+    active=lambda options: options.get(OPTION) is not None,
+)

@@ -1,0 +1,294 @@
+"""``permission_checker``: asked before every tool run; allow / deny / halt, on the record."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from feature_support import events_of, fixed_ports, lookup, replays, rows, tool_messages
+
+import agentfootprint as af
+from agentfootprint.features import permission_checker
+from agentfootprint.features.permission_checker import Decision, PermissionRequest
+from agentfootprint.features.registry import Seam, all_features
+
+KIND = "agentfootprint.permission.check"
+
+
+class Checker:
+    """Denies ``q == "bad"``, halts ``q == "stop"``, allows the rest; counts its calls."""
+
+    name = "policy"
+
+    def __init__(self) -> None:
+        self.asked: list[PermissionRequest] = []
+
+    def check(self, request: PermissionRequest) -> Any:
+        self.asked.append(request)
+        q = request.arguments.get("q") if isinstance(request.arguments, dict) else None
+        if q == "bad":
+            return Decision.deny("bad queries are not allowed")
+        if q == "stop":
+            return Decision.halt("stop means stop", by="operator")
+        return Decision.allow("fine")
+
+
+def script(*queries: str, answer: str = "done") -> list[Any]:
+    return [
+        af.reply(tool_calls=[af.tool_call("lookup", {"q": q}, id=f"c{i}")])
+        for i, q in enumerate(queries)
+    ] + [answer]
+
+
+def agent_with(checker: Any, replies: list[Any], **options: Any) -> tuple[af.Agent, list[Any]]:
+    ran: list[Any] = []
+    tool = lookup(lambda args: ran.append(args) or "rows")
+    agent = af.Agent(
+        provider=af.MockProvider(replies),
+        model="m",
+        tools=[tool],
+        permission_checker=checker,
+        ports=fixed_ports(),
+        **options,
+    )
+    return agent, ran
+
+
+def test_allow_runs_the_tool_and_deny_answers_with_a_synthetic_denial() -> None:
+    checker = Checker()
+    agent, ran = agent_with(checker, script("good", "bad"))
+    result = agent.run_sync("go")
+    assert result.outcome == "answered"
+    assert ran == [{"q": "good"}]  # the denied call never ran
+    denied = tool_messages(result)[1]
+    assert denied["is_error"] is True
+    assert denied["content"] == (
+        "Error: tool 'lookup' was not run: permission denied by policy: "
+        "bad queries are not allowed."
+    )
+    assert [r.capability for r in checker.asked] == ["tool_call", "tool_call"]
+    assert [(r.tool, r.tool_call_id, r.iteration) for r in checker.asked] == [
+        ("lookup", "c0", 1),
+        ("lookup", "c1", 2),
+    ]
+    assert events_of(agent.store, result.run_id, KIND) == [
+        {
+            "tool": "lookup",
+            "tool_call_id": "c0",
+            "arguments": {"q": "good"},
+            "iteration": 1,
+            "decision": "allow",
+            "by": "policy",
+            "reason": "fine",
+        },
+        {
+            "tool": "lookup",
+            "tool_call_id": "c1",
+            "arguments": {"q": "bad"},
+            "iteration": 2,
+            "decision": "deny",
+            "by": "policy",
+            "reason": "bad queries are not allowed",
+        },
+    ]
+    assert af.verify_run(agent.store, result.run_id).outcome.name == "VALID_UNSIGNED"
+
+
+def test_halt_stops_the_run_with_a_typed_error_and_the_log_verifies() -> None:
+    checker = Checker()
+    agent, ran = agent_with(checker, script("good", "stop", "never"))
+    with pytest.raises(af.PolicyHaltError, match="operator halted the run") as caught:
+        agent.run_sync("go")
+    error = caught.value
+    assert isinstance(error, af.RunError)
+    assert (error.tool, error.tool_call_id, error.by, error.reason) == (
+        "lookup",
+        "c1",
+        "operator",
+        "stop means stop",
+    )
+    assert ran == [{"q": "good"}]
+    verified = af.verify_run(agent.store, error.run_id)
+    assert verified.outcome.name == "VALID_UNSIGNED"
+    assert verified.close is not None and verified.close["outcome"] == "failed"
+    assert verified.close["error"]["type"] == "PolicyHaltError"
+    decisions = events_of(agent.store, error.run_id, KIND)
+    assert [d["decision"] for d in decisions] == ["allow", "halt"]
+    assert decisions[1]["by"] == "operator"
+
+
+class Raising:
+    def check(self, request: PermissionRequest) -> Decision:
+        raise PermissionError("the policy service is down: secret=42")
+
+
+class Garbage:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def check(self, request: PermissionRequest) -> Any:
+        return self.answer
+
+
+def test_a_checker_that_raises_denies_fail_closed_naming_the_error_class() -> None:
+    agent, ran = agent_with(Raising(), script("good"))
+    result = agent.run_sync("go")
+    assert ran == []
+    (decision,) = events_of(agent.store, result.run_id, KIND)
+    assert decision["decision"] == "deny" and decision["by"] == "Raising"
+    assert "PermissionError" in decision["reason"] and "fail closed" in decision["reason"]
+    assert "secret" not in decision["reason"]  # the class, never the message
+    assert tool_messages(result)[0]["is_error"] is True
+
+
+@pytest.mark.parametrize(
+    "answer", [None, 42, "maybe", {"decision": "gate_open"}, {"decision": "allow", "by": 3}]
+)
+def test_a_checker_answering_garbage_denies_fail_closed(answer: Any) -> None:
+    agent, ran = agent_with(Garbage(answer), script("good"))
+    result = agent.run_sync("go")
+    assert ran == []
+    (decision,) = events_of(agent.store, result.run_id, KIND)
+    assert decision["decision"] == "deny" and "fail closed" in decision["reason"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "decision"),
+    [("allow", "allow"), ({"decision": "deny", "reason": "no"}, "deny"), ("deny", "deny")],
+)
+def test_a_mapping_or_a_bare_string_is_a_decision(answer: Any, decision: str) -> None:
+    agent, _ = agent_with(Garbage(answer), script("good"))
+    result = agent.run_sync("go")
+    assert events_of(agent.store, result.run_id, KIND)[0]["decision"] == decision
+
+
+def test_an_async_checker_is_awaited() -> None:
+    class Async:
+        async def check(self, request: PermissionRequest) -> Decision:
+            await asyncio.sleep(0)
+            return Decision.deny("later", by="async-policy")
+
+    agent, ran = agent_with(Async(), script("good"))
+    result = agent.run_sync("go")
+    assert ran == []
+    assert events_of(agent.store, result.run_id, KIND)[0]["by"] == "async-policy"
+
+
+def test_calls_the_loop_refuses_first_never_reach_the_checker() -> None:
+    checker = Checker()
+    replies = [
+        af.reply(
+            tool_calls=[
+                af.tool_call("nosuch", {}, id="a"),
+                af.ToolCall(id="b", name="lookup", arguments="{not json"),
+                af.tool_call("lookup", {"q": 3}, id="c"),  # refused by validation
+                af.tool_call("lookup", {"q": "ok"}, id="d"),
+            ]
+        ),
+        "done",
+    ]
+    agent, ran = agent_with(checker, replies)
+    result = agent.run_sync("go")
+    assert [r.tool_call_id for r in checker.asked] == ["d"]
+    assert ran == [{"q": "ok"}]
+    assert [e["tool_call_id"] for e in events_of(agent.store, result.run_id, KIND)] == ["d"]
+
+
+@pytest.mark.parametrize("value", [object(), "allow", 42, lambda request: "allow"])
+def test_an_object_without_a_check_method_is_refused_at_construction(value: Any) -> None:
+    with pytest.raises(af.UsageError, match=r"permission_checker.*check\(request\)") as caught:
+        af.Agent(provider=af.MockProvider([]), model="m", permission_checker=value)
+    assert caught.value.option == "permission_checker"
+
+
+def test_a_decision_refuses_what_is_not_one() -> None:
+    with pytest.raises(af.UsageError, match="allow, deny, halt"):
+        Decision(decision="perhaps")  # type: ignore[arg-type]
+
+
+def test_a_replay_answers_from_the_recorded_decisions_and_never_calls_the_checker() -> None:
+    checker = Checker()
+    agent, _ = agent_with(checker, script("good", "bad"))
+    result = agent.run_sync("go")
+    assert len(checker.asked) == 2
+    twin_checker = Checker()
+    replayed = replays(agent, result, permission_checker=twin_checker)
+    assert twin_checker.asked == [] and len(checker.asked) == 2
+    assert replayed.result.answer == result.answer and replayed.calls_checked == 3
+
+
+def test_a_replay_that_asks_what_the_original_never_asked_diverges_on_the_decision() -> None:
+    tool = lookup()
+    original = af.Agent(provider=af.MockProvider(script("good")), model="m", tools=[tool])
+    result = original.run_sync("go")
+    twin = af.Agent(
+        provider=af.MockProvider([]), model="m", tools=[tool], permission_checker=Checker()
+    )
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(twin, original.store, result.run_id)
+    assert caught.value.kind == "decision"
+
+
+def test_a_replay_without_the_checker_diverges_on_the_record() -> None:
+    agent, _ = agent_with(Checker(), script("good"))
+    result = agent.run_sync("go")
+    twin = af.Agent(provider=af.MockProvider([]), model="m", tools=list(agent.config.tools))
+    with pytest.raises(af.ReplayDivergence) as caught:
+        af.replay_sync(twin, agent.store, result.run_id)
+    assert caught.value.kind == "record"
+
+
+def test_without_the_option_the_rows_are_the_rows_before_the_feature_existed() -> None:
+    def run(seam_without: bool) -> list[tuple[str, int, bytes]]:
+        agent = af.Agent(
+            provider=af.MockProvider(script("good", "bad")),
+            model="m",
+            tools=[lookup()],
+            ports=fixed_ports(),
+        )
+        if seam_without:
+            agent.seam = Seam.build(
+                agent.config.options,
+                [f for f in all_features() if f is not permission_checker.FEATURE],
+            )
+        result = agent.run_sync("go")
+        return rows(agent.store, result.run_id)
+
+    assert run(seam_without=False) == run(seam_without=True)
+
+
+def test_the_feature_sits_out_without_a_checker() -> None:
+    agent = af.Agent(provider=af.MockProvider([]), model="m", tools=[lookup()])
+    assert permission_checker.FEATURE not in agent.seam.features
+    assert agent.seam.hooks("tool_permission") == ()
+
+
+def test_under_a_redaction_policy_the_decisions_replay_with_the_vault(tmp_path: Path) -> None:
+    policy = af.RedactionPolicy(keys=["q"])
+    checker = Checker()
+    agent = af.Agent(
+        provider=af.MockProvider(script("good", "bad")),
+        model="m",
+        tools=[lookup()],
+        permission_checker=checker,
+        redact=policy,
+        store=tmp_path / "log.db",
+        disclosures=tmp_path / "vault.db",
+    )
+    result = agent.run_sync("go")
+    recorded = events_of(agent.store, result.run_id, KIND)
+    assert [d["decision"] for d in recorded] == ["allow", "deny"]
+    assert "$commit" in recorded[0]["arguments"]["q"]  # the argument is committed, not in clear
+    twin_checker = Checker()
+    twin = af.Agent(
+        provider=af.MockProvider([]),
+        model="m",
+        tools=[lookup()],
+        permission_checker=twin_checker,
+        redact=policy,
+    )
+    replayed = af.replay_sync(twin, agent.store, result.run_id, disclosures=agent.vault)
+    assert replayed.calls_checked == 3 and twin_checker.asked == []
+    agent.close()
