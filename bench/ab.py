@@ -32,6 +32,7 @@ Usage::
     python bench/ab.py --pairs 20 --n 200 --inner 3 --json ab.json
     python bench/ab.py --profile --top 15  # cProfile of recording and verifying, B vs A
     python bench/ab.py --a /path/to/old/src --b src
+    python bench/ab.py --a /work/ab-a8c3d27/src --n 800 --durability full   # issue 13
 """
 
 from __future__ import annotations
@@ -122,7 +123,22 @@ def _sizes(af: Any, path: Path, order: list[str]) -> dict[str, int]:
     return out
 
 
-def child(tree: Path, n: int, inner: int, db: Path) -> dict[str, Any]:
+def _writing_store(af: Any, path: Path, durability: str | None) -> Any:
+    """A SQLite store for recording at ``durability`` (``full`` / ``normal``; None: the
+    tree's default), in the tree's own terms: ``durability=`` since log format 3,
+    SQLite's ``synchronous=`` before it."""
+    import inspect
+
+    if durability is None:
+        return af.SqliteStore(path)
+    if "durability" in inspect.signature(af.SqliteStore).parameters:
+        return af.SqliteStore(path, durability=durability)
+    return af.SqliteStore(path, synchronous=durability.upper())
+
+
+def child(
+    tree: Path, n: int, inner: int, db: Path, durability: str | None = None
+) -> dict[str, Any]:
     import gc
 
     af = _import_tree(tree)
@@ -150,7 +166,7 @@ def child(tree: Path, n: int, inner: int, db: Path) -> dict[str, Any]:
             raise SystemExit(f"memory run made {run.iterations} iterations, not {n}")
         remove_db(db)
         gc.collect()
-        store = af.SqliteStore(db)
+        store = _writing_store(af, db, durability)
         try:
             c0 = time.process_time()
             run = run_agent_conversation(conv, store)
@@ -328,7 +344,8 @@ def run_pairs(args: argparse.Namespace) -> None:
     print_state(before)
     print(
         f"# N = {args.n}, {args.pairs} pairs (A then B), {args.inner} inner repetition(s) "
-        "per measurement, one subprocess each"
+        "per measurement, one subprocess each; SQLite durability: "
+        + (args.durability or "each side's default")
     )
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="afp-ab-") as tmp:
@@ -342,6 +359,7 @@ def run_pairs(args: argparse.Namespace) -> None:
                         [
                             *("--child", str(tree), "--db", str(db)),
                             *("--n", str(args.n), "--inner", str(args.inner)),
+                            *(("--durability", args.durability) if args.durability else ()),
                         ],
                     )
                 )
@@ -444,13 +462,19 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--profile", action="store_true", help="only: cProfile, B vs A")
     parser.add_argument("--top", type=int, default=15, help="functions shown by --profile")
+    parser.add_argument(
+        "--durability",
+        choices=("full", "normal"),
+        help="record the SQLite runs of both sides at this durability (A before format 3: "
+        "synchronous=FULL / NORMAL); default: each side's own default",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--profile-child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--stats", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.n, args.inner, args.db)))
+        print(json.dumps(child(args.child, args.n, args.inner, args.db, args.durability)))
         return
     if args.profile_child is not None:
         profile_child(args.profile_child, args.n, args.db, args.stats)

@@ -55,7 +55,7 @@ def test_a_windowed_run_serves_by_reference_verifies_and_replays() -> None:
     assert result.calls == 4
     opened = parse(next(iter(agent.store.read(result.run_id))).body)
     assert opened["projection"]["version"] == 2
-    assert opened["format"] == "agentfootprint/log/v2"
+    assert opened["format"] == "agentfootprint/log/v3"
     provider = agent.config.provider
     for k in range(result.calls):
         served = af.served_at(agent.store, result.run_id, k)

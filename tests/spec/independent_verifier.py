@@ -35,7 +35,10 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_ENVELOPE_BYTES = 64 * 1024
 MAX_BUNDLE_LINE_BYTES = 2 * MAX_BODY_BYTES + MAX_ENVELOPE_BYTES
 FORMAT_V1, FORMAT_V2 = "agentfootprint/log/v1", "agentfootprint/log/v2"
-LOG_FORMATS = (FORMAT_V1, FORMAT_V2)
+FORMAT_V3 = "agentfootprint/log/v3"
+LOG_FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3)
+MARKED = (FORMAT_V2, FORMAT_V3)  # section 5.6: call markers when receipts are off
+WRITE_AHEAD = (FORMAT_V3,)  # section 6: receipts written ahead of their call
 MANIFEST_FORMAT = FORMAT_V1  # section 13.1: fixed in bundle version 1, whatever the runs record
 TYPES = ("run.open", "write", "receipt", "event", "commit", "run.close")
 PHASE = {"receipt": 1, "event": 2, "write": 3}
@@ -921,8 +924,8 @@ class Verifier:
             elif type_ == "receipt":
                 if not has(body, RECEIPT):
                     raise structure(seq, "receipt: a member missing or of the wrong shape")
-                if fmt == FORMAT_V2 and not record_receipt:
-                    raise structure(seq, "a receipt while receipts are off (format v2)")
+                if fmt in MARKED and not record_receipt:
+                    raise structure(seq, "a receipt while receipts are off (format v2, v3)")
                 self.receipt(body, seq, state, lists, commit, receipts, version)
                 receipts += 1
             elif type_ == "event":
@@ -930,7 +933,7 @@ class Verifier:
                     raise structure(seq, "event: name or payload missing or mistyped")
                 scanned = body["payload"]
             elif type_ == "commit":
-                v2_call = fmt == FORMAT_V2 and "call" in body
+                v2_call = fmt in MARKED and "call" in body
                 if not has(body, MARKER) or (v2_call and not is_int(body["call"])):
                     raise structure(seq, "commit: a member missing or mistyped")
                 if body["commit"] != commit or body["writes"] != len(pending):
@@ -953,7 +956,7 @@ class Verifier:
                 if in_batch:
                     raise structure(seq, "run.close inside a commit batch")
                 shape = {"outcome": is_str, "commits": is_int, "receipts": is_int}
-                calls_read = record_receipt or fmt == FORMAT_V2
+                calls_read = record_receipt or fmt in MARKED
                 if not has(body, shape | ({"calls": is_int} if calls_read else {})):
                     raise structure(seq, "run.close: a member missing or mistyped")
                 if body["outcome"] not in ("answered", "stopped_early", "failed"):
@@ -969,7 +972,9 @@ class Verifier:
                 scanned = {k: v for k, v in body.items() if k not in rest}
             if scanned is not None:
                 redaction.scan(scanned, seq, in_place)
-        if in_batch:
+        # section 6: a v3 log may end after the receipts written ahead of a call (a crash
+        # during it), with nothing else of their commit
+        if in_batch and not (fmt in WRITE_AHEAD and phase == PHASE["receipt"]):
             raise Failure("truncated", len(rows), f"the log ends inside commit {commit}")
         return RunResult(VALID if closed else UNSEALED, len(rows), head, conversation, close,
                          state, lists, parent_id, opened_at)  # fmt: skip

@@ -785,7 +785,26 @@ CASES = [
     ("format v2, receipts on", edit(fmt(2)), "A", iv.VALID),
     ("format v2, a call marker too", edit(both(fmt(2), sets(18, call=0))), "A", "structure"),
     ("format v1 ignores a call member", edit(both(fmt(1), sets(18, call="x"))), "A", iv.VALID),
-    ("format v3", edit(fmt(3)), "A", "structure"),
+    ("format v4", edit(fmt(4)), "A", "structure"),
+    # -- format v3 (section 6): a log may end after the receipt written ahead of a call
+    (
+        "format v3, cut after a write-ahead receipt",
+        edit(both(fmt(3), lambda r: r.__delitem__(slice(26, None)))),
+        "A",
+        iv.UNSEALED,
+    ),
+    (
+        "format v2, cut after a receipt",
+        edit(both(fmt(2), lambda r: r.__delitem__(slice(26, None)))),
+        "A",
+        "truncated",
+    ),
+    (
+        "format v3, cut after a receipt and an event",
+        edit(both(fmt(3), lambda r: r.__setitem__(slice(26, None), [["event", r[26][1], EVENT]]))),
+        "A",
+        "truncated",
+    ),
     ("format v2, receipts off, marked", edit(marked), "A", iv.VALID),
     ("format v2, a call unmarked", edit(lambda r: marked(r, drop=1)), "A", "structure"),
     ("format v2, calls miscounted", edit(lambda r: marked(r, calls=3)), "A", "structure"),

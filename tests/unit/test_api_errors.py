@@ -293,6 +293,16 @@ CASES: list[Case] = [
     Case("Agent", "system", agent_with("system"), STRINGS),
     Case("Agent", "tools", agent_with("tools")),
     Case("Agent", "store", agent_with("store"), frozenset({"None"})),
+    Case("Agent", "durability", agent_with("durability"), frozenset({"None"})),
+    Case(
+        "Agent",
+        "durability",
+        lambda w, v, t: af.Agent(
+            provider=af.MockProvider(["x"]), model="m", store=t / "d.db", durability=v
+        ).close(),
+        frozenset({"None"}),
+        variant="path",
+    ),
     Case("Agent", "disclosures", agent_with("disclosures"), frozenset({"None"})),
     Case("Agent", "disclosures", vault_with_store, frozenset({"None"}), variant="redacted"),
     Case("Agent", "name", agent_with("name"), frozenset({MISSING})),
@@ -420,8 +430,8 @@ CASES: list[Case] = [
     ),
     Case(
         "SqliteStore",
-        "synchronous",
-        lambda w, v, t: closing(af.SqliteStore(t / "s.db", synchronous=v)),
+        "durability",
+        lambda w, v, t: closing(af.SqliteStore(t / "s.db", durability=v)),
     ),
     Case(
         "SqliteStore",

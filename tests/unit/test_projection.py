@@ -20,7 +20,13 @@ from agentfootprint.audit.read import RunReader
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.calls import LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMATS, commit_calls
+from agentfootprint.verify.calls import (
+    LOG_FORMAT_V1,
+    LOG_FORMAT_V2,
+    LOG_FORMAT_V3,
+    LOG_FORMATS,
+    commit_calls,
+)
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.fold import compress_digests
 from agentfootprint.verify.hashing import hexdigest
@@ -435,8 +441,8 @@ def test_a_subset_of_tools_reuses_the_schemas_digests(monkeypatch: pytest.Monkey
 
 
 def test_log_formats() -> None:
-    assert LOG_FORMATS == (LOG_FORMAT_V1, LOG_FORMAT_V2)
-    assert LOG_FORMAT in LOG_FORMATS
+    assert LOG_FORMATS == (LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMAT_V3)
+    assert LOG_FORMAT == LOG_FORMAT_V3
 
 
 def opened(
@@ -627,10 +633,10 @@ def test_a_v1_run_open_without_a_projection_means_projection_1() -> None:
 
 def test_an_unknown_log_format_names_the_ones_known() -> None:
     store = MemoryStore()
-    record(store, opened(log_format="agentfootprint/log/v3"), close(0, 0, 0))
+    record(store, opened(log_format="agentfootprint/log/v9"), close(0, 0, 0))
     error = failure(store)
     assert (error.code, error.seq) == ("structure", 0)
-    assert "agentfootprint/log/v3" in error.reason and LOG_FORMAT_V2 in error.reason
+    assert "agentfootprint/log/v9" in error.reason and LOG_FORMAT_V3 in error.reason
 
 
 def test_a_continued_run_may_use_another_projection_than_its_parent() -> None:

@@ -123,13 +123,26 @@ def test_a_failed_append_keeps_nothing(tmp_path: Path) -> None:
     store.close()
 
 
-@pytest.mark.parametrize("value", ["OFF", "normal", 1, None, b"FULL"])
-def test_synchronous_setting_is_checked(tmp_path: Path, value: object) -> None:
-    with pytest.raises(UsageError, match="synchronous") as caught:
-        SqliteStore(tmp_path / "s.db", synchronous=value)  # type: ignore[arg-type]
-    assert caught.value.option == "synchronous"
+@pytest.mark.parametrize("value", ["OFF", "NORMAL", "FULL", 1, None, b"full"])
+def test_durability_setting_is_checked(tmp_path: Path, value: object) -> None:
+    with pytest.raises(UsageError, match="durability") as caught:
+        SqliteStore(tmp_path / "s.db", durability=value)  # type: ignore[arg-type]
+    assert caught.value.option == "durability"
     assert not (tmp_path / "s.db").exists()  # refused before anything is created
-    SqliteStore(tmp_path / "f.db", synchronous="FULL").close()
+
+
+@pytest.mark.parametrize(("durability", "pragma"), [("full", 2), ("normal", 1), (None, 2)])
+def test_durability_sets_sqlite_synchronous(
+    tmp_path: Path, durability: str | None, pragma: int
+) -> None:
+    kwargs = {} if durability is None else {"durability": durability}
+    store = SqliteStore(tmp_path / "d.db", **kwargs)
+    try:
+        # 2 is FULL (the default: an audit log survives power loss), 1 NORMAL
+        assert store._conn.execute("PRAGMA synchronous").fetchone() == (pragma,)
+        assert store.durability == (durability or "full")
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("value", ["30", 0, -1, 0.0, math.nan, math.inf, True, None, [1]])

@@ -39,7 +39,7 @@ from agentfootprint.features.registry import Seam
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
-from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.sqlite import DURABILITY, SqliteStore
 from agentfootprint.store.vault import DisclosureVault, open_vault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify import limits
@@ -104,8 +104,34 @@ def _check_size(message: str) -> None:
         )
 
 
-def open_store(store: Any) -> EventStore:
-    """``None`` -> in memory; a path -> SQLite file; an :class:`EventStore` as is."""
+def check_durability(durability: Any, store: Any) -> str | None:
+    """``durability`` checked against the ``store`` it applies to (one the agent opens from
+    a path); None when not given."""
+    if durability is None:
+        return None
+    if not isinstance(durability, str) or durability not in DURABILITY:
+        raise UsageError(
+            f"option 'durability': must be 'full' or 'normal', got {durability!r}",
+            option="durability",
+        )
+    if not isinstance(store, str | os.PathLike):
+        raise UsageError(
+            "option 'durability' applies to a store the agent opens from a path "
+            "(store='runs.db'); "
+            + (
+                "the in-memory store keeps nothing across a crash"
+                if store is None
+                else "a store object keeps the durability it was opened with "
+                "(SqliteStore(path, durability=...))"
+            ),
+            option="durability",
+        )
+    return durability
+
+
+def open_store(store: Any, durability: str | None = None) -> EventStore:
+    """``None`` -> in memory; a path -> SQLite file (at ``durability``, default "full"); an
+    :class:`EventStore` as is."""
     if store is None:
         return MemoryStore()
     if isinstance(store, EventStore):
@@ -119,7 +145,7 @@ def open_store(store: Any) -> EventStore:
     if isinstance(store, str | os.PathLike):
         path = _file_path(store, "store")
         try:
-            return SqliteStore(path)
+            return SqliteStore(path, durability=durability or "full")
         except FileError as exc:
             raise _naming(exc, "store") from exc
     raise UsageError(
@@ -173,8 +199,10 @@ class Agent:
         store: Any = None,
         disclosures: Any = None,
         ports: Ports | None = None,
+        durability: str | None = None,
         **options: Any,
     ) -> None:
+        durability = check_durability(durability, store)
         self.config: AgentConfig = resolve_options(
             {
                 "provider": provider,
@@ -191,7 +219,7 @@ class Agent:
         self._described = self._provider_info()  # checked once, recorded in every run.open
         self.vault: DisclosureVault | None = open_disclosures(disclosures, store)
         try:
-            self.store: EventStore = open_store(store)
+            self.store: EventStore = open_store(store, durability)
         except BaseException:
             if self.vault is not None and not isinstance(disclosures, DisclosureVault):
                 self.vault.close()
@@ -286,7 +314,8 @@ class Agent:
             boundary.seed(lineage.memo)
         run_id = ports.run_ids()
         conversation_id = lineage.conversation_id if lineage else run_id
-        writer = RunWriter(self.store, run_id, clock=ports.clock)
+        # buffered: flushed before each model call and tool run, and at the close
+        writer = RunWriter(self.store, run_id, clock=ports.clock, buffered=True)
         opened = self._open_body(run_id, conversation_id, lineage, policy, log_format)
         writer.append([("run.open", {**opened, **(open_extra or {})})])
         run = RunState(
@@ -310,7 +339,8 @@ class Agent:
             close = run.close_body(outcome, {"iterations": iterations})
             if finish is not None:
                 # a replay that made fewer calls, or would record anything else (its close
-                # included), fails before it closes
+                # included), fails before it closes (it reads the replay's rows: all written)
+                run.flush()
                 finish(self.store, run_id, close)
         except BaseException as exc:
             if run.boundary is not None:  # a close that is not written keeps no disclosures

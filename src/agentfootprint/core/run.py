@@ -25,10 +25,11 @@ from agentfootprint.core.ports import (
     ToolPort,
 )
 from agentfootprint.core.scope import CommitValues, Scope, Write, to_json_value
-from agentfootprint.errors import CanonicalFormError, RunError
+from agentfootprint.errors import CanonicalFormError, RecordTooLargeError, RunError
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.writer import RunWriter
+from agentfootprint.verify.calls import WRITE_AHEAD_FORMATS
 from agentfootprint.verify.fold import apply_write, compress_digests
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests, RequestHasher
 from agentfootprint.verify.verifier import LOG_FORMAT
@@ -82,6 +83,8 @@ class StageContext:
     recorded: list[dict[str, Any]] = field(default_factory=list)
     #: model calls this stage made (a stage makes at most one; the commit marks it)
     model_calls: int = 0
+    #: the first receipts already in the log (written ahead of their call, format v3)
+    written_ahead: int = 0
 
     def listens(self, kind: str) -> bool:
         """An event of ``kind`` would be recorded or delivered (else a stage need not build it)."""
@@ -127,6 +130,15 @@ class StageContext:
             body[kind] = compress_digests(run.receipt_lists[kind], current)
             run.receipt_lists[kind] = current
         self.receipts.append(body)
+
+    def write_ahead(self) -> None:
+        """Before the call leaves the process: its receipts (format v3) and everything the
+        run committed before it are made durable."""
+        run = self.run
+        if run.log_format in WRITE_AHEAD_FORMATS and self.written_ahead < len(self.receipts):
+            run.writer.append([("receipt", r) for r in self.receipts[self.written_ahead :]])
+            self.written_ahead = len(self.receipts)
+        run.writer.flush()
 
 
 class RunState:
@@ -284,16 +296,23 @@ class RunState:
             stored = [self._committed_write(w) for w in writes]
             if error is not None:  # committed after the writes, in the order the log has them
                 marker["error"] = self.recorded_form({"error": error_record(error)})["error"]
-        except BaseException:
+        except BaseException as exc:
             if self.boundary is not None:  # nothing of this commit is written: nor kept
                 self.boundary.take_disclosures()
+            if ctx.written_ahead and isinstance(exc, Exception):
+                self._commit_failed(stage, ctx, marker, exc)
             raise
-        batch: list[tuple[str, Any]] = [("receipt", r) for r in ctx.receipts]
+        batch: list[tuple[str, Any]] = [("receipt", r) for r in ctx.receipts[ctx.written_ahead :]]
         batch += [("event", e) for e in ctx.recorded]
         batch += [("write", w.body(self.commit_index)) for w in stored]
         batch.append(("commit", marker))
         self._keep_disclosures()
-        self.writer.append(batch)
+        try:
+            self.writer.append(batch)
+        except (RecordTooLargeError, CanonicalFormError) as exc:
+            if ctx.written_ahead:  # its receipts are in the log: the commit must close them
+                self._commit_failed(stage, ctx, marker, exc)
+            raise
         self.state = ctx.scope.apply_to(writes)
         if self.boundary is None:
             self.committed = self.state
@@ -304,6 +323,24 @@ class RunState:
             self.committed = committed
         self.commit_index += 1
         self.receipts += len(ctx.receipts)
+
+    def _commit_failed(
+        self, stage: str, ctx: StageContext, marker: dict[str, Any], error: BaseException
+    ) -> None:
+        """A commit whose batch cannot be recorded after its receipts were written ahead:
+        its marker, with no writes and the error, closes the batch they opened."""
+        failed = {k: v for k, v in marker.items() if k not in ("writes", "error")}
+        failed["writes"] = 0
+        with contextlib.suppress(Exception):  # the commit's own error is what surfaces
+            failed["error"] = self.recorded_form({"error": error_record(error)})["error"]
+            self._keep_disclosures()
+            self.writer.append([("commit", failed)])
+            self.commit_index += 1
+            self.receipts += len(ctx.receipts)
+
+    def flush(self) -> None:
+        """Make everything the run committed durable (one transaction)."""
+        self.writer.flush()
 
     def _committed_write(self, write: Write) -> Write:
         if self.boundary is None or write.verb == "delete":
@@ -347,6 +384,7 @@ class RunState:
     def write_close(self, body: dict[str, Any]) -> None:
         self._keep_disclosures()
         self.writer.append([("run.close", body)])
+        self.writer.flush()
 
 
 _LOG_V1 = "agentfootprint/log/v1"

@@ -108,7 +108,9 @@ _LOG_COLUMNS = {
     "schema_version": {"version"},
 }
 _VAULT_COLUMNS = {"disclosures": {"commitment", "run_id", "key", "salt", "value"}}
-_SYNCHRONOUS = ("NORMAL", "FULL")
+#: ``durability`` -> SQLite's ``synchronous``: "full" syncs every transaction (a committed
+#: flush survives power loss), "normal" survives a killed process but not power loss (WAL)
+DURABILITY = {"full": "FULL", "normal": "NORMAL"}
 
 
 def _error_name(exc: sqlite3.Error) -> str:
@@ -398,16 +400,16 @@ def file_path(value: Any, *, who: str, option: str) -> Path:
     return Path(text)
 
 
-def _validated(path: Any, readonly: Any, synchronous: Any, timeout: Any) -> Path:
+def _validated(path: Any, readonly: Any, durability: Any, timeout: Any) -> Path:
     checked = file_path(path, who="SqliteStore", option="path")
     if type(readonly) is not bool:
         raise UsageError(
             f"SqliteStore: readonly must be True or False, not {readonly!r}", option="readonly"
         )
-    if not isinstance(synchronous, str) or synchronous not in _SYNCHRONOUS:
+    if not isinstance(durability, str) or durability not in DURABILITY:
         raise UsageError(
-            f"SqliteStore: synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}",
-            option="synchronous",
+            f"SqliteStore: durability must be 'full' or 'normal', not {durability!r}",
+            option="durability",
         )
     if type(timeout) not in (int, float) or not math.isfinite(timeout) or timeout <= 0:
         raise UsageError(
@@ -422,10 +424,12 @@ class SqliteStore(EventStore):
 
     Writing (default): a missing or empty file becomes a log; an existing file that is
     not a log is refused with :class:`NotALogError` (saying what it is) and left as it
-    was. ``synchronous`` is SQLite's setting: ``"NORMAL"`` (default) survives a killed
-    process with no committed stage lost; ``"FULL"`` also survives power loss at the
-    price of one fsync per stage commit. ``timeout`` is how long (seconds) to wait for
-    another writer's lock.
+    was. ``durability``: ``"full"`` (the default, for an audit log) makes every flush
+    survive power loss (SQLite ``synchronous=FULL``: an fsync per transaction); ``"normal"``
+    survives a killed process but may lose the last flushes on power loss
+    (``synchronous=NORMAL`` in WAL mode). A run flushes before each model call and tool run
+    and at its close, so the cost is per flush, not per stage (docs/stores.md has the
+    measured figures). ``timeout`` is how long (seconds) to wait for another writer's lock.
 
     ``readonly=True``: reads only; never creates, migrates or changes the file, creates
     nothing beside a log no writer holds, works on read-only folders and mounts;
@@ -437,16 +441,21 @@ class SqliteStore(EventStore):
         path: str | os.PathLike[str],
         *,
         readonly: bool = False,
-        synchronous: str = "NORMAL",
+        durability: str = "full",
         timeout: float = 30.0,
     ) -> None:
-        self.path = _validated(path, readonly, synchronous, timeout)
+        self.path = _validated(path, readonly, durability, timeout)
         self.readonly = readonly
+        self.durability = durability
+        #: the next seq of each run this store appended to (kept in memory: an append checks
+        #: it instead of asking the database for the run's length; another writer appending
+        #: to the same run is caught by the primary key, as a conflict)
+        self._next_seq: dict[str, int] = {}
         self._lock = threading.RLock()
         if readonly:
             self._conn = self._open_readonly(float(timeout))
         else:
-            self._conn = self._open_for_writing(synchronous, float(timeout))
+            self._conn = self._open_for_writing(DURABILITY[durability], float(timeout))
         self.db = sqlite_utils.Database(self._conn)
 
     def _open_readonly(self, timeout: float) -> sqlite3.Connection:
@@ -544,11 +553,13 @@ class SqliteStore(EventStore):
             atomic(self._conn) as conn,
         ):
             self._insert(conn, events)
+        self._appended(events)
 
     def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
         """Every batch in one ``BEGIN IMMEDIATE`` transaction: all kept, or none."""
         self._writable()
         context = f"atomic append to {self.path}"
+        written: list[Sequence[StoredEvent]] = []
         with (
             self._lock,
             translate_errors(context, path=self.path),
@@ -556,14 +567,31 @@ class SqliteStore(EventStore):
         ):
             for events in batches:
                 self.check_batch(events)
-                self._insert(conn, events)
+                self._insert(conn, events, written)
+                written.append(events)
+        for events in written:
+            self._appended(events)
 
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, events: Sequence[StoredEvent]) -> None:
+    def _appended(self, events: Sequence[StoredEvent]) -> None:
+        """After the transaction committed: the run's next seq (forgotten once it closed)."""
+        last = events[-1]
+        if last.type == "run.close":
+            self._next_seq.pop(last.run_id, None)
+        else:
+            self._next_seq[last.run_id] = last.seq + 1
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        events: Sequence[StoredEvent],
+        earlier: Sequence[Sequence[StoredEvent]] = (),
+    ) -> None:
         first = events[0]
-        (count,) = conn.execute(
-            "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE run_id = ?", (first.run_id,)
-        ).fetchone()
+        count = self._next_seq.get(first.run_id)
+        if count is None or any(b[0].run_id == first.run_id for b in earlier):
+            (count,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE run_id = ?", (first.run_id,)
+            ).fetchone()
         if count != first.seq:
             raise StoreConflictError(
                 f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"

@@ -5,6 +5,12 @@ hashes and chain links, and hands the batch to the store in one atomic append.
 Its head advances only after the store accepted the batch, so a failed append
 leaves neither the store nor the writer half-written.
 
+A *buffered* writer (the runtime's, since log format 3) keeps the batches it hashed and
+writes them to the store in one transaction at :meth:`RunWriter.flush`: the run flushes
+before anything leaves the process (a model call, a tool run) and at its close, so a crash
+loses only commits that had no effect outside it. A flush that fails keeps its batches
+pending (the store took none of them).
+
 It is also where the size limit (``verify.limits``) is enforced: no body over
 ``MAX_BODY_BYTES`` and no bundle-line envelope over ``MAX_ENVELOPE_BYTES`` is ever
 recorded, so every run it writes fits in bundle lines of ``MAX_BUNDLE_LINE_BYTES`` and can
@@ -81,15 +87,26 @@ def envelope_bytes(run_id: str, seq: int, type_: str, ts: int) -> int:
 class RunWriter:
     """Appends the events of one run, keeping its seq and chain head."""
 
-    def __init__(self, store: EventStore, run_id: str, *, clock: Clock = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        clock: Clock = wall_clock_ms,
+        buffered: bool = False,
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.clock = clock
         self.seq = 0
         self.head = GENESIS
+        self.buffered = buffered
+        #: hashed rows not yet written (a buffered writer's, until :meth:`flush`)
+        self.pending: list[StoredEvent] = []
 
     def append(self, events: Sequence[tuple[str, Any]]) -> list[StoredEvent]:
-        """Hash and append ``(type, body)`` pairs as one atomic batch.
+        """Hash ``(type, body)`` pairs as one batch; append it atomically (buffered: keep
+        it for the next :meth:`flush`).
 
         A body whose canonical bytes exceed ``limits.MAX_BODY_BYTES`` (read at each call),
         or an event whose bundle envelope exceeds ``limits.MAX_ENVELOPE_BYTES`` (a run id of
@@ -117,9 +134,18 @@ class RunWriter:
                 )
             )
             seq += 1
-        self.store.append(batch)
+        if self.buffered:
+            self.pending += batch
+        else:
+            self.store.append(batch)
         self.seq, self.head = seq, head
         return batch
+
+    def flush(self) -> None:
+        """Write every pending batch in one atomic append (nothing when none is pending)."""
+        if self.pending:
+            self.store.append(self.pending)
+            self.pending = []
 
     def _where(self, seq: int, type_: str) -> str:
         run_id = self.run_id if len(self.run_id) <= 64 else self.run_id[:64] + "…"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
-from agentfootprint.verify.calls import LOG_FORMAT_V1, LOG_FORMAT_V2
+from agentfootprint.verify.calls import LOG_FORMAT_V1, MARKED_FORMATS
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.commitments import iter_commitments
 from agentfootprint.verify.fold import FoldError, apply_write, digest_list_problem, expand_digests
@@ -119,7 +119,7 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     commit, writes = field_of(body, "commit", int), field_of(body, "writes", int)
     field_of(body, "stage", str)
     field_of(body, "stage_run", str)
-    marks_call = check.log_format == LOG_FORMAT_V2 and "call" in body
+    marks_call = check.log_format in MARKED_FORMATS and "call" in body
     if marks_call:
         field_of(body, "call", int)
     if commit != check.commit:
@@ -167,7 +167,7 @@ def check_close(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         raise check.fail(seq, f"run.close inside commit {check.commit}'s batch", "structure")
     outcome = field_of(body, "outcome", str)
     commits, receipts = field_of(body, "commits", int), field_of(body, "receipts", int)
-    marked = check.log_format == LOG_FORMAT_V2 and not check.receipted  # calls by markers
+    marked = check.log_format in MARKED_FORMATS and not check.receipted  # calls by markers
     calls = field_of(body, "calls", int) if check.receipted or marked else receipts
     if outcome not in OUTCOMES:
         raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
@@ -208,7 +208,7 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         problem = digest_list_problem(body.get(kind))
         if problem is not None:
             raise ValueError(f"field {kind!r} {problem}")
-    if check.log_format == LOG_FORMAT_V2 and not check.receipted:
+    if check.log_format in MARKED_FORMATS and not check.receipted:
         raise check.fail(
             seq,
             "a receipt in a run whose run.open says receipts are off (options.record_receipt "

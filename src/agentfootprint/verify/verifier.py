@@ -50,7 +50,13 @@ from agentfootprint.verify.body_checks import (
     check_write,
     field_of,
 )
-from agentfootprint.verify.calls import LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMATS
+from agentfootprint.verify.calls import (
+    LOG_FORMAT_V1,
+    LOG_FORMAT_V2,
+    LOG_FORMAT_V3,
+    LOG_FORMATS,
+    WRITE_AHEAD_FORMATS,
+)
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.chain import (
     GENESIS,
@@ -87,6 +93,7 @@ __all__ = [
     "LOG_FORMATS",
     "LOG_FORMAT_V1",
     "LOG_FORMAT_V2",
+    "LOG_FORMAT_V3",
     "Outcome",
     "ProvenValue",
     "Row",
@@ -99,7 +106,7 @@ __all__ = [
 ]
 
 #: the log format this version writes; every one of LOG_FORMATS verifies
-LOG_FORMAT = LOG_FORMAT_V2
+LOG_FORMAT = LOG_FORMAT_V3
 _CONTINUABLE = ("answered", "stopped_early")
 _CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
 
@@ -406,7 +413,11 @@ class Verifier:
             expected_seq += 1
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
-        if check.in_batch:
+        if check.in_batch and not (
+            check.log_format in WRITE_AHEAD_FORMATS
+            and check.phase == self._PHASE["receipt"]
+            and check.close is None
+        ):
             raise check.fail(
                 expected_seq,
                 f"the log ends inside commit {check.commit} (its commit marker is missing); "
