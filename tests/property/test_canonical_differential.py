@@ -9,6 +9,8 @@ round-trip through ``parse``.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import orjson
@@ -17,8 +19,16 @@ import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentfootprint.errors import CanonicalFormError
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon, check_ijson, parse
+from agentfootprint.errors import CanonicalFormError, VerificationError
+from agentfootprint.verify.body_checks import RunCheck
+from agentfootprint.verify.canonical import (
+    MAX_SAFE_INT,
+    canon,
+    check_ijson,
+    parse,
+    parse_canonical,
+)
+from agentfootprint.verify.verifier import Verifier
 
 EXAMPLES = settings(max_examples=300, deadline=None)
 
@@ -228,3 +238,227 @@ def test_unsafe_integers_refused_at_their_index(number: int, prefix: list[int]) 
     with pytest.raises(CanonicalFormError) as caught:
         canon({"xs": [*prefix, number]})
     assert caught.value.path == f"$.xs[{len(prefix)}]"
+
+
+# --- (d) parse_canonical: the verifier's fast proof that stored bytes are canonical -------
+#
+# ``parse_canonical(data)`` says True only when it proved ``canon(value) == data`` without a
+# Python walk; the verifier then skips the full check. These properties hold it to the full
+# check, ``canon(parse(data)) == data``, on canonical bytes of generated values and on byte
+# mutations of them: it never proves what the full check refuses, returns what ``parse``
+# returns, and the verifier's body check gives the same verdict (the same code and reason)
+# as the check it replaced.
+
+
+def _full_check(data: bytes) -> bool | str:
+    """The check the fast proof stands in for: True, False (not canonical) or the refusal."""
+    try:
+        value = parse(data)
+    except orjson.JSONDecodeError:
+        return "not json"
+    except RecursionError:
+        return "too deep"
+    try:
+        return canon(value) == data
+    except CanonicalFormError:
+        return "not i-json"
+
+
+def _proof(data: bytes) -> tuple[Any, bool] | str:
+    try:
+        return parse_canonical(data)
+    except orjson.JSONDecodeError:
+        return "not json"
+    except RecursionError:
+        return "too deep"
+
+
+def _assert_agrees(data: bytes) -> bool:
+    """The fast proof against the full check on ``data``; returns whether it proved it."""
+    full, proof = _full_check(data), _proof(data)
+    if isinstance(full, str) and full in ("not json", "too deep"):
+        assert proof == full
+        return False
+    assert not isinstance(proof, str)
+    value, proven = proof
+    if proven:
+        assert full is True, data
+    assert _typed(value) == _typed(parse(data))
+    return proven
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with each scalar tagged by its type (``1 == 1.0 == True`` in Python)."""
+    if isinstance(value, dict):
+        return {key: _typed(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [_typed(child) for child in value]
+    return (type(value).__name__, value)
+
+
+def _reference_body_check(data: bytes) -> tuple[str, str] | Any:
+    """The verifier's body check as it was before the fast proof (the full check always)."""
+    try:
+        body = parse(data)
+    except orjson.JSONDecodeError as exc:
+        return ("canonical", f"body is not JSON ({exc})")
+    except RecursionError:
+        return ("canonical", "body is not I-JSON (nested too deep)")
+    try:
+        canonical = canon(body)
+    except CanonicalFormError as exc:
+        return ("canonical", f"body is not I-JSON ({exc})")
+    if canonical != data:
+        return ("canonical", "body is not in canonical form (RFC 8785)")
+    if not isinstance(body, dict):
+        return ("structure", "not a JSON object")
+    return _typed(body)
+
+
+def _verifier_body_check(data: bytes) -> tuple[str, str] | Any:
+    try:
+        body = Verifier._canonical_body(RunCheck("r", {}), 1, data)
+    except VerificationError as exc:
+        reason = "not a JSON object" if exc.code == "structure" else exc.reason
+        return (exc.code, reason)
+    return _typed(body)
+
+
+# Canonical bodies of every kind the generators draw, objects and arrays at the top.
+CANONICAL_BYTES = st.one_of(
+    json_values(ALL_KEYS),
+    json_values(WIDE_KEYS),
+    json_values(LOW_KEYS, floats=None),
+    st.dictionaries(ALL_KEYS, json_values(ALL_KEYS), max_size=4),
+).map(canon)
+
+# What a mutation writes: the bytes that change a token's kind (a float, an exponent, a
+# 16-digit run, an escape, a string's end, a character at or above U+E000), and any byte.
+MUTATION_BYTES = st.one_of(
+    st.sampled_from(
+        [b".", b"e", b"E", b"+", b"-", b"0", b"1", b"9", b'"', b"\\", b" ", b",", b":", b"[",
+         b"]", b"{", b"}", b".0", b"e+1", b"e-1", b"1.0", b"1e+16", b"-0", b"0" * 16,
+         b"9007199254740992", b"9007199254740991", b"12345678901234567890", b"\\u0041",
+         b"\\ud800", b"\\ud83d\\ude02", b"\\/", b"\\u00e9", "\ue000".encode(),
+         "\U0001f602".encode(), "\ud7ff".encode(), b"\xed\xa0\x80", b"\xff", b"\x00",
+         b"\x7f", b"true", b"null"]
+    ),
+    st.binary(min_size=1, max_size=3),
+)  # fmt: skip
+
+
+@st.composite
+def mutated_bytes(draw: st.DrawFn) -> bytes:
+    """Canonical bytes with one to three edits: insert, replace or delete at drawn places."""
+    data = draw(CANONICAL_BYTES)
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        at = draw(st.integers(min_value=0, max_value=len(data)))
+        edit = draw(st.sampled_from(["insert", "replace", "delete"]))
+        if edit == "delete":
+            data = data[:at] + data[at + draw(st.integers(min_value=1, max_value=4)) :]
+        else:
+            piece = draw(MUTATION_BYTES)
+            data = data[:at] + piece + data[at + (len(piece) if edit == "replace" else 0) :]
+    return data
+
+
+@st.composite
+def other_serialisations(draw: st.DrawFn) -> bytes:
+    """JSON for a generated value that is usually not canonical yet parses: orjson unsorted or
+    by code point, the standard library (exponents, escapes, ``ensure_ascii``), indented, or
+    canonical bytes with a number's form changed right after one of its digits."""
+    value = draw(json_values(ALL_KEYS))
+    how = draw(st.sampled_from(["orjson", "orjson-sorted", "stdlib", "ascii", "indent", "num"]))
+    if how == "orjson":
+        return orjson.dumps(value)
+    if how == "orjson-sorted":
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    if how in ("stdlib", "ascii"):
+        return json.dumps(
+            value, separators=(",", ":"), sort_keys=True, ensure_ascii=how == "ascii"
+        ).encode()
+    if how == "indent":
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+    data = canon(value)
+    digits = [i + 1 for i in range(len(data)) if data[i : i + 1].isdigit()]
+    if not digits:
+        return data
+    at = draw(st.sampled_from(digits))
+    piece = draw(st.sampled_from([b".0", b".5", b"e+1", b"e-1", b"E1", b"0" * 15, b"00"]))
+    return data[:at] + piece + data[at:]
+
+
+@EXAMPLES
+@example(b'{"a":1.5e+300}')
+@example(b'{"n":12345678901234567}')
+@given(other_serialisations())
+def test_parse_canonical_agrees_with_the_full_check_on_other_serialisations(data: bytes) -> None:
+    _assert_agrees(data)
+
+
+@EXAMPLES
+@example({"\ue000": 1, "\U00010000": 2})  # orjson's code-point order, not JCS's UTF-16 order
+@example({"a": 1.0, "b": [1e16, 1e-7, -0.0, 5e-324]})
+@example([2.0**53, {"n": 1e21}])
+@given(json_values(ALL_KEYS))
+def test_parse_canonical_agrees_with_the_full_check_on_canonical_bytes(value: Any) -> None:
+    data = canon(value)
+    proven = _assert_agrees(data)
+    read = parse(data)  # canon writes an integral float as digits: [0.0] reads back as [0]
+    fast_domain = isinstance(read, dict | list) and _walk(read) == (False, False)
+    if not fast_domain:
+        assert not proven, "a float or a key at or above U+D800 is never proven"
+    elif re.search(rb"[\xee-\xff]", data) is None and not re.search(rb"[:,[]-?[0-9]+[.eE]", data):
+        # nothing in a string looks like a character above U+DFFF or a float token
+        assert proven, "canon's own fast path wrote these bytes: the proof must see that"
+
+
+@EXAMPLES
+@example(b'{"\xee\x80\x80":1,"\xf0\x90\x80\x80":2}')  # orjson's key order; JCS's is the reverse
+@example(b'{"a":1.0}')  # orjson writes 1.0, JCS writes 1
+@example(b'{"a":1e+16}')  # orjson's exponent form, JCS writes digits
+@example(b"[1e+21,1.5]")
+@example(b'{"a":-0}')
+@example(b'{"a":9007199254740992}')  # just beyond I-JSON; orjson reads an int
+@example(b'{"a":18446744073709551616}')  # beyond 64 bits; orjson reads a float
+@example(b'{"a":"\\ud800"}')  # a lone surrogate escape
+@example(b'{"a":"\\u0041"}')  # an escape JCS does not write
+@example(b'{"a":"\\/"}')
+@example(b'{"a" :1}')
+@example(b'{"b":1,"a":2}')
+@example(b'{"a":1,"a":1}')  # a repeated member
+@example(b"[" * 254 + b"]" * 254)  # orjson writes no deeper than 254 levels
+@example(b"[" * 256 + b"]" * 256)
+@example(b"1")
+@example(b'"s"')
+@given(mutated_bytes())
+def test_parse_canonical_never_proves_what_the_full_check_refuses(data: bytes) -> None:
+    _assert_agrees(data)
+
+
+@EXAMPLES
+@example(b'{"a":1.0}')
+@example(b'{"a":[1,2]}')
+@example(b"[1]")
+@example(b'{"a":9007199254740992}')
+@given(st.one_of(CANONICAL_BYTES, mutated_bytes(), other_serialisations()))
+def test_verifier_body_check_gives_the_verdict_of_the_full_check(data: bytes) -> None:
+    """The verifier's canonical step accepts exactly the bytes the full check accepts, and
+    refuses the rest with the same code and reason."""
+    assert _verifier_body_check(data) == _reference_body_check(data)
+
+
+@settings(max_examples=1000, deadline=None)
+@example(1e16)
+@example(-0.0)
+@example(5e-324)
+@example(1.7976931348623157e308)
+@given(FLOATS)
+def test_orjson_writes_every_float_with_a_point_or_a_signed_exponent(number: float) -> None:
+    """What parse_canonical's cheap float test relies on: a float token holds "." or "e+" or
+    "e-" after its digits (and _FLOAT_TOKEN finds it after a separator)."""
+    token = orjson.dumps(number)
+    assert re.fullmatch(rb"-?[0-9]+(\.[0-9]+)?(e[+-][0-9]+)?", token), token
+    assert b"." in token or b"e+" in token or b"e-" in token
+    _, proven = parse_canonical(b"[" + token + b"]")
+    assert proven is False

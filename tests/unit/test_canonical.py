@@ -21,6 +21,7 @@ from agentfootprint.verify.canonical import (
     canon,
     check_ijson,
     parse,
+    parse_canonical,
 )
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "rfc8785"
@@ -339,3 +340,60 @@ def test_parse_converts_long_integers_at_any_depth_orjson_reads() -> None:
         assert type(value) is list and len(value) == 1
         value = value[0]
     assert value == 1.2345678901234567e19 and type(value) is float
+
+
+# --- parse_canonical: proving stored bytes canonical without walking the value --------------
+
+
+@pytest.mark.parametrize(
+    ("data", "proven"),
+    [
+        ('{"a":[1,-2,"x",true,null,{}],"b":"\u00e9\u4e2d"}'.encode(), True),
+        (b'{"a":"\\n\\"q\\""}', True),  # escapes JCS writes: a backslash in the bytes
+        (b'{"a":"\\u001f"}', True),
+        (b'{"a":"1.5","b":"x,1e+5"}', False),  # looks like a float in a string: full check
+        (b'{"a":"\xf0\x9f\x98\x82"}', False),  # a lead byte above U+DFFF: full check
+        (b"[9007199254740991]", True),
+        (b"[1234567890123456]", True),  # 16 digits within range
+        (b'{"a":1.0}', False),
+        (b'{"a":1.5}', False),
+        (b'{"a":1e+21}', False),
+        (b'{"a":9007199254740992}', False),
+        (b'{"b":1,"a":2}', False),
+        (b'{"a": 1}', False),
+        (b'"text"', False),  # not an object or array: left to the full check
+        (b"7", False),
+        (b"[" * 254 + b"]" * 254, True),
+        (b"[" * 255 + b"]" * 255, False),  # beyond orjson's writing limit
+    ],
+)
+def test_parse_canonical_proves_only_what_the_full_check_accepts(data: bytes, proven: bool) -> None:
+    value, was_proven = parse_canonical(data)
+    assert was_proven is proven
+    assert value == parse(data)
+    if proven:
+        assert canon(value) == data
+
+
+def test_orjson_writes_no_deeper_than_canon_accepts() -> None:
+    """parse_canonical leaves the depth limit to orjson: what orjson writes, canon writes."""
+    limit = MAX_DEPTH + ENVELOPE_DEPTH
+    deepest = None
+    for depth in range(limit - 10, limit + 10):
+        try:
+            orjson.dumps(nested(depth, 0), option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:
+            break
+        deepest = depth
+    assert deepest is not None and deepest <= limit
+    assert canon(nested(deepest, 0)) == rfc8785.dumps(nested(deepest, 0))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"0" * 15, b"0" * 16, b"a" + b"9" * 16 + b"b", b"12345678.12345678", b"\xd9" * 20],
+)
+def test_digit_run_search_matches_the_pattern(data: bytes) -> None:
+    from agentfootprint.verify import canonical
+
+    assert canonical._has_digit_run(data) is (canonical._LONG_INT.search(data) is not None)

@@ -91,6 +91,8 @@ class RunCheck:
 
 def field_of(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
     value = body.get(name)
+    if type(value) is kind:  # what a parsed body holds: the exact type (a bool is not an int)
+        return value
     if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
         raise ValueError(f"field {name!r} missing or not {getattr(kind, '__name__', kind)}")
     return value

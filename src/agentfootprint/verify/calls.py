@@ -46,9 +46,9 @@ def commit_calls(log_format: str, marker: Mapping[str, Any], receipts_in_batch: 
     """How many model calls the commit closed by ``marker`` made.
 
     The receipts of its batch when there are any (each receipt is one call); otherwise, in
-    formats v2 and v3, 1 if the marker carries ``call`` and 0 if not; in format v1, 1 if the marker's
-    stage is ``call-llm``. A format this code does not know raises ``ValueError``: the caller
-    read a log it should have refused.
+    formats v2 and v3, 1 if the marker carries ``call`` and 0 if not; in format v1, 1 if the
+    marker's stage is ``call-llm``. A format this code does not know raises ``ValueError``:
+    the caller read a log it should have refused.
     """
     if receipts_in_batch:
         return receipts_in_batch

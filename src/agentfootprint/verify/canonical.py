@@ -11,6 +11,11 @@ UTF-16 order (every key character below U+D800) is written by ``orjson`` with
 sorted keys. ``tests/property/test_canonical_differential.py`` proves the two
 byte-identical on that domain; outside it (floats, astral keys) orjson differs
 from JCS, so the slow path is taken.
+
+Reading a log goes the other way: :func:`parse_canonical` proves stored bytes canonical
+without walking the parsed value in Python when orjson's sorted output of the value is the
+bytes themselves and nothing in the bytes can take the value off that fast path (see its
+docstring); every other body is left to the full check, ``canon(parse(data)) == data``.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = [
     "check_ijson",
     "json_path",
     "parse",
+    "parse_canonical",
 ]
 
 MAX_SAFE_INT = 2**53 - 1
@@ -44,6 +50,17 @@ MAX_DEPTH = 250
 ENVELOPE_DEPTH = 5
 _LONG_INT = re.compile(rb"\d{16}")
 _FAST_KEY_LIMIT = "\ud800"
+# ``_has_digit_run``: every ASCII digit made "0", then a search for 16 of them (a C scan several
+# times faster than ``_LONG_INT.search``; the same answer, a unit test holds them together).
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_SIXTEEN_DIGITS = b"0" * 16
+# ``parse_canonical``: a lead byte of a character at or above U+E000 (U+D800..U+DFFF are
+# surrogates, which UTF-8 text never holds); a float as orjson writes it in compact output
+# (digits then "." or an exponent, after the ":", "," or "[" that every value but the
+# outermost follows).
+_HIGH_LEAD = re.compile(rb"[\xee-\xff]")
+_FLOAT_TOKEN = re.compile(rb"[:,\[]-?[0-9]+[.eE]")
+_PROVEN_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
 
 def json_path(parts: tuple[str | int, ...]) -> str:
@@ -213,9 +230,54 @@ def parse(data: bytes) -> Any:
     not as an integer outside I-JSON's range.
     """
     value = orjson.loads(data)
-    if _LONG_INT.search(data):
+    if _has_digit_run(data):
         value = _unsafe_ints_to_floats(value)
     return value
+
+
+def _has_digit_run(data: bytes) -> bool:
+    """Whether ``data`` holds 16 ASCII digits in a row (``_LONG_INT.search``, faster)."""
+    return _SIXTEEN_DIGITS in data.translate(_DIGITS_TO_ZERO)
+
+
+def parse_canonical(data: bytes) -> tuple[Any, bool]:
+    """``parse(data)``, and True when ``data`` is proven to be ``canon`` of it.
+
+    True means ``canon(value) == data`` and ``value`` is I-JSON, shown without a Python walk
+    of the value: ``orjson.dumps(value, OPT_SORT_KEYS | OPT_STRICT_INTEGER)`` (the bytes
+    ``canon`` writes on its fast path, refusing integers beyond +-(2**53 - 1)) is ``data``
+    byte for byte, the value is an object or array, and ``data`` shows nothing that takes a
+    value off ``canon``'s fast path: no float (every float orjson writes has digits then "."
+    or an exponent, which ``_FLOAT_TOKEN`` finds after the member or element separator it
+    follows; the cheap ``in`` tests first need a "." or an exponent sign), no byte that
+    starts a character at or above U+E000 (where key order by code point and by UTF-16 code
+    unit part). orjson's own nesting limit is below ``canon``'s, and it writes no lone
+    surrogate. A parsed value holds no NaN or infinity (orjson refuses to read them), so
+    ``null`` is never a float written back. ``tests/property/test_canonical_differential.py``
+    proves the answer agrees with ``canon(parse(data)) == data`` on generated values and on
+    mutated canonical bytes.
+
+    False means only "not proven": the caller runs the full check. Raises what
+    :func:`parse` raises.
+    """
+    value = orjson.loads(data)
+    kind = type(value)
+    if (
+        (kind is dict or kind is list)
+        and (data.isascii() or _HIGH_LEAD.search(data) is None)
+        and (
+            (b"." not in data and b"e+" not in data and b"e-" not in data)
+            or _FLOAT_TOKEN.search(data) is None
+        )
+    ):
+        try:
+            if orjson.dumps(value, option=_PROVEN_OPTIONS) == data:
+                return value, True
+        except orjson.JSONEncodeError:  # an integer beyond 53 bits, nested too deep
+            pass
+    if _has_digit_run(data):
+        value = _unsafe_ints_to_floats(value)
+    return value, False
 
 
 def _unsafe_ints_to_floats(value: Any) -> Any:

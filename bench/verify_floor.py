@@ -1,0 +1,331 @@
+"""Verification against its floor: a minimal Python re-hash of the same chain (issue 13).
+
+The conversation of ``overhead.py`` (N tool-call iterations, 4 per turn, every turn
+``run_sync(msg, continue_from=prev)``) is recorded once to a SQLite file. Then, in one
+process and alternating within every repetition (the one measured first rotates):
+
+* ``verify``: ``af.Verifier(store).verify_all()`` over the file (every run must come out
+  ``VALID_UNSIGNED``), with one store opened once for all repetitions;
+* ``floor``: the least any verifier must do, in plain Python over the same rows of the
+  same database (one ``sqlite3`` connection opened once): for each run (in the order
+  ``store.run_ids()`` gives), its rows in seq order, and for each row the event hash
+  ``H("event", '{"body":' || body || ',"run":' || canon(run) || ',"seq":' || seq ||
+  ',"ts":' || ts || ',"type":' || canon(type) || '}')`` and the chain link
+  ``H("chain", c_prev || e)`` (docs/log-format.md sections 3 and 5.1), each compared with
+  the stored hash. Nothing else: no parse, no canonical check, no fold, no receipt;
+* ``read``: only reading the same rows through ``store.read`` (what SQLite and row
+  objects cost the verifier);
+* ``base`` (with ``--baseline SRC``): ``verify`` again, by the ``agentfootprint`` of another
+  source tree (a child process that imports it from ``SRC``, opens the same file once and
+  times each ``verify_all`` it is asked for, so its figure has no process start in it).
+
+Printed: median, min-max and the spread (max/min) of each, and ``verify / floor`` per
+repetition (median and range). Then, untimed, how many bodies the canonical check proves
+by the orjson round trip and how many take the full check, and a cProfile of one
+``verify_all`` (top functions by own time and cumulative time).
+
+Target (issue 13): verify within 4x of the floor.
+
+Usage::
+
+    python bench/verify_floor.py                 # N = 800, 9 repetitions (about 20 s)
+    python bench/verify_floor.py --n 200 --repeat 5
+    python bench/verify_floor.py --no-profile --json floor.json
+    python bench/verify_floor.py --baseline /tmp/before/src   # before/after in one run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (
+    Conversation,
+    announce,
+    environment,
+    median,
+    print_environment,
+    profile_report,
+    profiled,
+    remove_db,
+    run_agent_conversation,
+    write_figures,
+)
+
+import agentfootprint as af
+
+DEFAULT_N = 800
+DEFAULT_REPEAT = 9
+TARGET = 4.0
+
+_EVENT = b"afp/v1/event\x00"
+_CHAIN = b"afp/v1/chain\x00"
+_ROWS = (
+    "SELECT seq, type, ts, body, event_hash, chain_hash FROM events WHERE run_id = ? ORDER BY seq"
+)
+
+
+def _json_string(text: str) -> bytes:
+    """canon() of a run id or event type: plain ASCII with nothing to escape (checked)."""
+    if not text.isascii() or not text.isprintable() or '"' in text or "\\" in text:
+        raise SystemExit(f"the floor assumes plain ASCII run ids and types, got {text!r}")
+    return b'"' + text.encode("ascii") + b'"'
+
+
+def floor(conn: sqlite3.Connection, run_ids: list[str]) -> int:
+    """Re-hash every run's chain from the rows; return the number of rows checked."""
+    sha256 = hashlib.sha256
+    types: dict[str, bytes] = {}
+    rows_checked = 0
+    for run_id in run_ids:
+        run = b',"run":' + _json_string(run_id) + b',"seq":'
+        head = bytes(32)
+        expected = 0
+        for seq, type_, ts, body, stored_event, stored_chain in conn.execute(_ROWS, (run_id,)):
+            if seq != expected:
+                raise SystemExit(f"floor: run {run_id} seq {seq} where {expected} was expected")
+            kind = types.get(type_)
+            if kind is None:
+                kind = types[type_] = b',"type":' + _json_string(type_) + b"}"
+            event = sha256(
+                _EVENT + b'{"body":' + body + run + str(seq).encode() + b',"ts":'
+                + str(ts).encode() + kind
+            ).digest()  # fmt: skip
+            if event != stored_event:
+                raise SystemExit(f"floor: run {run_id} seq {seq}: event hash differs")
+            head = sha256(_CHAIN + head + event).digest()
+            if head != stored_chain:
+                raise SystemExit(f"floor: run {run_id} seq {seq}: chain hash differs")
+            expected += 1
+        rows_checked += expected
+    return rows_checked
+
+
+def verify(store: af.SqliteStore, runs: int) -> int:
+    results = list(af.Verifier(store).verify_all())
+    bad = [r for _, r in results if getattr(r, "outcome", None) is not af.Outcome.VALID_UNSIGNED]
+    if bad or len(results) != runs:
+        raise SystemExit(f"{len(bad)} of {len(results)} runs did not verify: {bad[:1]!r}")
+    return sum(r.events for _, r in results if isinstance(r, af.RunVerification))
+
+
+def read(store: af.SqliteStore, run_ids: list[str]) -> int:
+    count = 0
+    for run_id in run_ids:
+        for _row in store.read(run_id):
+            count += 1
+    return count
+
+
+class Baseline:
+    """``verify`` by another source tree's ``agentfootprint``, in a child process."""
+
+    def __init__(self, src: Path, path: Path, runs: int) -> None:
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        command = [sys.executable, __file__, "--child", str(path), "--child-runs", str(runs)]
+        self.child = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.origin = self._answer()  # where the child imported agentfootprint from
+        if not self.origin.startswith(str(src.resolve())):
+            self.close()
+            raise SystemExit(f"the baseline child imported agentfootprint from {self.origin}")
+
+    def _answer(self) -> str:
+        assert self.child.stdout is not None
+        line = self.child.stdout.readline()
+        if not line:
+            raise SystemExit("the baseline child ended")
+        return line.strip()
+
+    def seconds(self) -> float:
+        assert self.child.stdin is not None
+        self.child.stdin.write("go\n")
+        self.child.stdin.flush()
+        return float(self._answer())
+
+    def close(self) -> None:
+        if self.child.stdin is not None:
+            self.child.stdin.close()
+        self.child.wait(timeout=60)
+
+
+def child(path: Path, runs: int) -> int:
+    """The baseline child: verify ``path`` once per ``go`` line, printing the seconds."""
+    store = af.SqliteStore(path)
+    try:
+        verify(store, runs)  # warm-up, and a check
+        print(Path(af.__file__).resolve(), flush=True)
+        for line in sys.stdin:
+            if line.strip() == "go":
+                seconds, _ = _timed(lambda: verify(store, runs))
+                print(seconds, flush=True)
+    finally:
+        store.close()
+    return 0
+
+
+def _timed(fn: Callable[[], int]) -> tuple[float, int]:
+    gc.collect()
+    t0 = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - t0, value
+
+
+def canonical_paths(conn: sqlite3.Connection) -> dict[str, int]:
+    """How the canonical check goes for each stored body (untimed): proven by the orjson
+    round trip, or through the full check."""
+    from agentfootprint.verify import canonical
+
+    counts: dict[str, int] = {}
+    proves = getattr(canonical, "parse_canonical", None)
+    for (body,) in conn.execute("SELECT body FROM events"):
+        if proves is None:
+            key = "full check (no fast path in this tree)"
+        else:
+            key = "orjson round trip" if proves(body)[1] else "full check"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.4f}-{max(values):.4f} s ({max(values) / min(values):.2f}x)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--n", type=int, default=DEFAULT_N, help=f"N (default {DEFAULT_N})")
+    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="repetitions")
+    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
+    parser.add_argument("--no-profile", action="store_true", help="skip the cProfile")
+    parser.add_argument("--top", type=int, default=20, help="functions shown by the profile")
+    parser.add_argument("--baseline", type=Path, help="also time verify by the tree SRC")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child-runs", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        return child(args.child, args.child_runs)
+    n, repeat = args.n, max(1, args.repeat)
+
+    env = environment()
+    print_environment(env)
+    announce([n], f"; {repeat} repetitions, verify vs floor vs read, alternating")
+    with tempfile.TemporaryDirectory(prefix="afp-floor-") as tmp:
+        path = Path(tmp) / f"floor-{n}.sqlite"
+        remove_db(path)
+        recorder = af.SqliteStore(path)
+        try:
+            recorded = run_agent_conversation(Conversation(n), recorder)
+        finally:
+            recorder.close()
+        store = af.SqliteStore(path)
+        conn = sqlite3.connect(path)
+        try:
+            run_ids = store.run_ids()
+            if len(run_ids) != recorded.turns:
+                raise SystemExit(f"{len(run_ids)} runs in the file, {recorded.turns} recorded")
+            (body_bytes,) = conn.execute("SELECT SUM(LENGTH(body)) FROM events").fetchone()
+            variants: dict[str, Callable[[], int]] = {
+                "verify": lambda: verify(store, len(run_ids)),
+                "floor": lambda: floor(conn, run_ids),
+                "read": lambda: read(store, run_ids),
+            }
+            events = {name: fn() for name, fn in variants.items()}  # warm-up, and a check
+            if len(set(events.values())) != 1:
+                raise SystemExit(f"the variants counted different rows: {events}")
+            baseline = None
+            if args.baseline is not None:
+                baseline = Baseline(args.baseline, path, len(run_ids))
+                print(f"# base: {baseline.origin}")
+            names = list(variants) + (["base"] if baseline is not None else [])
+            times: dict[str, list[float]] = {name: [] for name in names}
+            ratios: list[float] = []
+            base_ratios: list[float] = []
+            for rep in range(repeat):
+                order = names[rep % len(names) :] + names[: rep % len(names)]
+                this: dict[str, float] = {}
+                for name in order:
+                    if name == "base":
+                        assert baseline is not None
+                        this[name] = baseline.seconds()
+                    else:
+                        this[name], _ = _timed(variants[name])
+                    times[name].append(this[name])
+                ratios.append(this["verify"] / this["floor"])
+                if baseline is not None:
+                    base_ratios.append(this["base"] / this["floor"])
+            if baseline is not None:
+                baseline.close()
+            paths = canonical_paths(conn)
+            profile = None
+            if not args.no_profile:
+                profiler, _, seconds = profiled(variants["verify"])
+                profile = profile_report(
+                    profiler, f"\n## cProfile of one verify_all ({seconds:.3f} s)", args.top
+                )
+        finally:
+            conn.close()
+            store.close()
+
+    rows = events["verify"]
+    print(
+        f"\nN={n}: {len(run_ids)} runs, {rows:,} events, {body_bytes / 1e6:.3f} MB of bodies, "
+        f"{repeat} repetitions"
+    )
+    print(f"{'variant':<8} {'median s':>9} {'us/event':>9}  {'min-max (max/min)':<28}")
+    for name in names:
+        med = median(times[name])
+        print(f"{name:<8} {med:>9.4f} {med / rows * 1e6:>9.2f}  {_spread(times[name]):<28}")
+    ratio = median(ratios)
+    vs_median = median(times["verify"]) / median(times["floor"])
+    print(
+        f"\nverify / floor: {ratio:.2f}x (median of per-repetition ratios; "
+        f"{min(ratios):.2f}x-{max(ratios):.2f}x; ratio of medians {vs_median:.2f}x)"
+    )
+    if base_ratios:
+        print(
+            f"base / floor:   {median(base_ratios):.2f}x ({min(base_ratios):.2f}x-"
+            f"{max(base_ratios):.2f}x); verify / base "
+            f"{median(times['verify']) / median(times['base']):.2f}x"
+        )
+    met = "MET" if ratio <= TARGET else "NOT MET"
+    print(f"target verify within {TARGET:.0f}x of the floor: {met}")
+    print(
+        "read / floor: "
+        f"{median(times['read']) / median(times['floor']):.2f}x (reading rows through the store)"
+    )
+    shown = ", ".join(f"{k} {v:,}" for k, v in paths.items())
+    print(f"\ncanonical check of the stored bodies: {shown}")
+    if profile is not None:
+        print(profile)
+    write_figures(
+        args.json,
+        {
+            "environment": env,
+            "n": n,
+            "runs": len(run_ids),
+            "events": rows,
+            "body_bytes": body_bytes,
+            "times": times,
+            "ratios": ratios,
+            "ratio_median": ratio,
+            "base_ratios": base_ratios,
+            "canonical_paths": paths,
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
