@@ -6,6 +6,9 @@
             ``NotALogError``      the file is not an agentfootprint log (says what it is)
             ``NotAVaultError``    the file is not a disclosure vault (says what it is)
             ``NewerVersionError`` written by a newer format version: upgrade to read it
+            ``KeyFileError``      a key file or public key that cannot be used
+                ``WrongPassphraseError`` the passphrase does not decrypt the key
+                ``UnsupportedKeyError``  not an Ed25519 key
         ``ModelRequestsBlocked`` a provider that calls a real model, while requests are blocked
     ``CanonicalFormError``    a value that cannot be hashed canonically (names the JSON path)
         ``ReservedKeyError``    input used ``$commit``, reserved for commitments
@@ -24,6 +27,7 @@
         ``AppendOnlyError``     something tried to change or delete a log row
         ``RunNotFoundError``    no such run in the store
     ``VerificationError``     the log does not prove what it claims (names run, seq, reason)
+        ``SealError``           a seal (DSSE envelope, in-toto statement) is malformed or fails
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = [
     "CanonicalFormError",
     "ContinuationError",
     "FileError",
+    "KeyFileError",
     "ModelRequestsBlocked",
     "NewerVersionError",
     "NotALogError",
@@ -49,12 +54,15 @@ __all__ = [
     "RunError",
     "RunNotFoundError",
     "ScriptExhaustedError",
+    "SealError",
     "StoreBusyError",
     "StoreConflictError",
     "StoreError",
     "ToolTeardownTimeoutError",
+    "UnsupportedKeyError",
     "UsageError",
     "VerificationError",
+    "WrongPassphraseError",
 ]
 
 
@@ -298,3 +306,31 @@ class VerificationError(AgentFootprintError):
         self.seq = seq
         self.reason = reason
         self.code = code
+
+
+class KeyFileError(FileError):
+    """A signing key or a public key cannot be used: unreadable, not PEM, not PKCS8, a private
+    key where a public one was asked for. ``path`` names the file (None for a key given as
+    text). The message never quotes key material."""
+
+
+class WrongPassphraseError(KeyFileError):
+    """An encrypted private key file could not be decrypted with the passphrase given (or none
+    was given, or one was given for a key that is not encrypted)."""
+
+
+class UnsupportedKeyError(KeyFileError):
+    """The key file holds a key of another type (RSA, EC, Ed448, X25519...): seals are Ed25519."""
+
+
+class SealError(VerificationError):
+    """A seal (a DSSE envelope or the in-toto statement inside it) is malformed or does not
+    verify. ``where`` names the member (``$.signatures[0].sig``), ``reason`` says why and
+    ``code`` is one of ``malformed``, ``payload-type``, ``untrusted-key``, ``bad-signature``,
+    ``statement``."""
+
+    def __init__(
+        self, where: str, reason: str, *, code: str = "malformed", run_id: str = ""
+    ) -> None:
+        super().__init__(run_id, None, reason, code=code, where=f"seal {where}")
+        self.where = where

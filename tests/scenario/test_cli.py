@@ -216,3 +216,41 @@ def test_verify_finds_runs_from_the_events_not_the_index(demo_db: Path, runner: 
     assert listed.exit_code == EXIT_OK
     assert f"{first}  (events but no row in the run index)" in listed.output
     assert second in listed.output
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ([], ["keys"]),
+        (["keys"], ["generate", "show", "Ed25519", "mode 0600", "public key only"]),
+        (
+            ["keys", "generate"],
+            [
+                "PATH",
+                "--passphrase-env",
+                "a key file is never overwritten",
+                "appears whole",
+                "its key id, never the",
+                "0  the key file was written",
+                "2  usage error: PATH exists",
+            ],
+        ),
+        (
+            ["keys", "show"],
+            [
+                "KEY",
+                "--passphrase-env",
+                "--pem",
+                "never the private key",
+                "ed25519:",
+                "0  the public key was printed",
+                "2  usage error",
+            ],
+        ),
+    ],
+)
+def test_keys_help_is_accurate(runner: CliRunner, command: list[str], words: list[str]) -> None:
+    result = runner.invoke(main, [*command, "--help"])
+    assert result.exit_code == 0
+    for word in words:
+        assert word in result.output

@@ -36,7 +36,19 @@ from agentfootprint.verify.note import (
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "note"
-WYCHEPROOF = json.loads((DATA / "wycheproof_ed25519.json").read_text())
+#: the Wycheproof Ed25519 vectors (one copy in the tests: tests/data/wycheproof), flattened
+_VECTORS = json.loads(
+    (DATA.parent / "wycheproof" / "ed25519_test.json").read_text(encoding="utf-8")
+)
+WYCHEPROOF = {
+    "source": "https://github.com/C2SP/wycheproof",
+    "commit": _VECTORS["commit"],
+    "cases": [
+        {"pk": group["publicKey"]["pk"], **test}
+        for group in _VECTORS["testGroups"]
+        for test in group["tests"]
+    ],
+}
 
 # -- c2sp.org/signed-note (C2SP/C2SP 5ba5ee830903e91240fc6f9f3a7a9293d49e69c9) -------------
 C2SP_VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"

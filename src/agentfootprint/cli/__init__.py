@@ -32,6 +32,7 @@ from agentfootprint.cli._boundary import (
 )
 from agentfootprint.cli.demo import demo
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
+from agentfootprint.cli.keys import keys
 from agentfootprint.cli.replaying import diff_command, replay_command
 from agentfootprint.cli.transfer import export_command, import_command
 from agentfootprint.cli.vault import disclose, erase
@@ -94,5 +95,6 @@ for _command in (
     diff_command,
     state,
     tool_calls_command,
+    keys,
 ):
     main.add_command(_command)
