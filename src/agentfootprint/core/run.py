@@ -195,7 +195,7 @@ class RunState:
             base = lineage.committed if lineage and lineage.committed is not None else self.state
             self.committed = dict(base)
         self.receipt_lists: dict[str, list[str]] = (
-            {k: list(v) for k, v in lineage.receipt_lists.items()}
+            dict(lineage.receipt_lists)  # mint_receipt replaces a list, never mutates one
             if lineage
             else {kind: [] for kind in PIECE_KINDS}
         )

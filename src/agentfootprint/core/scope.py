@@ -124,6 +124,9 @@ class Scope:
     def __init__(self, committed: Mapping[str, Any]) -> None:
         self._committed = committed
         self._pending: dict[str, Any] = {}
+        #: key -> the committed list its pending value extends by appends only (so the
+        #: commit's ``append`` tail is known without comparing the history item by item)
+        self._extends: dict[str, list[Any]] = {}
 
     @property
     def committed(self) -> Mapping[str, Any]:
@@ -142,18 +145,25 @@ class Scope:
 
     def set(self, key: str, value: Any) -> None:
         self._pending[self._key(key)] = self._recordable(key, value)
+        self._extends.pop(key, None)
 
     def append(self, key: str, items: list[Any]) -> None:
         current = self.get(key, [])
         if not isinstance(current, list) or not isinstance(items, list):
             raise UsageError(f"append to {key!r} needs a list value and a list of items")
-        self._pending[self._key(key)] = current + self._recordable(key, items)
+        base: list[Any] = current
+        pending = key in self._pending
+        # a new list: committed lists are never mutated, and what get() lent is not either
+        self._pending[self._key(key)] = base + self._recordable(key, items)
+        if not pending and base is self._committed.get(key):
+            self._extends[key] = base
 
     def merge(self, key: str, members: Mapping[str, Any]) -> None:
         current = self.get(key, {})
         if not isinstance(current, dict) or not isinstance(members, Mapping):
             raise UsageError(f"merge into {key!r} needs an object value and a mapping")
         self._pending[self._key(key)] = {**current, **self._recordable(key, dict(members))}
+        self._extends.pop(key, None)
 
     @staticmethod
     def _recordable(key: str, value: Any) -> Any:
@@ -165,6 +175,7 @@ class Scope:
 
     def delete(self, key: str) -> None:
         self._pending[self._key(key)] = _DELETED
+        self._extends.pop(key, None)
 
     @staticmethod
     def _key(key: str) -> str:
@@ -181,6 +192,15 @@ class Scope:
             if new is _DELETED:
                 if old is not _MISSING:
                     writes.append(Write(path=key, verb="delete"))
+                continue
+            grown_from = self._extends.get(key)
+            if grown_from is not None and grown_from is old:
+                # grown from the committed list by appends: its tail is the new part (O(1)
+                # to find, where comparing the prefix is O(history) on every commit)
+                if len(new) > len(grown_from):
+                    value = new[len(grown_from) :] if mode == "delta" else new
+                    verb = "append" if mode == "delta" else "set"
+                    writes.append(Write(path=key, verb=verb, value=value))
                 continue
             if old is not _MISSING and json_equal(old, new):
                 continue

@@ -17,6 +17,7 @@ hex digits each).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
@@ -24,6 +25,8 @@ from agentfootprint.verify.hashing import is_hex_digest
 
 __all__ = [
     "VERBS",
+    "DigestLine",
+    "DigestList",
     "FoldError",
     "apply_write",
     "compress_digests",
@@ -60,8 +63,81 @@ def apply_write(state: MutableMapping[str, Any], path: str, verb: str, value: An
         raise FoldError(f"unknown write verb {verb!r}")
 
 
+class DigestLine:
+    """The lists one :class:`~agentfootprint.verify.request.RequestHasher` grew from each
+    other by appends only: every list of a line is a prefix of every later one. ``latest``
+    is the newest (what a receipt that keeps all of an older list and adds the rest names),
+    held weakly: a line keeps no list alive, and no list and line form a cycle."""
+
+    __slots__ = ("_latest",)
+
+    def __init__(self) -> None:
+        self._latest: weakref.ref[DigestList] | None = None
+
+    @property
+    def latest(self) -> DigestList | None:
+        return None if self._latest is None else self._latest()
+
+    @latest.setter
+    def latest(self, value: DigestList) -> None:
+        self._latest = weakref.ref(value)
+
+
+class DigestList(list[str]):
+    """A digest list of a served request, never mutated once made, on a :class:`DigestLine`.
+
+    Knowing that an older list of the same line is its prefix, :func:`compress_digests`
+    finds the shared prefix and :func:`expand_digests` the expanded list without reading
+    the history (O(new) instead of O(list) per call); equal lists from one line are one
+    object, which compares equal at once. Its contents are plain ``str``, and its slices
+    plain lists, so nothing written or hashed depends on it being one.
+    """
+
+    __slots__ = ("__weakref__", "line")
+
+    def __init__(self, items: Sequence[str] = ()) -> None:
+        super().__init__(items)
+        self.line = DigestLine()  # a line of its own
+        self.line.latest = self
+
+    def grown(self, new: list[str]) -> DigestList:
+        """A new list of this line: this one's digests, then ``new``. Only from the line's
+        latest list (an older one would fork the line: a new line starts then)."""
+        out = DigestList()
+        out += self  # one copy, in C
+        out += new
+        if self.line.latest is self:
+            out.line = self.line
+            self.line.latest = out
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return True if other is self else list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return False if other is self else list.__ne__(self, other)
+
+    __hash__ = None
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copies and pickles are plain lists
+        return (list, (list(self),))
+
+
+def _extends(previous: Sequence[str], current: Sequence[str]) -> bool:
+    """``previous`` is known to be a prefix of ``current`` without comparing them: an older
+    (or the same) list of the same :class:`DigestLine`."""
+    return (
+        type(current) is DigestList
+        and type(previous) is DigestList
+        and previous.line is current.line
+        and len(previous) <= len(current)
+    )
+
+
 def compress_digests(previous: Sequence[str], current: Sequence[str]) -> dict[str, Any]:
     """Store ``current`` as the longest prefix shared with ``previous`` plus a tail."""
+    if _extends(previous, current):  # the usual case: grown by appends, known without reading
+        return {"keep": len(previous), "add": list(current[len(previous) :])}
     limit = min(len(previous), len(current))
     if previous[:limit] == current[:limit]:  # the usual case, compared in C
         keep = limit
@@ -97,4 +173,16 @@ def expand_digests(previous: Sequence[str], stored: Any) -> list[str]:
     if not 0 <= keep <= len(previous):
         raise FoldError(f"keep={keep} but the previous list has {len(previous)} digests")
     add = stored["add"]
-    return list(previous) + add if keep == len(previous) else [*previous[:keep], *add]
+    if type(previous) is DigestList and keep == len(previous):
+        latest = previous.line.latest  # every list of the line extends previous
+        if (
+            latest is not None
+            and len(latest) == keep + len(add)
+            and latest[keep:] == add  # only what is new is read
+        ):
+            return latest
+    if keep == len(previous):
+        out = list(previous)
+        out.extend(add)
+        return out
+    return [*previous[:keep], *add]

@@ -38,6 +38,7 @@ from typing import Any, Final
 import orjson
 
 from agentfootprint.verify.canonical import canon, canon_object
+from agentfootprint.verify.fold import DigestList
 from agentfootprint.verify.hashing import domain_prefix, hexdigest
 from agentfootprint.verify.projection import (
     PROJECTION_V1,
@@ -207,6 +208,11 @@ class RequestHasher:
     digest list (for projections 1 to 3 just ``{"messages":[``, since ``messages`` sorts
     first) are hashed once, and the SHA-256 state after the digests already hashed is kept
     and extended by the new ones only.
+
+    The digest lists it returns are :class:`~agentfootprint.verify.fold.DigestList` s, each
+    grown from the previous call's (a line), so storing a receipt's lists
+    (``compress_digests``) and expanding them again (``expand_digests``) read only what is
+    new since that call.
     """
 
     def __init__(self, version: int | Projection = 1) -> None:
@@ -240,7 +246,7 @@ class RequestHasher:
             self._grows_key,
         ) = layout
         self._objects: dict[str, list[Any]] = {name: [] for name, _, _ in self._pieces}
-        self._digests: dict[str, list[str]] = {name: [] for name, _, _ in self._pieces}
+        self._digests: dict[str, DigestList] = {name: DigestList() for name, _, _ in self._pieces}
         self._grown_done = 0  # leading digests of the growing field already fed to _grown_sha
         # the bytes hashed before them (members sorting before the growing field depend on
         # the request: none yet, so the first call starts over)
@@ -281,9 +287,16 @@ class RequestHasher:
                 new = [seen.get(id(p)) or hexdigest(tag, canon(p)) for p in current[kept:]]
             # state lists are replaced, never mutated, so keeping a reference is enough
             self._objects[kind] = current if type(current) is list else list(current)
-            self._digests[kind] = lists[kind] = (
-                known + new if kept == len(known) else known[:kept] + new
-            )
+            if kept < len(known):  # rewritten: a list of its own (a new line)
+                out = DigestList(known[:kept])
+                out += new
+            elif not new:
+                out = known  # unchanged: the same (never mutated) list
+            elif type(known) is DigestList:  # grown: the next list of known's line
+                out = known.grown(new)
+            else:
+                out = DigestList(known + new)
+            self._digests[kind] = lists[kind] = out
             if kind == grows:
                 kept_grown = kept
         return RequestDigests(

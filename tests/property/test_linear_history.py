@@ -1,0 +1,145 @@
+"""Issue 13, linear everywhere: what replaced whole-history work per call writes and
+rebuilds exactly what the whole-history comparisons did.
+
+* ``Scope`` knows a key grew from its committed list by appends only, so its commit is an
+  ``append`` of the tail without comparing the prefix item by item;
+* the ``RequestHasher`` returns :class:`DigestList` lists on a line, so
+  ``compress_digests`` and ``expand_digests`` read only what is new.
+
+Each is checked against the reference computation on plain lists."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import pickle
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentfootprint.core.scope import Scope
+from agentfootprint.verify.fold import DigestList, compress_digests, expand_digests
+from agentfootprint.verify.request import PIECE_KINDS, RequestHasher
+
+HEX = [f"{i:064x}" for i in range(40)]
+
+
+def _reference_compress(previous: list[str], current: list[str]) -> dict[str, Any]:
+    keep = 0
+    while keep < min(len(previous), len(current)) and previous[keep] == current[keep]:
+        keep += 1
+    return {"keep": keep, "add": list(current[keep:])}
+
+
+# -- Scope -----------------------------------------------------------------------------------
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.lists(st.integers(0, 3), max_size=3)),
+        st.tuples(st.just("set"), st.lists(st.integers(0, 3), max_size=5)),
+        st.tuples(st.just("delete"), st.none()),
+    ),
+    max_size=5,
+)
+
+
+@given(committed=st.none() | st.lists(st.integers(0, 3), max_size=5), ops=ops)
+def test_scope_commit_of_appends_is_the_compared_encoding(
+    committed: list[int] | None, ops: list[tuple[str, Any]]
+) -> None:
+    for mode in ("delta", "full"):
+        state = {} if committed is None else {"h": list(committed)}
+        scope, compared = Scope(state), Scope(state)
+        for verb, value in ops:
+            for s in (scope, compared):
+                if verb == "append":
+                    with contextlib.suppress(Exception):  # the same on both sides
+                        s.append("h", list(value))
+                elif verb == "set":
+                    s.set("h", list(value))
+                else:
+                    s.delete("h")
+        compared._extends.clear()  # the whole-history comparison, as before
+        assert scope.net_writes(mode) == compared.net_writes(mode)  # type: ignore[arg-type]
+
+
+def test_appends_commit_their_tail_and_never_touch_committed_state() -> None:
+    history = [{"role": "user", "content": "a"}]
+    state = {"history": history}
+    scope = Scope(state)
+    scope.append("history", [{"role": "assistant", "content": "b"}])
+    scope.append("history", [{"role": "user", "content": "c"}])
+    (write,) = scope.net_writes("delta")
+    assert (write.verb, write.value) == (
+        "append",
+        [{"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}],
+    )
+    assert history == [{"role": "user", "content": "a"}]  # copy on write
+    new = scope.apply_to([write])
+    assert new["history"][0] is history[0] and state["history"] is history
+    empty = Scope(state)
+    empty.append("history", [])
+    assert empty.net_writes("delta") == []
+
+
+# -- digest lines ----------------------------------------------------------------------------
+def test_a_line_grows_from_its_latest_list_only() -> None:
+    a = DigestList(HEX[:2])
+    b = a.grown(HEX[2:4])
+    assert b.line is a.line and a.line.latest is b and b == HEX[:4] and a == HEX[:2]
+    assert compress_digests(a, b) == {"keep": 2, "add": HEX[2:4]}
+    assert expand_digests(a, {"keep": 2, "add": HEX[2:4]}) is b  # the same list, not a copy
+    fork = a.grown(HEX[5:6])  # from an older list: a line of its own
+    assert fork.line is not a.line and b.line.latest is b
+    assert compress_digests(b, fork) == _reference_compress(b, fork)
+    assert expand_digests(a, {"keep": 2, "add": HEX[5:6]}) == HEX[:2] + HEX[5:6]
+    assert expand_digests(b, {"keep": 1, "add": []}) == HEX[:1]
+
+
+def test_a_digest_list_is_written_and_copied_as_a_plain_list() -> None:
+    d = DigestList(HEX[:3]).grown(HEX[3:5])
+    assert orjson.dumps(d) == orjson.dumps(HEX[:5])
+    assert type(d[1:]) is list and type(copy.deepcopy(d)) is list
+    assert type(pickle.loads(pickle.dumps(d))) is list and copy.copy(d) == HEX[:5]
+    assert d == HEX[:5] and HEX[:5] == d and d != HEX[:4] and (d != d) is False
+
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["extend", "same", "rewrite", "fork"]),
+        st.lists(st.integers(0, 39), max_size=3),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(steps=steps)
+def test_compress_and_expand_over_hasher_lists_equal_the_reference(
+    steps: list[tuple[str, list[int]]],
+) -> None:
+    """A sequence of hasher calls (appends, unchanged requests, rewrites, forked hashers):
+    every stored list equals the reference compression, and expands back to the list."""
+    pieces: list[dict[str, Any]] = []
+    hasher = RequestHasher()
+    previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
+    verifier_previous: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
+    for how, new in steps:
+        if how == "extend":
+            pieces = pieces + [{"role": "user", "content": str(i)} for i in new]
+        elif how == "rewrite":
+            pieces = [{"role": "user", "content": str(i)} for i in new] + pieces[1:]
+        elif how == "fork":
+            hasher = hasher.fork()
+        served = hasher.digests(
+            {"model": "m", "params": {}, "system": [], "messages": pieces, "tools": []}
+        )
+        for kind in PIECE_KINDS:
+            current = served.pieces(kind)
+            stored = compress_digests(previous[kind], current)
+            assert stored == _reference_compress(list(previous[kind]), list(current))
+            claimed = expand_digests(verifier_previous[kind], stored)
+            assert claimed == current and list(claimed) == list(current)
+            previous[kind] = current
+            verifier_previous[kind] = current
