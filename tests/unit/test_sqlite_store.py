@@ -31,6 +31,8 @@ from agentfootprint.errors import (
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.sqlite import (
     MIGRATIONS,
+    NEW_FILE_SCHEMA,
+    SCHEMA_V2,
     SCHEMA_VERSION,
     SQLITE_HEADER,
     SqliteStore,
@@ -48,8 +50,9 @@ def test_migrations_are_recorded_once(tmp_path: Path) -> None:
     SqliteStore(db).close()
     store = SqliteStore(db)  # opening again applies nothing new
     rows = store.db.execute("SELECT version, name FROM schema_version").fetchall()
-    assert rows == [(version, name) for version, name, _ in MIGRATIONS]
-    assert store.schema_version() == SCHEMA_VERSION
+    applied = MIGRATIONS if NEW_FILE_SCHEMA == 1 else (SCHEMA_V2,)
+    assert rows == [(version, name) for version, name, _ in applied]
+    assert store.schema_version() == NEW_FILE_SCHEMA
     mode = store.db.execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
     store.close()
@@ -233,7 +236,7 @@ def test_new_empty_and_tableless_files_become_logs(tmp_path: Path) -> None:
     for path in (tmp_path / "new.db", empty, tableless):
         SqliteStore(path).close()
         with SqliteStore(path, readonly=True) as store:
-            assert store.schema_version() == SCHEMA_VERSION and store.run_ids() == []
+            assert store.schema_version() == NEW_FILE_SCHEMA and store.run_ids() == []
 
 
 def test_missing_folder_and_folders_are_file_errors(tmp_path: Path) -> None:
@@ -490,7 +493,7 @@ def test_writers_racing_to_create_one_file(tmp_path: Path) -> None:
     assert [proc.returncode for proc in procs] == [0] * 4, errors
     with SqliteStore(path, readonly=True) as store:
         assert sorted(store.run_ids()) == ["r0", "r1", "r2", "r3"]
-        assert store.schema_version() == SCHEMA_VERSION
+        assert store.schema_version() == NEW_FILE_SCHEMA
 
 
 def test_agent_records_into_an_existing_file_across_processes_of_time(tmp_path: Path) -> None:

@@ -1,8 +1,11 @@
 """SQLite backend through sqlite-utils: WAL, ``BEGIN IMMEDIATE``, append-only triggers.
 
-One transaction per appended batch (a stage commit), plain ``INSERT`` against
-``PRIMARY KEY (run_id, seq)``: two writers racing for the same position cannot
-both win, and the loser's whole batch rolls back. Several processes may write
+One transaction per appended batch (a flush), plain ``INSERT`` against the row's
+position (schema 1: ``PRIMARY KEY (run_id, seq)``; schema 2: ``pos = run_key * 2**32 +
+seq``): two writers racing for the same position cannot both win, and the loser's whole
+batch rolls back. A file keeps the schema it was created with (schema 1 files are never
+migrated); schema 2 (docs/log-format.md section 4) stores no value a reader can recompute
+and rebuilds every row byte for byte. Several processes may write
 to one database at once (WAL plus a busy timeout). Driver errors are turned
 into this library's errors in one place, :func:`translate_errors`.
 
@@ -15,6 +18,7 @@ WAL switch or a ``-shm`` file beside a log no writer holds (it opens the file
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import sqlite3
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import sqlite_utils
 
 from agentfootprint.errors import (
@@ -47,6 +52,9 @@ from agentfootprint.store.base import (
     StoredEvent,
     run_index_from_open,
 )
+from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
+from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
+from agentfootprint.verify.hashing import domain_prefix
 
 __all__ = [
     "MIGRATIONS",
@@ -100,10 +108,75 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         ),
     ),
 )
-SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+#: Schema 2, the leaner layout (docs/log-format.md section 4.2): a new file gets it whole, as
+#: one migration; a schema-1 file is never migrated to it (no row is ever rewritten).
+#: ``rows.pos`` is ``run_key * 2**32 + seq`` (one integer key: no index beside the table);
+#: ``type`` a code (:data:`TYPE_CODES`); ``ts`` NULL when it equals the ``ts`` of the row
+#: before in the same batch; ``head`` the chain hash on the last row of each batch (NULL
+#: elsewhere: the reader recomputes every event hash and chain link from the rows);
+#: ``body`` NULL for an empty commit marker whose canonical body is rebuilt, byte for byte,
+#: from ``stage``, ``commit_no`` and ``stage_k``.
+SCHEMA_V2: tuple[int, str, tuple[str, ...]] = (
+    2,
+    "leaner rows: run keys, type codes, chain heads per batch, compact empty commits",
+    (
+        """CREATE TABLE run_keys (
+            run_key INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE
+        )""",
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            parent_run_id TEXT,
+            opened_at INTEGER NOT NULL
+        )""",
+        "CREATE INDEX runs_by_conversation ON runs (conversation_id, opened_at)",
+        """CREATE TABLE rows (
+            pos INTEGER PRIMARY KEY,
+            type INTEGER NOT NULL,
+            ts INTEGER,
+            body BLOB,
+            head BLOB,
+            stage TEXT,
+            commit_no INTEGER,
+            stage_k INTEGER
+        )""",
+        *(
+            f"""CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table}
+                BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END"""
+            for table in ("rows", "run_keys", "runs")
+            for verb in ("UPDATE", "DELETE")
+        ),
+    ),
+)
+#: The highest schema this library reads and continues.
+SCHEMA_VERSION = SCHEMA_V2[0]
+#: The schema a new (missing, empty or tableless) file is created with. 1 until the test
+#: tools that alter files in place (testing/tamper.py, tests/vectors, the independent
+#: verifier) know schema 2; both are read, continued and verified either way.
+NEW_FILE_SCHEMA = 1
+#: ``rows.type`` of schema 2.
+TYPE_CODES: dict[str, int] = {
+    "run.open": 1,
+    "write": 2,
+    "receipt": 3,
+    "event": 4,
+    "commit": 5,
+    "run.close": 6,
+}
+_TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
+_SEQ_BITS = 32
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
 
 _LOG_COLUMNS = {
     "events": {"run_id", "seq", "type", "ts", "body", "event_hash", "chain_hash"},
+    "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
+    "schema_version": {"version"},
+}
+_LOG_COLUMNS_V2 = {
+    "rows": {"pos", "type", "ts", "body", "head", "stage", "commit_no", "stage_k"},
+    "run_keys": {"run_key", "run_id"},
     "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
     "schema_version": {"version"},
 }
@@ -251,6 +324,8 @@ class DatabaseKind:
     tables: tuple[str, ...]
     is_log: bool
     is_vault: bool
+    #: which log layout the tables are (1: ``events``; 2: ``rows``), 0 for none
+    layout: int = 0
 
     @classmethod
     def of(cls, conn: sqlite3.Connection) -> DatabaseKind:
@@ -271,8 +346,14 @@ class DatabaseKind:
                     return False
             return True
 
-        is_log = has(_LOG_COLUMNS)
-        return cls(tables=tables, is_log=is_log, is_vault=not is_log and has(_VAULT_COLUMNS))
+        layout = 2 if has(_LOG_COLUMNS_V2) else 1 if has(_LOG_COLUMNS) else 0
+        is_log = layout > 0
+        return cls(
+            tables=tables,
+            is_log=is_log,
+            is_vault=not is_log and has(_VAULT_COLUMNS),
+            layout=layout,
+        )
 
     @property
     def is_empty(self) -> bool:
@@ -451,6 +532,9 @@ class SqliteStore(EventStore):
         #: it instead of asking the database for the run's length; another writer appending
         #: to the same run is caught by the primary key, as a conflict)
         self._next_seq: dict[str, int] = {}
+        #: schema 2: each run's key and head after this store's last append to it
+        self._heads: dict[str, tuple[int, bytes]] = {}
+        self._layout = 1
         self._lock = threading.RLock()
         if readonly:
             self._conn = self._open_readonly(float(timeout))
@@ -468,7 +552,7 @@ class SqliteStore(EventStore):
                     raise NotALogError(
                         f"{self.path} is {kind.describe()}, not {what}", path=str(self.path)
                     )
-                _check_newer(_schema_version(conn, self.path), self.path)
+                self._layout = self._read_layout(conn)
         except BaseException:
             conn.close()
             raise
@@ -504,6 +588,7 @@ class SqliteStore(EventStore):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={synchronous}")
                 self._migrate(conn)
+                self._layout = self._read_layout(conn)
         except BaseException:
             conn.close()
             raise
@@ -524,15 +609,43 @@ class SqliteStore(EventStore):
                     "CREATE TABLE schema_version "
                     "(version INTEGER PRIMARY KEY, name TEXT, applied_at INTEGER)"
                 )
+                if NEW_FILE_SCHEMA == 2:  # a new file gets the newest layout whole
+                    self._apply(conn, *SCHEMA_V2)
+                    return
+            if current >= 2:
+                return  # schema 2 has no later migration yet
             for version, name, statements in MIGRATIONS:
-                if version <= current:
-                    continue
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_version VALUES (?, ?, ?)",
-                    (version, name, int(time.time() * 1000)),
-                )
+                if version > current:
+                    self._apply(conn, version, name, statements)
+
+    @staticmethod
+    def _apply(
+        conn: sqlite3.Connection, version: int, name: str, statements: tuple[str, ...]
+    ) -> None:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO schema_version VALUES (?, ?, ?)",
+            (version, name, int(time.time() * 1000)),
+        )
+
+    def _read_layout(self, conn: sqlite3.Connection) -> int:
+        """1 or 2, from the schema version and the tables (which must agree)."""
+        version = _schema_version(conn, self.path)
+        _check_newer(version, self.path)
+        layout = DatabaseKind.of(conn).layout
+        if layout != (2 if version >= 2 else 1):
+            raise NotALogError(
+                f"{self.path}: schema version {version} but the tables of schema {layout}: "
+                "not an agentfootprint log (or a damaged one)",
+                path=str(self.path),
+            )
+        return layout
+
+    @property
+    def layout(self) -> int:
+        """The storage schema this file's rows are kept in (1 or 2)."""
+        return self._layout
 
     # -- contract -----------------------------------------------------------------------
     def _writable(self) -> None:
@@ -547,19 +660,21 @@ class SqliteStore(EventStore):
         self.check_batch(events)
         first = events[0]
         context = f"run {first.run_id} append at seq {first.seq}"
+        pending: dict[str, tuple[int, bytes]] = {}
         with (
             self._lock,
             translate_errors(context, path=self.path),
             atomic(self._conn) as conn,
         ):
-            self._insert(conn, events)
-        self._appended(events)
+            self._insert(conn, events, pending=pending)
+        self._appended(events, pending)
 
     def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
         """Every batch in one ``BEGIN IMMEDIATE`` transaction: all kept, or none."""
         self._writable()
         context = f"atomic append to {self.path}"
         written: list[Sequence[StoredEvent]] = []
+        pending: dict[str, tuple[int, bytes]] = {}
         with (
             self._lock,
             translate_errors(context, path=self.path),
@@ -567,25 +682,36 @@ class SqliteStore(EventStore):
         ):
             for events in batches:
                 self.check_batch(events)
-                self._insert(conn, events, written)
+                self._insert(conn, events, written, pending=pending)
                 written.append(events)
         for events in written:
-            self._appended(events)
+            self._appended(events, pending)
 
-    def _appended(self, events: Sequence[StoredEvent]) -> None:
-        """After the transaction committed: the run's next seq (forgotten once it closed)."""
+    def _appended(
+        self, events: Sequence[StoredEvent], pending: dict[str, tuple[int, bytes]]
+    ) -> None:
+        """After the transaction committed: the run's next seq (forgotten once it closed),
+        and in schema 2 its key and head."""
         last = events[-1]
         if last.type == "run.close":
             self._next_seq.pop(last.run_id, None)
+            self._heads.pop(last.run_id, None)
         else:
             self._next_seq[last.run_id] = last.seq + 1
+            if last.run_id in pending:
+                self._heads[last.run_id] = pending[last.run_id]
 
     def _insert(
         self,
         conn: sqlite3.Connection,
         events: Sequence[StoredEvent],
         earlier: Sequence[Sequence[StoredEvent]] = (),
+        *,
+        pending: dict[str, tuple[int, bytes]],
     ) -> None:
+        if self._layout == 2:
+            self._insert_v2(conn, events, pending)
+            return
         first = events[0]
         count = self._next_seq.get(first.run_id)
         if count is None or any(b[0].run_id == first.run_id for b in earlier):
@@ -607,6 +733,129 @@ class SqliteStore(EventStore):
             [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events],
         )
 
+    # -- schema 2 -----------------------------------------------------------------------
+    def _tail_v2(
+        self, conn: sqlite3.Connection, run_id: str, pending: dict[str, tuple[int, bytes]]
+    ) -> tuple[int | None, int, bytes | None]:
+        """``(run_key, next seq, head)`` of a run as the database holds it now (in this
+        transaction); no key: the run is not there."""
+        if run_id in pending:  # an earlier batch of this transaction
+            key, head = pending[run_id]
+        elif run_id in self._heads and run_id in self._next_seq:
+            key, head = self._heads[run_id]
+            return key, self._next_seq[run_id], head
+        else:
+            found = conn.execute("SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,))
+            row = found.fetchone()
+            if row is None:
+                return None, 0, None
+            key, head = int(row[0]), b""
+        base = key << _SEQ_BITS
+        last = conn.execute(
+            "SELECT pos, head FROM rows WHERE pos BETWEEN ? AND ? ORDER BY pos DESC LIMIT 1",
+            (base, base | _SEQ_MASK),
+        ).fetchone()
+        if last is None:
+            return key, 0, None
+        stored = _bytes_or_as_stored(last[1])
+        return key, int(last[0]) - base + 1, stored if isinstance(stored, bytes) else None
+
+    def _insert_v2(
+        self,
+        conn: sqlite3.Connection,
+        events: Sequence[StoredEvent],
+        pending: dict[str, tuple[int, bytes]],
+    ) -> None:
+        first = events[0]
+        run_id = first.run_id
+        key, count, head = self._tail_v2(conn, run_id, pending)
+        if count != first.seq:
+            raise StoreConflictError(
+                f"run {run_id}: append at seq {first.seq} but the run has {count} events"
+            )
+        if events[-1].seq > _SEQ_MASK:
+            raise StoreError(f"run {run_id}: seq {events[-1].seq} is past schema 2's 2**32 - 1")
+        if first.seq == 0:
+            conversation, parent = run_index_from_open(first)
+            cursor = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,))
+            key, head = cursor.lastrowid, GENESIS
+            conn.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, conversation, parent, first.ts)
+            )
+        if key is None or head is None:
+            raise StoreError(
+                f"run {run_id}: its last stored row holds no chain head: the file is damaged "
+                "or was altered (verify it)"
+            )
+        rows = []
+        previous_ts: Any = None
+        for offset, event in enumerate(events):
+            last = offset == len(events) - 1
+            head = _checked_links(event, head, last=last)
+            code = TYPE_CODES.get(event.type) if isinstance(event.type, str) else None
+            if code is None:
+                raise StoreError(f"run {run_id} seq {event.seq}: unknown event type")
+            ts = None if offset and event.ts == previous_ts else event.ts
+            previous_ts = event.ts
+            compact = _compact_commit(event)
+            body, stage, number, k = (None, *compact) if compact else (event.body, None, None, None)
+            rows.append(
+                (
+                    (key << _SEQ_BITS) | event.seq,
+                    code,
+                    ts,
+                    body,
+                    event.chain_hash if last else None,
+                    stage,
+                    number,
+                    k,
+                )
+            )
+        conn.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        pending[run_id] = (key, events[-1].chain_hash)
+
+    def _key_of(self, run_id: str) -> int | None:
+        orphan = _orphan_key(run_id)
+        if orphan is not None:
+            return orphan
+        if not isinstance(run_id, str):
+            return None
+        try:
+            row = self._fetchall("SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,))
+        except UnicodeEncodeError:  # a crafted id read with surrogateescape: its bytes
+            raw = run_id.encode("utf-8", "surrogateescape")
+            row = self._fetchall(
+                "SELECT run_key FROM run_keys WHERE CAST(run_id AS BLOB) = ?", (raw,)
+            )
+        return int(row[0][0]) if row and type(row[0][0]) is int else None
+
+    def _read_v2(self, run_id: str, start: int) -> list[StoredEvent]:
+        key = self._key_of(run_id)
+        base = -1 if key is None else key << _SEQ_BITS
+        begin, previous = base, GENESIS
+        if start > 0 and key is not None:
+            # the rows are rebuilt from the last chain head stored before ``start``
+            found = self._fetchall(
+                "SELECT pos, head FROM rows WHERE pos >= ? AND pos < ? AND head IS NOT NULL "
+                "ORDER BY pos DESC LIMIT 1",
+                (base, base + min(start, _SEQ_MASK + 1)),
+            )
+            if found:
+                begin, previous = int(found[0][0]) + 1, _bytes_or_as_stored(found[0][1])
+        rows = (
+            []
+            if key is None
+            else self._fetchall(
+                "SELECT pos, type, ts, body, head, stage, commit_no, stage_k FROM rows "
+                "WHERE pos BETWEEN ? AND ? ORDER BY pos",
+                (begin, base | _SEQ_MASK),
+            )
+        )
+        events = _rebuilt(run_id, base, rows, previous)
+        if start > 0 and events and events[0].seq < start:
+            events = [e for e in events if e.seq >= start]
+        return events
+
     def _fetchall(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         """Rows as stored. A TEXT value that is not UTF-8 (a crafted file) makes the driver
         refuse the whole query; it is read again with such text decoded with
@@ -625,8 +874,14 @@ class SqliteStore(EventStore):
 
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         """The rows as stored: a BLOB as ``bytes``, any other value (a TEXT body, an integer
-        hash of a crafted file) unchanged, for the verifier to judge."""
+        hash of a crafted file) unchanged, for the verifier to judge. In schema 2 the event
+        hashes and the chain links between stored heads are computed from the rows."""
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
+            if self._layout == 2:
+                events = self._read_v2(run_id, start)
+                if not events and start == 0:
+                    raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+                return iter(events)
             rows = self._fetchall(
                 "SELECT run_id, seq, type, ts, body, event_hash, chain_hash FROM events "
                 "WHERE run_id = ? AND seq >= ? ORDER BY seq",
@@ -653,16 +908,26 @@ class SqliteStore(EventStore):
         "ON e.run_id = r.run_id AND e.seq = "
         "(SELECT MAX(seq) FROM events WHERE run_id = r.run_id)"
     )
+    _INFO_V2 = (
+        "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
+        f"(e.pos & {_SEQ_MASK}) + 1, e.type, e.head FROM runs r "
+        "JOIN run_keys k ON k.run_id = r.run_id JOIN rows e "
+        "ON e.pos = (SELECT MAX(pos) FROM rows WHERE pos BETWEEN "
+        f"(k.run_key << {_SEQ_BITS}) AND ((k.run_key << {_SEQ_BITS}) | {_SEQ_MASK}))"
+    )
 
     def _info(self, row: Any) -> RunInfo:
         head = _bytes_or_as_stored(row[6])
+        last_type = row[5]
+        if self._layout == 2:
+            last_type = _TYPE_NAMES.get(last_type) if type(last_type) is int else None
         if (
             not isinstance(row[0], str)
             or not isinstance(row[1], str)
             or not (row[2] is None or isinstance(row[2], str))
             or type(row[3]) is not int
             or type(row[4]) is not int
-            or not isinstance(row[5], str)
+            or not isinstance(last_type, str)
             or not isinstance(head, bytes)
         ):
             raise StoreError(
@@ -675,13 +940,14 @@ class SqliteStore(EventStore):
             parent_run_id=row[2],
             opened_at=row[3],
             events=row[4],
-            last_type=row[5],
+            last_type=last_type,
             head=head,
         )
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
-            found = self._fetchall(self._INFO + " WHERE r.run_id = ?", (run_id,))
+            info = self._INFO_V2 if self._layout == 2 else self._INFO
+            found = self._fetchall(info + " WHERE r.run_id = ?", (run_id,))
             row = found[0] if found else None
         if row is None:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
@@ -689,6 +955,13 @@ class SqliteStore(EventStore):
 
     def run_ids(self) -> list[str]:
         with self._lock, translate_errors("listing runs from the events", path=self.path):
+            if self._layout == 2:
+                keys = self._fetchall(
+                    f"SELECT k.key, r.run_id FROM (SELECT pos >> {_SEQ_BITS} AS key, "
+                    f"MIN(pos) AS first FROM rows GROUP BY pos >> {_SEQ_BITS}) k "
+                    "LEFT JOIN run_keys r ON r.run_key = k.key ORDER BY k.first"
+                )
+                return [row[1] if row[1] is not None else _orphan_name(row[0]) for row in keys]
             rows = self._fetchall("SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)")
         return [row[0] for row in rows]
 
@@ -704,9 +977,166 @@ class SqliteStore(EventStore):
 
     def runs(self) -> list[RunInfo]:
         with self._lock, translate_errors("listing runs", path=self.path):
-            rows = self._fetchall(self._INFO + " ORDER BY r.rowid")
+            info = self._INFO_V2 if self._layout == 2 else self._INFO
+            rows = self._fetchall(info + " ORDER BY r.rowid")
         return [self._info(row) for row in rows]
 
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
+
+
+# -- schema 2 rows ------------------------------------------------------------------------
+
+#: the run id named for rows whose ``run_key`` has no ``run_keys`` row (a crafted file): a lone
+#: surrogate, so never a run id a writer could record (the verifier fails it, code rows)
+_ORPHAN = "\udcffrun_key="
+
+
+def _orphan_name(key: Any) -> str:
+    return f"{_ORPHAN}{key}"
+
+
+def _orphan_key(run_id: str) -> int | None:
+    if isinstance(run_id, str) and run_id.startswith(_ORPHAN):
+        digits = run_id[len(_ORPHAN) :]
+        if digits.lstrip("-").isdigit():
+            return int(digits)
+    return None
+
+
+def _checked_links(event: StoredEvent, head: bytes, *, last: bool) -> bytes:
+    """Schema 2 keeps no event hash and, but on a batch's last row, no chain hash: refuse a
+    row whose dropped values do not follow from it (the reader would yield other ones)."""
+    try:
+        digest = event_hash(event.run_id, event.seq, event.type, event.ts, event.body)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"run {event.run_id} seq {event.seq}: cannot hash the row ({exc})"
+        ) from exc
+    if type(event.chain_hash) is not bytes or len(event.chain_hash) != 32:
+        raise StoreError(f"run {event.run_id} seq {event.seq}: chain_hash is not 32 bytes")
+    if digest != event.event_hash or (not last and chain_hash(head, digest) != event.chain_hash):
+        raise StoreError(
+            f"run {event.run_id} seq {event.seq}: its event hash or chain link does not follow "
+            "from the row (schema 2 stores only what the chain recomputes)"
+        )
+    return bytes(event.chain_hash)
+
+
+def _commit_body(stage: str, number: int, k: int) -> bytes:
+    """The canonical body of an empty commit marker."""
+    return b'{"commit":%d,"stage":%s,"stage_run":%s,"writes":0}' % (
+        number,
+        canon(stage),
+        canon(f"{stage}#{k}"),
+    )
+
+
+def _compact_commit(event: StoredEvent) -> tuple[str, int, int] | None:
+    """``(stage, commit, k)`` of an empty commit marker whose body is exactly
+    :func:`_commit_body` of them; None for every other row (stored as it is)."""
+    if event.type != "commit" or len(event.body) > 512 or b'"writes":0}' not in event.body:
+        return None
+    try:
+        body = orjson.loads(event.body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict) or set(body) != {"commit", "stage", "stage_run", "writes"}:
+        return None
+    stage, number, run = body["stage"], body["commit"], body["stage_run"]
+    if not (isinstance(stage, str) and type(number) is int and isinstance(run, str)):
+        return None
+    prefix, _, k_text = run.rpartition("#")
+    if prefix != stage or not k_text.isascii() or not k_text.isdigit():
+        return None
+    k = int(k_text)
+    if not 0 <= number <= MAX_SAFE_INT or k > MAX_SAFE_INT:
+        return None
+    try:
+        rebuilt = _commit_body(stage, number, k)
+    except (TypeError, ValueError):
+        return None
+    return (stage, number, k) if rebuilt == event.body else None
+
+
+#: the hash states after each domain prefix, copied per row (docs/log-format.md section 3)
+_EVENT_STATE = hashlib.sha256(domain_prefix("event"))
+_CHAIN_STATE = hashlib.sha256(domain_prefix("chain"))
+#: the envelope's tail from ``,"type":`` on, per type code (section 5.1)
+_TYPE_TAILS = {code: b',"type":' + canon(name) + b"}" for code, name in _TYPE_NAMES.items()}
+
+
+def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[StoredEvent]:
+    """Schema-2 rows as :class:`StoredEvent` s, byte-identical to schema 1's: the type
+    named, a NULL ``ts`` taken from the row before in its batch, an empty commit body
+    rebuilt, the event hash computed (as :func:`~agentfootprint.verify.chain.event_hash`
+    does, from the envelope's parts), the chain linked from ``previous`` (the head stored
+    before the first row) and taken as stored where a head is. Values a sound writer never
+    stores reach the verifier as they are (or as a value it refuses), never an exception."""
+    events: list[StoredEvent] = []
+    ts: Any = None
+    try:
+        run_part: bytes | None = b',"run":' + canon(run_id) + b',"seq":'
+    except (TypeError, ValueError):  # not text a writer can record: nothing is hashed
+        run_part = None
+    for pos, code, stored_ts, stored_body, stored_head, stage, number, k in rows:
+        seq = pos - base
+        type_: Any = _TYPE_NAMES.get(code) if type(code) is int else None
+        if type_ is None:
+            type_ = f"{code!r} (not a schema 2 type code)" if isinstance(code, str) else code
+        if stored_ts is not None:
+            ts = stored_ts
+        body = _bytes_or_as_stored(stored_body)
+        if stored_body is None and stage is not None:
+            body = _rebuilt_commit(stage, number, k)
+        digest = link = b""
+        if (
+            run_part is not None
+            and type(code) is int
+            and code in _TYPE_TAILS
+            and type(ts) is int
+            and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
+            and type(body) is bytes
+        ):
+            state = _EVENT_STATE.copy()
+            state.update(b'{"body":')
+            state.update(body)
+            state.update(b'%s%d,"ts":%d%s' % (run_part, seq, ts, _TYPE_TAILS[code]))
+            digest = state.digest()
+            if type(previous) is bytes and len(previous) == 32:
+                state = _CHAIN_STATE.copy()
+                state.update(previous)
+                state.update(digest)
+                link = state.digest()
+        head: Any = link if stored_head is None else _bytes_or_as_stored(stored_head)
+        if stored_head is None and len(events) == len(rows) - 1:
+            # a run's last row always carries its head (a batch ends there): without one,
+            # nothing stored would bind the rows, so the row is not one a writer stored
+            head = None
+        events.append(
+            StoredEvent(
+                run_id=run_id,
+                seq=seq,
+                type=type_,
+                ts=ts,
+                body=body,
+                event_hash=digest,
+                chain_hash=head,
+            )
+        )
+        previous = head
+        if stored_head is not None:
+            ts = None  # a head ends a batch: the next row carries its own ts
+    return events
+
+
+def _rebuilt_commit(stage: Any, number: Any, k: Any) -> bytes | None:
+    if not (isinstance(stage, str) and type(number) is int and type(k) is int):
+        return None
+    if not (0 <= number <= MAX_SAFE_INT and 0 <= k <= MAX_SAFE_INT):
+        return None
+    try:
+        return _commit_body(stage, number, k)
+    except (TypeError, ValueError):
+        return None
