@@ -18,7 +18,6 @@ WAL switch or a ``-shm`` file beside a log no writer holds (it opens the file
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import sqlite3
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import sqlite_utils
 
 from agentfootprint.errors import (
@@ -52,9 +50,27 @@ from agentfootprint.store.base import (
     StoredEvent,
     run_index_from_open,
 )
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
-from agentfootprint.verify.hashing import domain_prefix
+from agentfootprint.store.sqlite_layout import (
+    _APPEND_ONLY,
+    _SEQ_BITS,
+    _SEQ_MASK,
+    _TYPE_NAMES,
+    MIGRATIONS,
+    NEW_FILE_SCHEMA,
+    SCHEMA_V2,
+    SCHEMA_VERSION,
+    TYPE_CODES,
+    _bytes_or_as_stored,
+    _checked_links,
+    _compact_commit,
+    _orphan_key,
+    _orphan_name,
+    _rebuilt,
+)
+from agentfootprint.verify.chain import GENESIS
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 __all__ = [
     "MIGRATIONS",
@@ -71,103 +87,6 @@ __all__ = [
     "writer_files",
 ]
 
-_APPEND_ONLY = "agentfootprint log is append-only"
-
-#: The first 16 bytes of every SQLite 3 database file.
-SQLITE_HEADER = b"SQLite format 3\x00"
-
-#: (version, name, statements). Applied in order, each recorded in ``schema_version``.
-MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
-    (
-        1,
-        "events and runs, append-only",
-        (
-            """CREATE TABLE events (
-                run_id TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                type TEXT NOT NULL,
-                ts INTEGER NOT NULL,
-                body BLOB NOT NULL,
-                event_hash BLOB NOT NULL,
-                chain_hash BLOB NOT NULL,
-                PRIMARY KEY (run_id, seq)
-            )""",
-            """CREATE TABLE runs (
-                run_id TEXT PRIMARY KEY,
-                conversation_id TEXT NOT NULL,
-                parent_run_id TEXT,
-                opened_at INTEGER NOT NULL
-            )""",
-            "CREATE INDEX runs_by_conversation ON runs (conversation_id, opened_at)",
-            *(
-                f"""CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table}
-                    BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END"""
-                for table in ("events", "runs")
-                for verb in ("UPDATE", "DELETE")
-            ),
-        ),
-    ),
-)
-
-#: Schema 2, the leaner layout (docs/log-format.md section 4.2): a new file gets it whole, as
-#: one migration; a schema-1 file is never migrated to it (no row is ever rewritten).
-#: ``rows.pos`` is ``run_key * 2**32 + seq`` (one integer key: no index beside the table);
-#: ``type`` a code (:data:`TYPE_CODES`); ``ts`` NULL when it equals the ``ts`` of the row
-#: before in the same batch; ``head`` the chain hash on the last row of each batch (NULL
-#: elsewhere: the reader recomputes every event hash and chain link from the rows);
-#: ``body`` NULL for an empty commit marker whose canonical body is rebuilt, byte for byte,
-#: from ``stage``, ``commit_no`` and ``stage_k``.
-SCHEMA_V2: tuple[int, str, tuple[str, ...]] = (
-    2,
-    "leaner rows: run keys, type codes, chain heads per batch, compact empty commits",
-    (
-        """CREATE TABLE run_keys (
-            run_key INTEGER PRIMARY KEY,
-            run_id TEXT NOT NULL UNIQUE
-        )""",
-        """CREATE TABLE runs (
-            run_id TEXT PRIMARY KEY,
-            conversation_id TEXT NOT NULL,
-            parent_run_id TEXT,
-            opened_at INTEGER NOT NULL
-        )""",
-        "CREATE INDEX runs_by_conversation ON runs (conversation_id, opened_at)",
-        """CREATE TABLE rows (
-            pos INTEGER PRIMARY KEY,
-            type INTEGER NOT NULL,
-            ts INTEGER,
-            body BLOB,
-            head BLOB,
-            stage TEXT,
-            commit_no INTEGER,
-            stage_k INTEGER
-        )""",
-        *(
-            f"""CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table}
-                BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END"""
-            for table in ("rows", "run_keys", "runs")
-            for verb in ("UPDATE", "DELETE")
-        ),
-    ),
-)
-#: The highest schema this library reads and continues.
-SCHEMA_VERSION = SCHEMA_V2[0]
-#: The schema a new (missing, empty or tableless) file is created with. 1 until the test
-#: tools that alter files in place (testing/tamper.py, tests/vectors, the independent
-#: verifier) know schema 2; both are read, continued and verified either way.
-NEW_FILE_SCHEMA = 1
-#: ``rows.type`` of schema 2.
-TYPE_CODES: dict[str, int] = {
-    "run.open": 1,
-    "write": 2,
-    "receipt": 3,
-    "event": 4,
-    "commit": 5,
-    "run.close": 6,
-}
-_TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
-_SEQ_BITS = 32
-_SEQ_MASK = (1 << _SEQ_BITS) - 1
 
 _LOG_COLUMNS = {
     "events": {"run_id", "seq", "type", "ts", "body", "event_hash", "chain_hash"},
@@ -460,12 +379,6 @@ def _check_newer(version: int, path: Path) -> None:
 def _undecodable_text(data: bytes) -> str:
     """TEXT as Python reads it when it is not UTF-8: its bytes kept as lone surrogates."""
     return data.decode("utf-8", "surrogateescape")
-
-
-def _bytes_or_as_stored(value: Any) -> Any:
-    """BLOB values as ``bytes``; anything else (a TEXT body of a crafted file) as stored, so
-    the verifier can say what is wrong with it."""
-    return bytes(value) if isinstance(value, bytes | memoryview) else value
 
 
 def file_path(value: Any, *, who: str, option: str) -> Path:
@@ -984,159 +897,3 @@ class SqliteStore(EventStore):
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
-
-
-# -- schema 2 rows ------------------------------------------------------------------------
-
-#: the run id named for rows whose ``run_key`` has no ``run_keys`` row (a crafted file): a lone
-#: surrogate, so never a run id a writer could record (the verifier fails it, code rows)
-_ORPHAN = "\udcffrun_key="
-
-
-def _orphan_name(key: Any) -> str:
-    return f"{_ORPHAN}{key}"
-
-
-def _orphan_key(run_id: str) -> int | None:
-    if isinstance(run_id, str) and run_id.startswith(_ORPHAN):
-        digits = run_id[len(_ORPHAN) :]
-        if digits.lstrip("-").isdigit():
-            return int(digits)
-    return None
-
-
-def _checked_links(event: StoredEvent, head: bytes, *, last: bool) -> bytes:
-    """Schema 2 keeps no event hash and, but on a batch's last row, no chain hash: refuse a
-    row whose dropped values do not follow from it (the reader would yield other ones)."""
-    try:
-        digest = event_hash(event.run_id, event.seq, event.type, event.ts, event.body)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(
-            f"run {event.run_id} seq {event.seq}: cannot hash the row ({exc})"
-        ) from exc
-    if type(event.chain_hash) is not bytes or len(event.chain_hash) != 32:
-        raise StoreError(f"run {event.run_id} seq {event.seq}: chain_hash is not 32 bytes")
-    if digest != event.event_hash or (not last and chain_hash(head, digest) != event.chain_hash):
-        raise StoreError(
-            f"run {event.run_id} seq {event.seq}: its event hash or chain link does not follow "
-            "from the row (schema 2 stores only what the chain recomputes)"
-        )
-    return bytes(event.chain_hash)
-
-
-def _commit_body(stage: str, number: int, k: int) -> bytes:
-    """The canonical body of an empty commit marker."""
-    return b'{"commit":%d,"stage":%s,"stage_run":%s,"writes":0}' % (
-        number,
-        canon(stage),
-        canon(f"{stage}#{k}"),
-    )
-
-
-def _compact_commit(event: StoredEvent) -> tuple[str, int, int] | None:
-    """``(stage, commit, k)`` of an empty commit marker whose body is exactly
-    :func:`_commit_body` of them; None for every other row (stored as it is)."""
-    if event.type != "commit" or len(event.body) > 512 or b'"writes":0}' not in event.body:
-        return None
-    try:
-        body = orjson.loads(event.body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(body, dict) or set(body) != {"commit", "stage", "stage_run", "writes"}:
-        return None
-    stage, number, run = body["stage"], body["commit"], body["stage_run"]
-    if not (isinstance(stage, str) and type(number) is int and isinstance(run, str)):
-        return None
-    prefix, _, k_text = run.rpartition("#")
-    if prefix != stage or not k_text.isascii() or not k_text.isdigit():
-        return None
-    k = int(k_text)
-    if not 0 <= number <= MAX_SAFE_INT or k > MAX_SAFE_INT:
-        return None
-    try:
-        rebuilt = _commit_body(stage, number, k)
-    except (TypeError, ValueError):
-        return None
-    return (stage, number, k) if rebuilt == event.body else None
-
-
-#: the hash states after each domain prefix, copied per row (docs/log-format.md section 3)
-_EVENT_STATE = hashlib.sha256(domain_prefix("event"))
-_CHAIN_STATE = hashlib.sha256(domain_prefix("chain"))
-#: the envelope's tail from ``,"type":`` on, per type code (section 5.1)
-_TYPE_TAILS = {code: b',"type":' + canon(name) + b"}" for code, name in _TYPE_NAMES.items()}
-
-
-def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[StoredEvent]:
-    """Schema-2 rows as :class:`StoredEvent` s, byte-identical to schema 1's: the type
-    named, a NULL ``ts`` taken from the row before in its batch, an empty commit body
-    rebuilt, the event hash computed (as :func:`~agentfootprint.verify.chain.event_hash`
-    does, from the envelope's parts), the chain linked from ``previous`` (the head stored
-    before the first row) and taken as stored where a head is. Values a sound writer never
-    stores reach the verifier as they are (or as a value it refuses), never an exception."""
-    events: list[StoredEvent] = []
-    ts: Any = None
-    try:
-        run_part: bytes | None = b',"run":' + canon(run_id) + b',"seq":'
-    except (TypeError, ValueError):  # not text a writer can record: nothing is hashed
-        run_part = None
-    for pos, code, stored_ts, stored_body, stored_head, stage, number, k in rows:
-        seq = pos - base
-        type_: Any = _TYPE_NAMES.get(code) if type(code) is int else None
-        if type_ is None:
-            type_ = f"{code!r} (not a schema 2 type code)" if isinstance(code, str) else code
-        if stored_ts is not None:
-            ts = stored_ts
-        body = _bytes_or_as_stored(stored_body)
-        if stored_body is None and stage is not None:
-            body = _rebuilt_commit(stage, number, k)
-        digest = link = b""
-        if (
-            run_part is not None
-            and type(code) is int
-            and code in _TYPE_TAILS
-            and type(ts) is int
-            and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
-            and type(body) is bytes
-        ):
-            state = _EVENT_STATE.copy()
-            state.update(b'{"body":')
-            state.update(body)
-            state.update(b'%s%d,"ts":%d%s' % (run_part, seq, ts, _TYPE_TAILS[code]))
-            digest = state.digest()
-            if type(previous) is bytes and len(previous) == 32:
-                state = _CHAIN_STATE.copy()
-                state.update(previous)
-                state.update(digest)
-                link = state.digest()
-        head: Any = link if stored_head is None else _bytes_or_as_stored(stored_head)
-        if stored_head is None and len(events) == len(rows) - 1:
-            # a run's last row always carries its head (a batch ends there): without one,
-            # nothing stored would bind the rows, so the row is not one a writer stored
-            head = None
-        events.append(
-            StoredEvent(
-                run_id=run_id,
-                seq=seq,
-                type=type_,
-                ts=ts,
-                body=body,
-                event_hash=digest,
-                chain_hash=head,
-            )
-        )
-        previous = head
-        if stored_head is not None:
-            ts = None  # a head ends a batch: the next row carries its own ts
-    return events
-
-
-def _rebuilt_commit(stage: Any, number: Any, k: Any) -> bytes | None:
-    if not (isinstance(stage, str) and type(number) is int and type(k) is int):
-        return None
-    if not (0 <= number <= MAX_SAFE_INT and 0 <= k <= MAX_SAFE_INT):
-        return None
-    try:
-        return _commit_body(stage, number, k)
-    except (TypeError, ValueError):
-        return None
