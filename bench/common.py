@@ -297,23 +297,46 @@ def checkpoint_and_measure(path: str | os.PathLike[str]) -> int:
 
 
 def db_breakdown(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Where the bytes of an agentfootprint database go (rows, bodies, pages per b-tree)."""
+    """Where the bytes of an agentfootprint database go (rows, bodies, pages per b-tree), in
+    either storage schema (docs/log-format.md section 4). In schema 2 a compact empty commit
+    marker stores no body (0 body bytes), the run id is stored once per run (``run_keys``)
+    and the hash bytes are the chain heads kept, one per batch."""
     conn = sqlite3.connect(os.fspath(path))
     try:
-        by_type = {
-            row[0]: {"rows": row[1], "body_bytes": row[2]}
-            for row in conn.execute(
-                "SELECT type, COUNT(*), SUM(LENGTH(body)) FROM events GROUP BY type ORDER BY type"
-            )
-        }
-        (empty_commits,) = conn.execute(
-            "SELECT COUNT(*) FROM events WHERE type = 'commit' "
-            "AND json_extract(body, '$.writes') = 0"
+        v2 = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rows'"
         ).fetchone()
-        (id_bytes,) = conn.execute("SELECT SUM(LENGTH(run_id)) FROM events").fetchone()
-        (hash_bytes,) = conn.execute(
-            "SELECT SUM(LENGTH(event_hash) + LENGTH(chain_hash)) FROM events"
-        ).fetchone()
+        if v2:
+            names = ("run.open", "write", "receipt", "event", "commit", "run.close")
+            by_type = {
+                names[row[0] - 1]: {"rows": row[1], "body_bytes": row[2] or 0}
+                for row in conn.execute(
+                    "SELECT type, COUNT(*), SUM(LENGTH(body)) FROM rows GROUP BY type ORDER BY type"
+                )
+            }
+            by_type = dict(sorted(by_type.items()))
+            (empty_commits,) = conn.execute(
+                "SELECT COUNT(*) FROM rows WHERE type = 5 AND (body IS NULL "
+                "OR json_extract(body, '$.writes') = 0)"
+            ).fetchone()
+            (id_bytes,) = conn.execute("SELECT SUM(LENGTH(run_id)) FROM run_keys").fetchone()
+            (hash_bytes,) = conn.execute("SELECT SUM(LENGTH(head)) FROM rows").fetchone()
+        else:
+            by_type = {
+                row[0]: {"rows": row[1], "body_bytes": row[2]}
+                for row in conn.execute(
+                    "SELECT type, COUNT(*), SUM(LENGTH(body)) FROM events GROUP BY type "
+                    "ORDER BY type"
+                )
+            }
+            (empty_commits,) = conn.execute(
+                "SELECT COUNT(*) FROM events WHERE type = 'commit' "
+                "AND json_extract(body, '$.writes') = 0"
+            ).fetchone()
+            (id_bytes,) = conn.execute("SELECT SUM(LENGTH(run_id)) FROM events").fetchone()
+            (hash_bytes,) = conn.execute(
+                "SELECT SUM(LENGTH(event_hash) + LENGTH(chain_hash)) FROM events"
+            ).fetchone()
         pages: dict[str, int] = {}
         with contextlib.suppress(sqlite3.Error):  # dbstat is a compile-time option
             pages = {

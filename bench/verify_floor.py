@@ -24,6 +24,9 @@ repetition (median and range). Then, untimed, how many bodies the canonical chec
 by the orjson round trip and how many take the full check, and a cProfile of one
 ``verify_all`` (top functions by own time and cumulative time).
 
+The file is recorded in storage schema 1, whose rows store both hashes (the floor compares
+them); schema 2 stores a chain head per batch only (``bench/leaner.py`` compares the two).
+
 Target (issue 13): verify within 4x of the floor.
 
 Usage::
@@ -64,6 +67,7 @@ from common import (
 )
 
 import agentfootprint as af
+from agentfootprint.testing.tamper import new_file_schema
 
 DEFAULT_N = 800
 DEFAULT_REPEAT = 9
@@ -224,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="afp-floor-") as tmp:
         path = Path(tmp) / f"floor-{n}.sqlite"
         remove_db(path)
-        recorder = af.SqliteStore(path)
+        # storage schema 1: the floor compares the hashes each row stores (schema 2 stores
+        # a chain head per batch only, so its reader computes them; see 'Leaner rows')
+        with new_file_schema(1):
+            recorder = af.SqliteStore(path)
         try:
             recorded = run_agent_conversation(Conversation(n), recorder)
         finally:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sqlite3
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -91,15 +92,15 @@ class Sample:
 
 
 def _evicted(path: Path) -> int:
-    conn = sqlite3.connect(path)
+    """The eviction events of the file, read through the store (either storage schema)."""
+    store = af.SqliteStore(path, readonly=True)
     try:
-        (count,) = conn.execute(
-            "SELECT COUNT(*) FROM events WHERE type = 'event' AND json_extract(body, '$.name') = ?",
-            (EVICTED,),
-        ).fetchone()
+        events = (e for run_id in store.run_ids() for e in store.read(run_id))
+        return sum(
+            1 for e in events if e.type == "event" and orjson.loads(e.body).get("name") == EVICTED
+        )
     finally:
-        conn.close()
-    return int(count)
+        store.close()
 
 
 def measure(n: int, options: Mapping[str, Any], directory: Path) -> Sample:

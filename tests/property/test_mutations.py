@@ -51,6 +51,11 @@ from agentfootprint.testing.tamper import Row, plain, read_rows, rewrite, tamper
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.chain import EVENT_TYPES, shown
 
+#: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
+#: section 4): every new file of this module is created with storage schema 1
+#: (tests/conftest.py)
+NEW_FILE_SCHEMA = 1
+
 RUNS = ("parent", "child", "redacted", "full")
 COLUMNS = ("seq", "type", "ts", "run_id", "body", "event_hash", "chain_hash")
 PROJECTED = ("model", "params", "system_pieces", "history", "tool_schemas")

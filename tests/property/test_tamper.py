@@ -39,6 +39,11 @@ from agentfootprint.testing.tamper import (
     verification_error,
 )
 
+#: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
+#: section 4): every new file of this module is created with storage schema 1
+#: (tests/conftest.py)
+NEW_FILE_SCHEMA = 1
+
 #: state keys the request is built from (projection v1)
 PROJECTED = ("model", "params", "system_pieces", "history", "tool_schemas")
 HEX = "0123456789abcdef"

@@ -17,6 +17,7 @@ a kill between the flush and the call) and the recorded reply asking for each to
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -100,17 +101,16 @@ def _check_effects(path: Path, effects: Path) -> None:
     noted = effects.read_text(encoding="utf-8").splitlines()
     calls = sum(1 for line in noted if line == "call")
     tools = {int(line.split()[1]) for line in noted if line.startswith("tool ")}
-    conn = sqlite3.connect(path)
+    store = af.SqliteStore(path, readonly=True)  # either storage schema
     try:
-        (receipts,) = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'receipt'").fetchone()
-        asked: set[int] = set()
-        for (body,) in conn.execute(
-            "SELECT body FROM events WHERE type = 'write' "
-            "AND json_extract(body, '$.path') = 'last_response'"
-        ):
-            asked.update(int(i) for i in re.findall(rb'"arguments":\{"i":(\d+)\}', body))
+        events = [e for run_id in store.run_ids() for e in store.read(run_id)]
     finally:
-        conn.close()
+        store.close()
+    receipts = sum(1 for e in events if e.type == "receipt")
+    asked: set[int] = set()
+    for event in events:
+        if event.type == "write" and json.loads(event.body).get("path") == "last_response":
+            asked.update(int(i) for i in re.findall(rb'"arguments":\{"i":(\d+)\}', event.body))
     # a kill between the receipt's flush and the call leaves one receipt more
     assert calls <= receipts <= calls + 1, (calls, receipts)
     assert tools <= asked, sorted(tools - asked)[:5]

@@ -47,7 +47,7 @@ KINDS = (
     ("messages", "history", "piece/message"),
     ("tools", "tool_schemas", "piece/tool"),
 )
-KNOWN_SCHEMA_VERSION = KNOWN_BUNDLE_VERSION = 1
+KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 2, 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUNDLE_PREFIX = b'{"agentfootprint_bundle":'
 BUNDLE_VERSION = re.compile(rb'\{"agentfootprint_bundle":(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
@@ -407,11 +407,17 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     return conn
 
 
-LOG_TABLES = {
+RUNS_COLUMNS = {"run_id", "conversation_id", "parent_run_id", "opened_at"}
+LOG_TABLES = {"schema_version": {"version"}, "events": set(COLUMNS), "runs": RUNS_COLUMNS}
+ROWS_COLUMNS = ("pos", "type", "ts", "body", "head", "stage", "commit_no", "stage_k")
+LOG_TABLES_2 = {  # schema 2 (section 4, "Schema version 2")
     "schema_version": {"version"},
-    "events": set(COLUMNS),
-    "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
+    "rows": set(ROWS_COLUMNS),
+    "run_keys": {"run_key", "run_id"},
+    "runs": RUNS_COLUMNS,
 }
+TYPE_CODES = {i + 1: t for i, t in enumerate(TYPES)}  # 1 run.open ... 6 run.close
+SEQ_BITS = 32
 VAULT_COLUMNS = {"commitment", "run_id", "key", "salt", "value"}
 
 
@@ -434,7 +440,12 @@ class DbSource:
         q = "SELECT name FROM sqlite_master WHERE type = 'table'"
         names = [typed(b"text", name) for (name,) in self.conn.execute(q)]
         tables = {n.lower() for n in names if is_str(n) and not n.startswith("sqlite_")}
-        if not all(t in tables and c <= self.columns(t) for t, c in LOG_TABLES.items()):
+
+        def has(want: dict[str, set[str]]) -> bool:
+            return all(t in tables and c <= self.columns(t) for t, c in want.items())
+
+        layouts = {n for n, want in ((1, LOG_TABLES), (2, LOG_TABLES_2)) if has(want)}
+        if not layouts:
             if "disclosures" in tables and self.columns("disclosures") >= VAULT_COLUMNS:
                 raise usage("a disclosure vault, not a log")
             what = "of another application" if tables else "with no tables"
@@ -446,16 +457,70 @@ class DbSource:
         top = max(v for _, v in versions)
         if top > KNOWN_SCHEMA_VERSION:
             raise usage(f"schema version {top}, newer than {KNOWN_SCHEMA_VERSION}")
+        self.layout = 2 if top >= 2 else 1
+        if self.layout not in layouts:
+            raise usage(f"schema version {top} without the tables of schema {self.layout}")
 
     def close(self) -> None:
         self.conn.close()
 
     def run_keys(self) -> list[Any]:
+        if self.layout == 2:
+            return [name for name, _ in self.runs_v2()]
         q = "SELECT typeof(run_id), run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
         return [typed(k, v) for k, v in self.conn.execute(q)]
 
+    def runs_v2(self) -> list[tuple[Any, int]]:
+        """Schema 2: ``(run id, run_key)`` of each run found from ``rows``, in the order of
+        section 4; a key with no ``run_keys`` row names a run whose id is not text."""
+        q = (f"SELECT k, (SELECT typeof(run_id) FROM run_keys WHERE run_key = k), "
+             f"(SELECT run_id FROM run_keys WHERE run_key = k) FROM "
+             f"(SELECT pos >> {SEQ_BITS} AS k, MIN(pos) AS f FROM rows GROUP BY pos >> {SEQ_BITS})"
+             " ORDER BY f")  # fmt: skip
+        return [(("no run_keys row", k) if kind is None else typed(kind, v), k)
+                for k, kind, v in self.conn.execute(q).fetchall()]  # fmt: skip
+
+    def rows_v2(self, run: Any) -> list[Row]:
+        """Schema 2: a run's rows rebuilt as section 4 says, in ``pos`` order."""
+        keys = [k for name, k in self.runs_v2() if name == run]
+        if not keys:
+            return []
+        base = keys[0] << SEQ_BITS
+        q = (f"SELECT {select_typed(ROWS_COLUMNS)} FROM rows WHERE pos BETWEEN ? AND ? "
+             "ORDER BY pos")  # fmt: skip
+        stored = [tuple(typed(r[i], r[i + 1]) for i in range(0, 16, 2))
+                  for r in self.conn.execute(q, (base, base + 2**SEQ_BITS - 1))]  # fmt: skip
+        out: list[Row] = []
+        previous: Any = bytes(32)  # c_{-1}
+        ts: Any = None  # a NULL ts on a run's first row, or right after a head, stays NULL
+        for i, (pos, code, stored_ts, body, head, stage, number, k) in enumerate(stored):
+            seq = pos - base
+            type_ = TYPE_CODES.get(code) if is_int(code) else ("not a type code", code)
+            ts = ts if stored_ts is None else stored_ts
+            if stage is not None or number is not None or k is not None:  # commit columns
+                ok = body is None and code == 5  # only an empty marker, stored compactly
+                ok = ok and is_str(stage) and is_int(number) and is_int(k)
+                ok = ok and 0 <= number <= MAX_SAFE_INT and 0 <= k <= MAX_SAFE_INT
+                body = (canon({"commit": number, "stage": stage, "stage_run": f"{stage}#{k}",
+                               "writes": 0}) if ok else None)  # fmt: skip
+            e: Any = None
+            if (is_str(run) and is_str(type_) and is_int(ts) and abs(ts) <= MAX_SAFE_INT
+                    and isinstance(body, bytes)):  # fmt: skip
+                e = event_hash(run, seq, type_, ts, body)
+            c: Any = head
+            if head is None:
+                ok = isinstance(previous, bytes) and len(previous) == 32 and e is not None
+                c = H("chain", previous + e) if ok and i < len(stored) - 1 else None
+            out.append((run, seq, type_, ts, body, e, c))
+            previous = c
+            if head is not None:
+                ts = None  # a head ends a batch
+        return out
+
     def rows(self, run: Any, limit: int = -1) -> list[Row]:
-        """A run's rows ordered by seq, as stored."""
+        """A run's rows ordered by seq, as stored (schema 2: as rebuilt)."""
+        if self.layout == 2:
+            return self.rows_v2(run)[: None if limit < 0 else limit]
         if not isinstance(run, str | bytes | int | float):
             return []
         q = f"SELECT {select_typed(COLUMNS)} FROM events WHERE run_id = ? ORDER BY seq, rowid"

@@ -269,10 +269,51 @@ MUTATIONS = (
 )
 
 
+RAW_CUTS = ("drop row", "cut tail")
+
+
 def run_ids(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as conn:
         q = "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
+        if tamper.layout_of(conn) == 2:
+            q = "SELECT run_id FROM run_keys ORDER BY run_key"
         return [r for (r,) in conn.execute(q)]
+
+
+def mutate_v2(conn: sqlite3.Connection, kind: str, run: str, i: int, data: st.DataObject) -> str:
+    """The raw mutations in storage schema 2 (section 4), which keeps no event hash and a
+    chain hash only on each batch's last row: a flipped body (or, for a compact commit
+    marker, its commit number), a changed ts ("flip event_hash": what the event hash binds)
+    or a flipped stored head ("flip chain_hash", the head ending row ``i``'s batch), a
+    dropped row, a cut tail."""
+    (key,) = conn.execute("SELECT run_key FROM run_keys WHERE run_id = ?", (run,)).fetchone()
+    pos = (key << 32) + i
+    body, ts = conn.execute("SELECT body, ts FROM rows WHERE pos = ?", (pos,)).fetchone()
+    if kind == "flip body" and body is None:
+        conn.execute("UPDATE rows SET commit_no = commit_no + 1 WHERE pos = ?", (pos,))
+    elif kind == "flip body":
+        raw = bytearray(body)
+        raw[data.draw(st.integers(0, len(raw) - 1), label="byte")] ^= 1 << data.draw(
+            st.integers(0, 7), label="bit"
+        )
+        conn.execute("UPDATE rows SET body = ? WHERE pos = ?", (bytes(raw), pos))
+    elif kind == "flip event_hash":
+        conn.execute("UPDATE rows SET ts = ? WHERE pos = ?", ((ts or 0) - 1, pos))
+    elif kind == "flip chain_hash":
+        (at, head) = conn.execute(
+            "SELECT pos, head FROM rows WHERE pos >= ? AND head IS NOT NULL ORDER BY pos LIMIT 1",
+            (pos,),
+        ).fetchone()
+        raw = bytearray(head)
+        raw[data.draw(st.integers(0, 31), label="byte")] ^= 1 << data.draw(
+            st.integers(0, 7), label="bit"
+        )
+        conn.execute("UPDATE rows SET head = ? WHERE pos = ?", (bytes(raw), at))
+    elif kind == "drop row":
+        conn.execute("DELETE FROM rows WHERE pos = ?", (pos,))
+    else:
+        conn.execute("DELETE FROM rows WHERE pos BETWEEN ? AND ?", (pos, (key << 32) | 0xFFFFFFFF))
+    return f"{kind} at {(run, i)} (schema 2)"
 
 
 def commitment_sites(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -347,6 +388,8 @@ def mutate(path: Path, data: st.DataObject) -> str:
         i = data.draw(st.sampled_from(committed) if kind.startswith("replace") else
                       st.integers(0, len(rows) - 1), label="row")  # fmt: skip
         row, where = rows[i], (run, rows[i].seq)
+        if tamper.layout_of(conn) == 2 and (kind.startswith("flip") or kind in RAW_CUTS):
+            return mutate_v2(conn, kind, run, i, data)
         if kind.startswith("flip"):
             column = kind.split()[1]
             raw = bytearray(getattr(row, column))
@@ -373,8 +416,8 @@ def mutate(path: Path, data: st.DataObject) -> str:
                 pick = data.draw(st.integers(0, 50), label="member")
                 plain[i] = tamper.reencoded(row, change_body(action, pick, value))
             elif kind.startswith("replace"):
-                q = "SELECT body FROM events WHERE instr(body, '$commit')"
-                found = b" ".join(b for (b,) in conn.execute(q))
+                every = (r for rid in run_ids(path) for r in tamper.read_rows(conn, rid))
+                found = b" ".join(r.body for r in every if b"$commit" in r.body)
                 digests = sorted({d.decode() for d in re.findall(rb"[0-9a-f]{64}", found)})
                 plain[i] = tamper.reencoded(row, lambda body: recommit(body, data, digests))
             tamper.rewrite(conn, run, plain)
@@ -386,10 +429,12 @@ def mutate(path: Path, data: st.DataObject) -> str:
 def test_mutations_agree(data: st.DataObject) -> None:
     with scratch() as folder:
         path = folder / "log.db"
-        if data.draw(st.booleans(), label="redacted"):
-            record_planted(data.draw(rs.planted_runs(rfc8259=True), label="planted run"), path)
-        else:
-            record_spec(data.draw(runs_st.run_specs(max_turns=2), label="spec"), path)
+        with tamper.new_file_schema(data.draw(st.sampled_from((1, 2)), label="schema")):
+            if data.draw(st.booleans(), label="redacted"):
+                planted = data.draw(rs.planted_runs(rfc8259=True), label="planted run")
+                record_planted(planted, path)
+            else:
+                record_spec(data.draw(runs_st.run_specs(max_turns=2), label="spec"), path)
         note(mutate(path, data))
         assert mine(path) == reference(path)
 
@@ -405,6 +450,11 @@ def lookup(arguments: Any) -> Any:
 def base_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """A root run under a policy (a tool result with secrets), and its continuation."""
     path = tmp_path_factory.mktemp("spec") / "base.db"
+    with tamper.new_file_schema(1):  # the cases below edit the schema-1 events table
+        return _record_base_log(path)
+
+
+def _record_base_log(path: Path) -> tuple[Path, list[str]]:
     tool = af.define_tool(
         name="lookup",
         description="look up",
@@ -1170,3 +1220,146 @@ def test_bundle_case(
         ours = iv.verify_file(path)
         assert iv.failure_codes(ours) == expected, iv.explain_file(path)
         assert mine(path) == reference(path)
+
+
+# --- (e) storage schema 2 (section 4): rows rebuilt from the leaner layout ------------------
+
+
+@pytest.fixture(scope="module")
+def v2_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A run with a tool call (batches of several rows, compact empty commit markers) in a
+    file created with storage schema 2."""
+    path = tmp_path_factory.mktemp("spec2") / "v2.db"
+    tool = af.define_tool(name="lookup", description="look up", execute=lookup)
+    script = [af.reply(tool_calls=[af.tool_call("lookup", {"q": "ann"})]), "done"]
+    with tamper.new_file_schema(2):
+        store = af.SqliteStore(path)
+        try:
+            agent = af.Agent(provider=af.MockProvider(script), model="m", tools=[tool], store=store)
+            run_id = agent.run_sync("hi").run_id
+        finally:
+            store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert tamper.layout_of(conn) == 2
+        compact = "SELECT COUNT(*) FROM rows WHERE body IS NULL AND stage IS NOT NULL"
+        assert conn.execute(compact).fetchone()[0] > 0
+        heads = conn.execute("SELECT COUNT(*), SUM(head IS NOT NULL) FROM rows").fetchone()
+        assert 1 < heads[1] < heads[0]  # several batches, some of several rows
+    return path, run_id
+
+
+#: (name, statements with {lo}/{hi} the run's pos range, expected code or outcome)
+V2_CASES = [
+    ("as recorded", "", iv.VALID),
+    ("a type code no schema has", "UPDATE rows SET type = 7 WHERE pos = {lo} + 1", "rows"),
+    (
+        "a type name instead of its code",
+        "UPDATE rows SET type = 'write' WHERE pos = {lo} + 1",
+        "rows",
+    ),
+    ("no ts on the first row", "UPDATE rows SET ts = NULL WHERE pos = {lo}", "rows"),
+    (
+        "no ts right after a head",
+        "UPDATE rows SET ts = NULL WHERE pos = (SELECT MIN(pos) + 1 FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi} AND head IS NOT NULL)",
+        "rows",
+    ),
+    (
+        "the last row without its head",
+        "UPDATE rows SET head = NULL WHERE pos = (SELECT MAX(pos) FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi})",
+        "rows",
+    ),
+    (
+        "a head dropped inside the run (two batches read as one: nothing lost)",
+        "UPDATE rows SET head = NULL WHERE pos = (SELECT MIN(pos) FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi} AND head IS NOT NULL)",
+        iv.VALID,
+    ),
+    (
+        "a head changed",
+        "UPDATE rows SET head = zeroblob(32) WHERE pos = (SELECT MIN(pos) FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi} AND head IS NOT NULL)",
+        "chain",
+    ),
+    (
+        "a head that is text",
+        "UPDATE rows SET head = hex(head) WHERE pos = (SELECT MIN(pos) FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi} AND head IS NOT NULL)",
+        "rows",
+    ),
+    (
+        "a stored ts changed mid-batch (caught at the batch's head)",
+        "UPDATE rows SET ts = 1 WHERE pos = (SELECT MIN(pos) + 2 FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi})",
+        None,
+    ),
+    (
+        "a compact commit number that is text",
+        "UPDATE rows SET commit_no = 'one' WHERE pos = (SELECT MIN(pos) FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi} AND body IS NULL)",
+        "rows",
+    ),
+    (
+        "a compact commit k past 2^53 - 1",
+        "UPDATE rows SET stage_k = 9007199254740992 WHERE pos = (SELECT MIN(pos) FROM rows "
+        "WHERE pos BETWEEN {lo} AND {hi} AND body IS NULL)",
+        "rows",
+    ),
+    (
+        "a compact commit with no stage",
+        "UPDATE rows SET stage = NULL WHERE pos = (SELECT MIN(pos) FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi} AND body IS NULL)",
+        "rows",
+    ),
+    (
+        "a compact commit's number changed",
+        "UPDATE rows SET commit_no = commit_no + 1 WHERE pos = (SELECT MIN(pos) FROM rows "
+        "WHERE pos BETWEEN {lo} AND {hi} AND body IS NULL)",
+        None,
+    ),
+    (
+        "commit columns beside a stored body",
+        "UPDATE rows SET stage = 'x', commit_no = 1, stage_k = 1 WHERE pos = {lo} + 1",
+        "rows",
+    ),
+    (
+        "a compact body on a row that is no commit",
+        "UPDATE rows SET type = 2 WHERE pos = (SELECT MIN(pos) FROM rows WHERE pos "
+        "BETWEEN {lo} AND {hi} AND body IS NULL)",
+        "rows",
+    ),
+    ("a row dropped", "DELETE FROM rows WHERE pos = {lo} + 3", "rows"),
+    ("the run key's row gone", "DELETE FROM run_keys WHERE run_key = {key}", "rows"),
+]
+
+
+@pytest.mark.parametrize(("name", "statements", "expected"), V2_CASES, ids=[c[0] for c in V2_CASES])
+def test_schema_2_case(
+    v2_log: tuple[Path, str], name: str, statements: str, expected: str | None
+) -> None:
+    """Section 4's rebuilding rules, case by case: the independent verifier reads schema 2
+    from the page alone and agrees with the reference (None: some failure, either code)."""
+    path, run_id = v2_log
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(path, copy)
+        with tamper.tampering(copy) as conn:
+            (key,) = conn.execute(
+                "SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            lo, hi = key << 32, (key << 32) | 0xFFFFFFFF
+            if statements:
+                conn.executescript(statements.format(lo=lo, hi=hi, key=key))
+        ours, theirs = mine(copy), reference(copy)
+        if expected == "rows" and name == "the run key's row gone":
+            # a run named by no run_keys row: each verifier names it its own way
+            assert [v for v, _ in ours[0].values()] == ["rows"], iv.explain_file(copy)
+            assert [v for v, _ in theirs[0].values()] == ["rows"]
+            return
+        (verdict,) = ours[0].values()
+        if expected is None:
+            assert verdict[0] not in (iv.VALID, iv.UNSEALED), iv.explain_file(copy)
+        else:
+            assert verdict[0] == expected, iv.explain_file(copy)
+        assert ours == theirs, iv.explain_file(copy)

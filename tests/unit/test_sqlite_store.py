@@ -28,10 +28,10 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.store import sqlite_layout
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.sqlite import (
     MIGRATIONS,
-    NEW_FILE_SCHEMA,
     SCHEMA_V2,
     SCHEMA_VERSION,
     SQLITE_HEADER,
@@ -43,6 +43,11 @@ from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import open_body
 from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.verifier import Outcome, Verifier
+
+#: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
+#: section 4): every new file of this module is created with storage schema 1
+#: (tests/conftest.py); tests/unit/test_sqlite_store_layouts.py covers both schemas
+NEW_FILE_SCHEMA = 1
 
 
 def test_migrations_are_recorded_once(tmp_path: Path) -> None:
@@ -493,7 +498,8 @@ def test_writers_racing_to_create_one_file(tmp_path: Path) -> None:
     assert [proc.returncode for proc in procs] == [0] * 4, errors
     with SqliteStore(path, readonly=True) as store:
         assert sorted(store.run_ids()) == ["r0", "r1", "r2", "r3"]
-        assert store.schema_version() == NEW_FILE_SCHEMA
+        # the processes create the file with the library's own default, not this module's
+        assert store.schema_version() == sqlite_layout.NEW_FILE_SCHEMA
 
 
 def test_agent_records_into_an_existing_file_across_processes_of_time(tmp_path: Path) -> None:

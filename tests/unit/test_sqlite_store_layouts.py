@@ -140,7 +140,9 @@ def _everything(store: SqliteStore) -> tuple[Any, ...]:
 
 
 def test_schema_2_rows_equal_schema_1_rows_of_the_same_run(tmp_path: Path) -> None:
-    with schema_2_store(tmp_path / "two.db") as two, SqliteStore(tmp_path / "one.db") as one:
+    with new_files(1):
+        one_store = SqliteStore(tmp_path / "one.db")
+    with schema_2_store(tmp_path / "two.db") as two, one_store as one:
         assert (one.layout, two.layout) == (1, 2)
         assert _record(one) == _record(two)
         assert _everything(one) == _everything(two)
@@ -344,6 +346,10 @@ def _crafted(tmp_path: Path, statement: str) -> Path:
         "UPDATE rows SET stage_k = -1 WHERE stage IS NOT NULL",
         "UPDATE rows SET body = x'00', stage = NULL WHERE stage IS NOT NULL",
         "UPDATE rows SET stage = NULL WHERE stage IS NOT NULL",
+        # the commit columns on a row that keeps its body, or on a row that is no commit
+        "UPDATE rows SET stage = 'x', commit_no = 1, stage_k = 1 WHERE pos = 4294967297",
+        "UPDATE rows SET commit_no = 0 WHERE pos = 4294967297",
+        "UPDATE rows SET type = 2 WHERE stage IS NOT NULL",
         "DELETE FROM rows WHERE pos = 4294967299",
         "UPDATE run_keys SET run_id = 'other' WHERE run_key = 1",
         "UPDATE run_keys SET run_id = CAST(x'ff00' AS TEXT) WHERE run_key = 1",

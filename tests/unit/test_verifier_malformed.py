@@ -29,6 +29,11 @@ from agentfootprint.verify.fold import compress_digests
 from agentfootprint.verify.limits import MAX_BODY_BYTES
 from agentfootprint.verify.request import PIECE_KINDS, RequestHasher, build_request
 
+#: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
+#: section 4): every new file of this module is created with storage schema 1
+#: (tests/conftest.py)
+NEW_FILE_SCHEMA = 1
+
 HEX = "ab" * 32
 
 

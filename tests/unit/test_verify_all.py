@@ -26,6 +26,11 @@ from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import Row, parent_of
 
+#: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
+#: section 4): every new file of this module is created with storage schema 1
+#: (tests/conftest.py)
+NEW_FILE_SCHEMA = 1
+
 Verdicts = list[tuple[str, af.RunVerification | af.VerificationError]]
 
 

@@ -30,7 +30,15 @@ import orjson
 
 import agentfootprint as af
 from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.testing.tamper import Row, plain, read_rows, reencoded, rewrite, tampering
+from agentfootprint.testing.tamper import (
+    Row,
+    new_file_schema,
+    plain,
+    read_rows,
+    reencoded,
+    rewrite,
+    tampering,
+)
 from agentfootprint.verify.bundle_write import write_bundle
 from agentfootprint.verify.commitments import PolicyDocument
 
@@ -659,6 +667,13 @@ def _compact(db: Path) -> None:
 
 
 def build(target: Path = HERE) -> list[Vector]:
+    """The vectors are schema-1 files (their damage edits the ``events`` table): every new
+    file is created with storage schema 1 (docs/log-format.md section 4)."""
+    with new_file_schema(1):
+        return _build(target)
+
+
+def _build(target: Path) -> list[Vector]:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         base = work / "base.db"

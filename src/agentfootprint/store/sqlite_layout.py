@@ -99,10 +99,10 @@ SCHEMA_V2: tuple[int, str, tuple[str, ...]] = (
 )
 #: The highest schema this library reads and continues.
 SCHEMA_VERSION = SCHEMA_V2[0]
-#: The schema a new (missing, empty or tableless) file is created with. 1 until the test
-#: tools that alter files in place (testing/tamper.py, tests/vectors, the independent
-#: verifier) know schema 2; both are read, continued and verified either way.
-NEW_FILE_SCHEMA = 1
+#: The schema a new (missing, empty or tableless) file is created with: the leaner layout.
+#: Schema-1 files are read, continued and verified as they are; a test about schema-1 bytes
+#: creates its files with ``agentfootprint.testing.tamper.new_file_schema(1)``.
+NEW_FILE_SCHEMA = 2
 #: ``rows.type`` of schema 2.
 TYPE_CODES: dict[str, int] = {
     "run.open": 1,
@@ -113,6 +113,7 @@ TYPE_CODES: dict[str, int] = {
     "run.close": 6,
 }
 _TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
+_COMMIT_CODE = TYPE_CODES["commit"]
 _SEQ_BITS = 32
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 
@@ -219,8 +220,10 @@ def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[Sto
         if stored_ts is not None:
             ts = stored_ts
         body = _bytes_or_as_stored(stored_body)
-        if stored_body is None and stage is not None:
-            body = _rebuilt_commit(stage, number, k)
+        if stage is not None or number is not None or k is not None:
+            # the commit columns stand for an empty marker's body, on a commit row only
+            compact = stored_body is None and code == _COMMIT_CODE
+            body = _rebuilt_commit(stage, number, k) if compact else None
         digest = link = b""
         if (
             run_part is not None

@@ -5,6 +5,11 @@
 and chain link (what someone who can recompute hashes does), so that only the checks
 that bind content (receipts, commitments, structure) are left to catch the change;
 ``verification_error(path, run_id)`` returns the error verification must raise.
+
+They work on both storage schemas (docs/log-format.md section 4): :func:`read_rows` yields
+the rows a reader rebuilds, and :func:`rewrite` stores a run's rows in the file's own
+layout. A test about the bytes of one layout (a flipped stored ``event_hash``, a row of the
+``events`` table) records its file with :func:`new_file_schema` ``(1)``.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
+import agentfootprint.store.sqlite as sqlite_store
 from agentfootprint.errors import VerificationError
 from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.sqlite_layout import TYPE_CODES, _rebuilt
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import Verifier
@@ -27,6 +34,8 @@ from agentfootprint.verify.verifier import Verifier
 __all__ = [
     "TRIGGERS",
     "Row",
+    "layout_of",
+    "new_file_schema",
     "plain",
     "read_rows",
     "reencoded",
@@ -36,7 +45,39 @@ __all__ = [
     "verification_error",
 ]
 
-TRIGGERS = ("events_no_update", "events_no_delete", "runs_no_update", "runs_no_delete")
+#: the append-only triggers of both schemas (a file has those of its own)
+TRIGGERS = tuple(
+    f"{table}_no_{verb}"
+    for table in ("events", "rows", "run_keys", "runs")
+    for verb in ("update", "delete")
+)
+_SEQ_BITS = 32
+
+
+@contextmanager
+def new_file_schema(schema: int) -> Iterator[None]:
+    """New files created inside get storage schema ``schema`` (1 or 2), for a test about
+    one layout's bytes; the default is restored on exit."""
+    store_globals = vars(sqlite_store)  # SqliteStore._migrate reads this module's global
+    saved = store_globals["NEW_FILE_SCHEMA"]
+    store_globals["NEW_FILE_SCHEMA"] = schema
+    try:
+        yield
+    finally:
+        store_globals["NEW_FILE_SCHEMA"] = saved
+
+
+def layout_of(conn: sqlite3.Connection) -> int:
+    """The storage schema of the log ``conn`` is open on: 2 if it has a ``rows`` table."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rows'"
+    ).fetchone()
+    return 2 if found else 1
+
+
+def _run_key(conn: sqlite3.Connection, run_id: str) -> int | None:
+    row = conn.execute("SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else int(row[0])
 
 
 class Row(NamedTuple):
@@ -67,7 +108,22 @@ def scratch_copy(path: Path, copy: Path) -> Iterator[Path]:
 
 
 def read_rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
-    """A run's rows in seq order, read with a raw connection."""
+    """A run's rows in seq order, read with a raw connection (in schema 2, rebuilt as a
+    reader rebuilds them: section 4)."""
+    if layout_of(conn) == 2:
+        key = _run_key(conn, run_id)
+        if key is None:
+            return []
+        base = key << _SEQ_BITS
+        stored = conn.execute(
+            "SELECT pos, type, ts, body, head, stage, commit_no, stage_k FROM rows "
+            "WHERE pos BETWEEN ? AND ? ORDER BY pos",
+            (base, base + (1 << _SEQ_BITS) - 1),
+        ).fetchall()
+        return [
+            Row(e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash)
+            for e in _rebuilt(run_id, base, stored, GENESIS)
+        ]
     return [
         Row(r[0], r[1], r[2], bytes(r[3]), bytes(r[4]), bytes(r[5]))
         for r in conn.execute(
@@ -92,7 +148,12 @@ def tampering(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def rewrite(conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]) -> None:
-    """Replace a run's rows by ``(type, ts, body)`` rows, renumbered and re-chained."""
+    """Replace a run's rows by ``(type, ts, body)`` rows, renumbered and re-chained. In
+    schema 2 every row keeps its ``ts`` and body as given and the last row the head (one
+    batch: what the chain recomputes is not stored)."""
+    if layout_of(conn) == 2:
+        _rewrite_v2(conn, run_id, rows)
+        return
     conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
     head = GENESIS
     for seq, (type_, ts, body) in enumerate(rows):
@@ -101,6 +162,31 @@ def rewrite(conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int
         conn.execute(
             "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
             (run_id, seq, type_, ts, body, digest, head),
+        )
+
+
+def _rewrite_v2(
+    conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]
+) -> None:
+    key = _run_key(conn, run_id)
+    if key is None:
+        key = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,)).lastrowid
+        assert key is not None
+    base = key << _SEQ_BITS
+    conn.execute("DELETE FROM rows WHERE pos BETWEEN ? AND ?", (base, base + (1 << _SEQ_BITS) - 1))
+    head = GENESIS
+    for seq, (type_, ts, body) in enumerate(rows):
+        head = chain_hash(head, event_hash(run_id, seq, type_, ts, body))
+        conn.execute(
+            "INSERT INTO rows (pos, type, ts, body, head) VALUES (?, ?, ?, ?, ?)",
+            # a type with no code (a forged one) is stored as given: the reader hands it on
+            (
+                base + seq,
+                TYPE_CODES.get(type_, type_),
+                ts,
+                body,
+                head if seq == len(rows) - 1 else None,
+            ),
         )
 
 
