@@ -25,7 +25,7 @@ from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.sqlite import SqliteStore, translate_errors
 from agentfootprint.store.transfer import export_runs, import_bundle
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.testing.store_contract import StoreContract, open_body
+from agentfootprint.testing.store_contract import StoreContract, hashed_batch, open_body
 from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.verifier import Outcome, Verifier
 
@@ -403,27 +403,8 @@ def test_version_and_tables_must_agree(tmp_path: Path) -> None:
 
 def _hashed(store: SqliteStore, run_id: str, events: list[tuple[str, Any]]) -> list[StoredEvent]:
     """A batch continuing ``run_id``, hashed but not appended."""
-    from agentfootprint.verify.canonical import canon
-    from agentfootprint.verify.chain import chain_hash, event_hash
-
-    info = store.run_info(run_id)
-    head, batch = info.head, []
-    for seq, (type_, body) in enumerate(events, start=info.events):
-        data = canon(body)
-        digest = event_hash(run_id, seq, type_, 1_700_000_000_000, data)
-        head = chain_hash(head, digest)
-        batch.append(
-            StoredEvent(
-                run_id=run_id,
-                seq=seq,
-                type=type_,
-                ts=1_700_000_000_000,
-                body=data,
-                event_hash=digest,
-                chain_hash=head,
-            )
-        )
-    return batch
+    last = list(store.read(run_id, start=store.run_info(run_id).events - 1))
+    return hashed_batch(run_id, events, after=last)
 
 
 def _with(event: StoredEvent, **changes: Any) -> StoredEvent:

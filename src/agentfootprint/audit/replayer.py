@@ -20,6 +20,7 @@ write values are byte-identical (see ``same_recording``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 from collections.abc import Callable, Iterator
@@ -56,6 +57,7 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.features.registry import live_only_kinds
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault
@@ -420,26 +422,20 @@ class _Closing:
 
 def _compared(row: Any) -> bool:
     """Rows a replay must reproduce: all but ``run.open`` (it names the run and what it
-    replays) and the events of what only a live run does outside the process
-    (:data:`LIVE_ONLY`: the original's HTTP attempts, its tools' teardowns; a replay makes
-    none, and the original's evidence stays in the original's log)."""
+    replays) and the events of what only a live run does outside the process (the kinds
+    features declare live-only: the original's HTTP attempts, its tools' teardowns; a replay
+    makes none, and the original's evidence stays in the original's log)."""
     if row.type == "run.open":
         return False
-    if row.type == "event" and any(kind in bytes(row.body) for kind in _LIVE_ONLY_BYTES):
+    if row.type == "event" and any(kind in bytes(row.body) for kind in _live_only_bytes()):
         body = parse(row.body)
-        return not (isinstance(body, dict) and body.get("name") in LIVE_ONLY)
+        return not (isinstance(body, dict) and body.get("name") in live_only_kinds())
     return True
 
 
-#: event kinds only a live run records: a replay runs no HTTP exchange and no tool
-LIVE_ONLY = frozenset(
-    {
-        "agentfootprint.wire.exchange",
-        "agentfootprint.tools.session_closed",
-        "agentfootprint.tools.session_close_failed",
-    }
-)
-_LIVE_ONLY_BYTES = tuple(f'"{kind}"'.encode() for kind in LIVE_ONLY)
+@functools.cache
+def _live_only_bytes() -> tuple[bytes, ...]:
+    return tuple(f'"{kind}"'.encode() for kind in live_only_kinds())
 
 
 def _commits(rows: list[Any], log_format: str) -> list[tuple[str | None, int]]:

@@ -180,6 +180,10 @@ class Feature:
     events: tuple[type[AgentEvent], ...] = ()
     #: the kinds of ``events`` also written to the log (findings and decisions)
     recorded_events: tuple[type[AgentEvent], ...] = ()
+    #: the kinds of ``recorded_events`` that record what only a live run does outside the
+    #: process (an HTTP exchange, a tool's teardown): a replay makes none, so what it
+    #: records is compared with the original's without them
+    live_only_events: tuple[type[AgentEvent], ...] = ()
     ports: tuple[Ports, ...] = ()
     #: hooks run in ``order`` across features (lower first)
     order: int = 100
@@ -211,4 +215,9 @@ class Feature:
             if event not in self.events:
                 raise UsageError(
                     f"feature {self.name!r} records {event.kind} but does not declare it"
+                )
+        for event in self.live_only_events:
+            if event not in self.recorded_events:
+                raise UsageError(
+                    f"feature {self.name!r} names {event.kind} live-only but does not record it"
                 )

@@ -95,12 +95,10 @@ def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def opens_turn(message: Mapping[str, Any]) -> bool:
-    """A user message the person wrote (the library's marked messages start no turn)."""
+    """A user message the person wrote: the wrap-up call's marked message starts no turn
+    (the summary's never enters the history: it is served from ``served_messages``)."""
     content = message.get("content")
-    return not (
-        isinstance(content, str)
-        and (content.startswith(WRAP_UP_FRAME_PREFIX) or content.startswith(SUMMARY_FRAME_PREFIX))
-    )
+    return not (isinstance(content, str) and content.startswith(WRAP_UP_FRAME_PREFIX))
 
 
 @dataclass(slots=True)
@@ -208,9 +206,8 @@ def summary_message(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def select(ctx: StageContext, previous: Any = MISSING) -> Selection:
-    """The window at this call, from committed state (``previous``: compare with these
-    segments rather than the served ones)."""
+def select(ctx: StageContext) -> Selection:
+    """The window at this call, from committed state, against the list served before."""
     options = ctx.run.config.options
     turns: int = options[OPTION]["keep_last_turns"]
     history: list[dict[str, Any]] = ctx.scope.get("history") or []
@@ -222,8 +219,7 @@ def select(ctx: StageContext, previous: Any = MISSING) -> Selection:
     summary = ctx.scope.get(SUMMARY_KEY)
     if summary is not None:
         segments.insert(0, {"message": summary_message(summary)})
-    if previous is MISSING:
-        previous = ctx.scope.get(KEY)
+    previous = ctx.scope.get(KEY)
     left = _subtract(_resolve(previous, len(history)), _resolve(segments, len(history)))
     return Selection(segments, previous, left, held, down, index.starts)
 

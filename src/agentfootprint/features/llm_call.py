@@ -293,5 +293,6 @@ FEATURE = Feature(
     ),
     events=(IterationStart, LLMStart, LLMToken, LLMEnd, WireExchange),
     recorded_events=(WireExchange,),
+    live_only_events=(WireExchange,),
     ports=("model",),
 )

@@ -26,6 +26,7 @@ __all__ = [
     "Seam",
     "all_features",
     "event_classes",
+    "live_only_kinds",
     "option_specs",
     "planned_options",
     "recorded_kinds",
@@ -93,6 +94,13 @@ def event_classes() -> tuple[type[Any], ...]:
 def recorded_kinds() -> frozenset[str]:
     """Event kinds written to the log as ``event`` rows (declared by their features)."""
     return frozenset(e.kind for f in all_features() for e in f.recorded_events)
+
+
+@functools.cache
+def live_only_kinds() -> frozenset[str]:
+    """Recorded event kinds a replay does not reproduce (what only a live run does outside
+    the process), declared by their features."""
+    return frozenset(e.kind for f in all_features() for e in f.live_only_events)
 
 
 @functools.cache

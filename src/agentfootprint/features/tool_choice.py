@@ -262,13 +262,47 @@ def _recorded_answer(payload: Mapping[str, Any]) -> tuple[list[dict[str, Any]], 
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Offer:
+    """What one committed tool list offers the classifier (computed once per list: committed
+    lists are replaced, never mutated, so the same object holds the same tools)."""
+
+    names: list[str]  #: every tool, in served order
+    doors: list[str]
+    candidates: list[dict[str, str]]  #: ``{"name", "description"}`` of the rest
+    descriptions: str  #: ``H("tools/candidates", canon(candidates))``
+
+
+def _offer(ctx: StageContext, resolved: Resolved) -> _Offer:
+    schemas = ctx.scope.get("tool_schemas") or []
+    cached = ctx.run.memory.get(OPTION)
+    if cached is not None and cached[0] is schemas:
+        offer: _Offer = cached[1]
+        return offer
+    names = [schema["name"] for schema in schemas]
+    candidates = [
+        {"name": schema["name"], "description": str(schema.get("description", ""))}
+        for schema in schemas
+        if schema["name"] not in resolved.always_serve
+    ]
+    offer = _Offer(
+        names=names,
+        doors=[name for name in names if name in resolved.always_serve],
+        candidates=candidates,
+        descriptions=hexdigest("tools/candidates", canon(candidates)),
+    )
+    ctx.run.memory[OPTION] = (schemas, offer)
+    return offer
+
+
 async def _decide(
-    ctx: StageContext, resolved: Resolved, candidates: list[dict[str, str]]
+    ctx: StageContext, resolved: Resolved, offer: _Offer
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One choice question through the decision port, recorded as :class:`ToolChoice`."""
     message = query_text(ctx.scope.get("history") or [])
+    candidates = offer.candidates
     names = [c["name"] for c in candidates]
-    descriptions = hexdigest("tools/candidates", canon(candidates))
+    descriptions = offer.descriptions
     question = {
         "classifier": resolved.name,
         "message": message,
@@ -318,20 +352,12 @@ async def choose(ctx: StageContext) -> None:
     """Ask the question, file the choice row and commit what is served (before the call)."""
     s = ctx.scope
     resolved: Resolved = ctx.run.config.options[OPTION]
-    names = [schema["name"] for schema in s.get("tool_schemas") or []]
-    descriptions = {
-        schema["name"]: schema.get("description", "") for schema in s.get("tool_schemas") or []
-    }
-    doors = [name for name in names if name in resolved.always_serve]
-    candidates = [
-        {"name": name, "description": str(descriptions[name])}
-        for name in names
-        if name not in resolved.always_serve
-    ]
+    offer = _offer(ctx, resolved)
+    names, doors, candidates = offer.names, offer.doors, offer.candidates
     ranking: list[dict[str, Any]] | None = None
     error: str | None = None
     if candidates:
-        ranking, error = await _decide(ctx, resolved, candidates)
+        ranking, error = await _decide(ctx, resolved, offer)
     reason: str | None = "unavailable" if error is not None else None
     served = names
     top = resolved.serve["top"] if isinstance(resolved.serve, dict) else None

@@ -167,6 +167,7 @@ FEATURE = Feature(
     ),
     events=(SessionClosed, SessionCloseFailed),
     recorded_events=(SessionClosed, SessionCloseFailed),
+    live_only_events=(SessionClosed, SessionCloseFailed),
     ports=("clock",),
     run_end=_run_end,
 )

@@ -22,6 +22,7 @@ it is folded (the seed's caveat), and is folded when it stands down.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from agentfootprint.core.run import StageContext
@@ -70,10 +71,7 @@ async def summarize_plan(ctx: StageContext) -> None:
     served += [{"history": [start, end]} for start, end in selection.left]
     served.append({"message": CLOSING})
     ctx.scope.set(windowing.KEY, served)
-    ctx.scope.set(
-        PENDING_KEY,
-        {"before": selection.previous, "left": [[s, e] for s, e in selection.left]},
-    )
+    ctx.scope.set(PENDING_KEY, {"left": [[s, e] for s, e in selection.left]})
 
 
 async def call_summarizer(ctx: StageContext) -> None:
@@ -95,8 +93,11 @@ async def call_summarizer(ctx: StageContext) -> None:
         },
     )
     s.delete(PENDING_KEY)
-    # the window as it stands now, against what was served before the summariser's list
-    selection = windowing.select(ctx, previous=pending["before"])
+    # the window as it stands now; what left is what the plan folded (the history has not
+    # moved since: the served list being replaced is the summariser's own)
+    selection = dataclasses.replace(
+        windowing.select(ctx), left=[(start, end) for start, end in pending["left"]]
+    )
     s.set(windowing.KEY, selection.segments)
     await windowing.record(ctx, selection, "summarized")
 

@@ -18,7 +18,7 @@ import importlib
 import sys
 import types
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agentfootprint.errors import UsageError
 
@@ -30,31 +30,11 @@ __all__ = ["anthropic", "openai", "rebuilt"]
 _FACTORIES = frozenset(__all__)
 
 
-def openai(
-    *,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    timeout: float = 60.0,
-    max_retries: int = 2,
-    max_retry_wait: float = 30.0,
-    stream: bool = False,
-    organization: str | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None,
-) -> OpenAIChat:
+def openai(**options: Any) -> OpenAIChat:
     """A provider speaking OpenAI's Chat Completions API (or any OpenAI-compatible server's,
-    through ``base_url``); see :func:`agentfootprint.providers.openai.openai`."""
-    result: OpenAIChat = _module("openai").openai(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=max_retries,
-        max_retry_wait=max_retry_wait,
-        stream=stream,
-        organization=organization,
-        extra_headers=extra_headers,
-        max_tokens_field=max_tokens_field,
-    )
+    through ``base_url``); its options are those of
+    :func:`agentfootprint.providers.openai.openai`."""
+    result: OpenAIChat = _module("openai").openai(**options)
     return result
 
 

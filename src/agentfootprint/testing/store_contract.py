@@ -19,7 +19,7 @@ from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import LOG_FORMAT, Outcome, Verifier
 
-__all__ = ["StoreContract", "open_body"]
+__all__ = ["StoreContract", "hashed_batch", "open_body"]
 
 
 def open_body(
@@ -154,15 +154,15 @@ class StoreContract:
 
     def test_append_runs_keeps_every_batch(self, store: EventStore) -> None:
         self._write_run(store, "old", commits=1)
-        parent = _batch("p", [("run.open", open_body("p"))])
-        child = _batch("c", [("run.open", open_body("c", "p", {"run_id": "p"}))])
-        more = _batch("c", [("commit", _commit(0))], after=child)
+        parent = hashed_batch("p", [("run.open", open_body("p"))])
+        child = hashed_batch("c", [("run.open", open_body("c", "p", {"run_id": "p"}))])
+        more = hashed_batch("c", [("commit", _commit(0))], after=child)
         store.append_runs([parent, child, more])  # a later batch may continue an earlier one
         assert [e.type for e in store.read("c")] == ["run.open", "commit"]
         assert [i.run_id for i in store.runs()] == ["old", "p", "c"]
         assert store.run_info("c").parent_run_id == "p"
         store.append_runs([])  # nothing to append is not an error
-        store.append_runs(iter([_batch("g", [("run.open", open_body("g"))])]))  # a generator
+        store.append_runs(iter([hashed_batch("g", [("run.open", open_body("g"))])]))  # a generator
         assert store.run_ids() == ["old", "p", "c", "g"]
 
     @pytest.mark.parametrize("failure", ["taken", "gap", "shape", "open-body", "raises"])
@@ -172,17 +172,17 @@ class StoreContract:
         self._write_run(store, "old", commits=1)
         before = {run_id: list(store.read(run_id)) for run_id in store.run_ids()}
         index_before = store.index_entries()
-        good = _batch("new", [("run.open", open_body("new"))])
-        good_after = _batch("last", [("run.open", open_body("last"))])
+        good = hashed_batch("new", [("run.open", open_body("new"))])
+        good_after = hashed_batch("last", [("run.open", open_body("last"))])
         bad: list[StoredEvent]
         if failure == "taken":  # another run.open of a run the store holds
-            bad = _batch("old", [("run.open", open_body("old"))])
+            bad = hashed_batch("old", [("run.open", open_body("old"))])
         elif failure == "gap":
-            bad = _batch("new", [("commit", _commit(0))], first_seq=5)
+            bad = hashed_batch("new", [("commit", _commit(0))], first_seq=5)
         elif failure == "shape":  # seq 0 that is not run.open
-            bad = _batch("other", [("commit", _commit(0))])
+            bad = hashed_batch("other", [("commit", _commit(0))])
         else:  # a run.open body without its run index
-            bad = _batch("other", [("run.open", {"format": LOG_FORMAT})])
+            bad = hashed_batch("other", [("run.open", {"format": LOG_FORMAT})])
 
         def batches() -> Any:
             yield good
@@ -215,7 +215,7 @@ def _commit(index: int) -> dict[str, Any]:
     return {"commit": index, "stage": "s", "stage_run": f"s#{index}", "writes": 0}
 
 
-def _batch(
+def hashed_batch(
     run_id: str,
     events: list[tuple[str, Any]],
     *,
