@@ -35,10 +35,10 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.run import StageContext
-from agentfootprint.core.scope import to_json_value
-from agentfootprint.core.tools import ToolOutcome, describe_type
-from agentfootprint.errors import CanonicalFormError, PolicyHaltError, ReplayDivergence, UsageError
+from agentfootprint.core.tools import ToolOutcome
+from agentfootprint.errors import PolicyHaltError, ReplayDivergence, UsageError
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
+from agentfootprint.features.tool_dispatch import recordable_arguments
 
 __all__ = [
     "CAPABILITY",
@@ -187,13 +187,6 @@ async def _ask(checker: Any, request: PermissionRequest) -> tuple[str, str, str]
         )
 
 
-def _json_arguments(arguments: Any) -> Any:
-    try:
-        return to_json_value(arguments)
-    except CanonicalFormError:
-        return describe_type(arguments)
-
-
 def _recorded_answer(ctx: StageContext, recorded: Mapping[str, Any]) -> tuple[str, str, str]:
     decision, by, reason = (recorded.get(k) for k in ("decision", "by", "reason"))
     if decision not in DECISIONS or not isinstance(by, str) or not isinstance(reason, str):
@@ -218,7 +211,7 @@ async def _permission(ctx: StageContext, call: ToolResult) -> ToolOutcome | None
     question = {
         "tool": call.tool,
         "tool_call_id": call.tool_call_id,
-        "arguments": _json_arguments(call.arguments),
+        "arguments": recordable_arguments(call.arguments),
         "iteration": call.iteration,
     }
     recorded = run.decisions.recorded(PermissionCheck.kind, question)

@@ -226,15 +226,19 @@ def _raised(tool_name: str, exc: Exception) -> ToolOutcome:
     )
 
 
+def recordable_arguments(arguments: Any) -> Any:
+    """Parsed tool-call arguments as the log may hold them: JSON, or the name of their type."""
+    try:
+        return to_json_value(arguments)
+    except CanonicalFormError:
+        return describe_type(arguments)
+
+
 def _served_call(call: dict[str, Any]) -> dict[str, Any]:
     arguments, problem = parse_arguments(call["arguments"])
     if problem is not None:  # keep what the model sent, as text
         arguments = call["arguments"]
-    try:
-        arguments = to_json_value(arguments)
-    except CanonicalFormError:
-        arguments = describe_type(arguments)
-    return {"id": call["id"], "name": call["name"], "arguments": arguments}
+    return {"id": call["id"], "name": call["name"], "arguments": recordable_arguments(arguments)}
 
 
 FEATURE = Feature(
