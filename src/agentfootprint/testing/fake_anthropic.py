@@ -21,7 +21,6 @@ request and as the stream of events the API would send to a streaming one.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agentfootprint.errors import UsageError
+from agentfootprint.testing._fake_http import QuietServer, Received
 
 __all__ = [
     "FakeAnthropic",
@@ -53,27 +53,6 @@ __all__ = [
 
 #: the model scripted messages name unless told otherwise
 MODEL = "claude-sonnet-4-5-20250929"
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    """One request as the server received it: ``body`` is the exact bytes; header names
-    are lowercased."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-    @property
-    def streaming(self) -> bool:
-        try:
-            return self.json().get("stream") is True
-        except (ValueError, AttributeError):
-            return False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -316,7 +295,7 @@ class FakeAnthropic:
 
     def start(self) -> FakeAnthropic:
         if self._server is None:
-            self._server = _Server(("127.0.0.1", 0), _handler(self))
+            self._server = QuietServer(("127.0.0.1", 0), _handler(self))
             self._thread = threading.Thread(
                 target=self._server.serve_forever,
                 kwargs={"poll_interval": 0.02},  # so close() returns at once
@@ -358,16 +337,6 @@ class FakeAnthropic:
             "invalid_request_error",
             f"fake Anthropic server: no scripted reply left for request {len(self.received)}",
         )
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away (a timeout, a cancelled call) is no error of the server."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 def _carries(headers: Mapping[str, str], key: str) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +29,7 @@ from typing import Any
 
 from agentfootprint.core.providers.base import LLMResponse
 from agentfootprint.errors import ProviderError
+from agentfootprint.testing._fake_http import QuietServer, Received
 
 __all__ = [
     "Completion",
@@ -50,19 +50,6 @@ __all__ = [
 ]
 
 CREATED = 1_700_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    """One request as the server read it: headers (lower-case names) and the exact body."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
 
 
 # -- the script -------------------------------------------------------------------------------
@@ -372,7 +359,7 @@ class FakeOpenAI:
 
     def start(self) -> FakeOpenAI:
         handler = _handler_for(self)
-        server = _Server(("127.0.0.1", 0), handler)
+        server = QuietServer(("127.0.0.1", 0), handler)
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(
@@ -422,15 +409,6 @@ class FakeOpenAI:
                 self.unscripted += 1
                 return None, n
             return self.script.pop(0), n
-
-
-class _Server(ThreadingHTTPServer):
-    """Quiet about clients that went away (a timeout, a cancelled call): that is scripted."""
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
