@@ -13,7 +13,9 @@ For each N (tool-call iterations over the whole conversation; 4 per turn, one
     - ``langgraph``: LangGraph with ``SqliteSaver`` on the equivalent conversation
       (``langgraph_peer.run_langgraph_conversation``);
 * database bytes per iteration (file + -wal + -shm after closing and a separate
-  ``PRAGMA wal_checkpoint(TRUNCATE)``) for agentfootprint and for SqliteSaver.
+  ``PRAGMA wal_checkpoint(TRUNCATE)``) for agentfootprint and for SqliteSaver, and for
+  SqliteSaver with the messages in LangGraph's beta ``DeltaChannel`` (one run per N:
+  bytes only; ``delta.py`` times it too).
 
 Targets: bytes per iteration at N=800 within 1.25x of N=50 (linear growth), and the
 N=800 database at least 50x smaller than SqliteSaver's.
@@ -148,6 +150,20 @@ def measure_n(
             "checkpoints": runs[-1]["checkpoints"],
             "db_bytes": runs[-1]["db_bytes"],
         }
+        gc.collect()
+        delta = run_langgraph_conversation(
+            n,
+            str(lg_path),
+            iterations_per_turn=ITERATIONS_PER_TURN,
+            result_chars=RESULT_CHARS,
+            channel="delta",
+        )
+        remove_db(lg_path)
+        result["langgraph_delta"] = {
+            "seconds": delta["seconds"],
+            "checkpoints": delta["checkpoints"],
+            "db_bytes": delta["db_bytes"],
+        }
     return result
 
 
@@ -191,20 +207,30 @@ def print_tables(results: list[dict[str, Any]]) -> None:
     print("Database size (bytes; file + -wal + -shm after close and wal_checkpoint(TRUNCATE))")
     header = (
         f"{'N':>5} {'turns':>5} {'afp bytes':>12} {'afp B/iter':>11} {'lg bytes':>14} "
-        f"{'lg B/iter':>11} {'lg ckpts':>8} {'lg/afp':>8}"
+        f"{'lg B/iter':>11} {'lg ckpts':>8} {'lg/afp':>8} {'delta B/iter':>12} {'delta/afp':>9}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         n = r["n"]
-        lg = r.get("langgraph")
+        lg, delta = r.get("langgraph"), r.get("langgraph_delta")
         lg_cols = (
             f"{lg['db_bytes']:>14,} {lg['db_bytes'] / n:>11,.0f} {lg['checkpoints']:>8} "
             f"{lg['db_bytes'] / r['db_bytes']:>7.1f}x"
             if lg
             else f"{'-':>14} {'-':>11} {'-':>8} {'-':>8}"
         )
-        print(f"{n:>5} {r['turns']:>5} {r['db_bytes']:>12,} {r['db_bytes'] / n:>11,.0f} {lg_cols}")
+        delta_cols = (
+            f"{delta['db_bytes'] / n:>12,.0f} {delta['db_bytes'] / r['db_bytes']:>8.2f}x"
+            if delta
+            else f"{'-':>12} {'-':>9}"
+        )
+        print(
+            f"{n:>5} {r['turns']:>5} {r['db_bytes']:>12,} {r['db_bytes'] / n:>11,.0f} "
+            f"{lg_cols} {delta_cols}"
+        )
+    if any("langgraph_delta" in r for r in results):
+        print("  (delta: SqliteSaver, messages in a DeltaChannel, default snapshot_frequency)")
 
     big = results[-1]
     b = big["breakdown"]
