@@ -11,8 +11,14 @@ process and alternating within every repetition (the one measured first rotates)
   ``store.run_ids()`` gives), its rows in seq order, and for each row the event hash
   ``H("event", '{"body":' || body || ',"run":' || canon(run) || ',"seq":' || seq ||
   ',"ts":' || ts || ',"type":' || canon(type) || '}')`` and the chain link
-  ``H("chain", c_prev || e)`` (docs/log-format.md sections 3 and 5.1), each compared with
-  the stored hash. Nothing else: no parse, no canonical check, no fold, no receipt;
+  ``H("chain", c_prev || e)`` (docs/log-format.md sections 3 and 5.1). Schema 1 (the
+  ``events`` table): both compared with the hashes the row stores. Schema 2 (``rows``,
+  docs/log-format.md section 4): the run's key looked up once (one query for all runs), its
+  rows by ``pos`` range, the type named from its code, a NULL ``ts`` taken from the row
+  before in its batch, an empty commit marker's body rebuilt from ``stage``, ``commit_no``
+  and ``stage_k``, and the link compared with the head stored at the end of each batch (a
+  run's last row must hold one). Nothing else: no parse, no canonical check, no fold, no
+  receipt;
 * ``read``: only reading the same rows through ``store.read`` (what SQLite and row
   objects cost the verifier);
 * ``base`` (with ``--baseline SRC``): ``verify`` again, by the ``agentfootprint`` of another
@@ -24,14 +30,15 @@ repetition (median and range). Then, untimed, how many bodies the canonical chec
 by the orjson round trip and how many take the full check, and a cProfile of one
 ``verify_all`` (top functions by own time and cumulative time).
 
-The file is recorded in storage schema 1, whose rows store both hashes (the floor compares
-them); schema 2 stores a chain head per batch only (``bench/leaner.py`` compares the two).
+The file is recorded in storage schema 2 (what a new file gets), or 1 with ``--schema 1``,
+whose rows store both hashes (``bench/leaner.py`` compares the two layouts).
 
 Target (issue 13): verify within 4x of the floor.
 
 Usage::
 
     python bench/verify_floor.py                 # N = 800, 9 repetitions (about 20 s)
+    python bench/verify_floor.py --schema 1      # the same over a storage schema 1 file
     python bench/verify_floor.py --n 200 --repeat 5
     python bench/verify_floor.py --no-profile --json floor.json
     python bench/verify_floor.py --baseline /tmp/before/src   # before/after in one run
@@ -78,6 +85,13 @@ _CHAIN = b"afp/v1/chain\x00"
 _ROWS = (
     "SELECT seq, type, ts, body, event_hash, chain_hash FROM events WHERE run_id = ? ORDER BY seq"
 )
+_ROWS_V2 = (
+    "SELECT pos, type, ts, body, head, stage, commit_no, stage_k FROM rows "
+    "WHERE pos BETWEEN ? AND ? ORDER BY pos"
+)
+#: schema 2's type codes (docs/log-format.md section 4)
+_TYPE_NAMES = {1: "run.open", 2: "write", 3: "receipt", 4: "event", 5: "commit", 6: "run.close"}
+_SEQ_BITS = 32
 
 
 def _json_string(text: str) -> bytes:
@@ -112,6 +126,51 @@ def floor(conn: sqlite3.Connection, run_ids: list[str]) -> int:
             if head != stored_chain:
                 raise SystemExit(f"floor: run {run_id} seq {seq}: chain hash differs")
             expected += 1
+        rows_checked += expected
+    return rows_checked
+
+
+def floor_v2(conn: sqlite3.Connection, run_ids: list[str]) -> int:
+    """:func:`floor` over a schema-2 file: the rows rebuilt as section 4 says, every event hash
+    and link computed, each stored head compared; return the number of rows checked."""
+    sha256 = hashlib.sha256
+    tails = {code: b',"type":' + _json_string(name) + b"}" for code, name in _TYPE_NAMES.items()}
+    keys = dict(conn.execute("SELECT run_id, run_key FROM run_keys"))
+    rows_checked = 0
+    for run_id in run_ids:
+        base = keys[run_id] << _SEQ_BITS
+        run = b',"run":' + _json_string(run_id) + b',"seq":'
+        head = bytes(32)
+        expected = 0
+        ts = stored_head = None
+        span = (base, base | ((1 << _SEQ_BITS) - 1))
+        for pos, code, stored_ts, body, stored_head, stage, number, k in conn.execute(
+            _ROWS_V2, span
+        ):
+            seq = pos - base
+            if seq != expected:
+                raise SystemExit(f"floor: run {run_id} seq {seq} where {expected} was expected")
+            if stored_ts is not None:
+                ts = stored_ts
+            elif ts is None:
+                raise SystemExit(f"floor: run {run_id} seq {seq}: no ts")
+            if body is None:  # an empty commit marker
+                stage_run = _json_string(f"{stage}#{k}")
+                body = b'{"commit":%d,"stage":%s,"stage_run":%s,"writes":0}' % (
+                    number, _json_string(stage), stage_run
+                )  # fmt: skip
+            event = sha256(
+                _EVENT + b'{"body":' + body + run + str(seq).encode() + b',"ts":'
+                + str(ts).encode() + tails[code]
+            ).digest()  # fmt: skip
+            head = sha256(_CHAIN + head + event).digest()
+            if stored_head is not None:
+                if head != stored_head:
+                    raise SystemExit(f"floor: run {run_id} seq {seq}: chain hash differs")
+                ts = None  # the next batch carries its own ts
+            expected += 1
+        if stored_head is None:
+            raise SystemExit(f"floor: run {run_id}: its last row holds no head")
         rows_checked += expected
     return rows_checked
 
@@ -187,14 +246,14 @@ def _timed(fn: Callable[[], int]) -> tuple[float, int]:
     return time.perf_counter() - t0, value
 
 
-def canonical_paths(conn: sqlite3.Connection) -> dict[str, int]:
+def canonical_paths(bodies: list[bytes]) -> dict[str, int]:
     """How the canonical check goes for each stored body (untimed): proven by the orjson
     round trip, or through the full check."""
     from agentfootprint.verify import canonical
 
     counts: dict[str, int] = {}
     proves = getattr(canonical, "parse_canonical", None)
-    for (body,) in conn.execute("SELECT body FROM events"):
+    for body in bodies:
         if proves is None:
             key = "full check (no fast path in this tree)"
         else:
@@ -215,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile")
     parser.add_argument("--top", type=int, default=20, help="functions shown by the profile")
     parser.add_argument("--baseline", type=Path, help="also time verify by the tree SRC")
+    parser.add_argument(
+        "--schema", type=int, choices=(1, 2), default=2, help="storage schema (default 2)"
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-runs", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -224,13 +286,12 @@ def main(argv: list[str] | None = None) -> int:
 
     env = environment()
     print_environment(env)
-    announce([n], f"; {repeat} repetitions, verify vs floor vs read, alternating")
+    schema = args.schema
+    announce([n], f"; schema {schema}, {repeat} repetitions, verify vs floor vs read, alternating")
     with tempfile.TemporaryDirectory(prefix="afp-floor-") as tmp:
         path = Path(tmp) / f"floor-{n}.sqlite"
         remove_db(path)
-        # storage schema 1: the floor compares the hashes each row stores (schema 2 stores
-        # a chain head per batch only, so its reader computes them; see 'Leaner rows')
-        with new_file_schema(1):
+        with new_file_schema(schema):
             recorder = af.SqliteStore(path)
         try:
             recorded = run_agent_conversation(Conversation(n), recorder)
@@ -242,10 +303,14 @@ def main(argv: list[str] | None = None) -> int:
             run_ids = store.run_ids()
             if len(run_ids) != recorded.turns:
                 raise SystemExit(f"{len(run_ids)} runs in the file, {recorded.turns} recorded")
-            (body_bytes,) = conn.execute("SELECT SUM(LENGTH(body)) FROM events").fetchone()
+            if store.layout != schema:
+                raise SystemExit(f"the file has storage schema {store.layout}, not {schema}")
+            bodies = [row.body for run_id in run_ids for row in store.read(run_id)]
+            body_bytes = sum(len(body) for body in bodies)
+            floor_of = floor if schema == 1 else floor_v2
             variants: dict[str, Callable[[], int]] = {
                 "verify": lambda: verify(store, len(run_ids)),
-                "floor": lambda: floor(conn, run_ids),
+                "floor": lambda: floor_of(conn, run_ids),
                 "read": lambda: read(store, run_ids),
             }
             events = {name: fn() for name, fn in variants.items()}  # warm-up, and a check
@@ -274,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                     base_ratios.append(this["base"] / this["floor"])
             if baseline is not None:
                 baseline.close()
-            paths = canonical_paths(conn)
+            paths = canonical_paths(bodies)
             profile = None
             if not args.no_profile:
                 profiler, _, seconds = profiled(variants["verify"])
@@ -287,8 +352,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = events["verify"]
     print(
-        f"\nN={n}: {len(run_ids)} runs, {rows:,} events, {body_bytes / 1e6:.3f} MB of bodies, "
-        f"{repeat} repetitions"
+        f"\nN={n}, storage schema {schema}: {len(run_ids)} runs, {rows:,} events, "
+        f"{body_bytes / 1e6:.3f} MB of bodies, {repeat} repetitions"
     )
     print(f"{'variant':<8} {'median s':>9} {'us/event':>9}  {'min-max (max/min)':<28}")
     for name in names:
@@ -321,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "environment": env,
             "n": n,
+            "schema": schema,
             "runs": len(run_ids),
             "events": rows,
             "body_bytes": body_bytes,

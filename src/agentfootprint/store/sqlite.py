@@ -63,6 +63,7 @@ from agentfootprint.store.sqlite_layout import (
     _bytes_or_as_stored,
     _checked_links,
     _compact_commit,
+    _decoded,
     _orphan_key,
     _orphan_name,
     _rebuilt,
@@ -743,6 +744,15 @@ class SqliteStore(EventStore):
         return int(row[0][0]) if row and type(row[0][0]) is int else None
 
     def _read_v2(self, run_id: str, start: int) -> list[StoredEvent]:
+        base, rows, previous = self._stored_v2(run_id, start)
+        events = _rebuilt(run_id, base, rows, previous)
+        if start > 0 and events and events[0].seq < start:
+            events = [e for e in events if e.seq >= start]
+        return events
+
+    def _stored_v2(self, run_id: str, start: int) -> tuple[int, list[Any], Any]:
+        """A schema-2 run's stored rows from the last head before ``start`` on: the run's
+        ``run_key << 32`` (-1 for no key), the rows and the chain hash before the first."""
         key = self._key_of(run_id)
         base = -1 if key is None else key << _SEQ_BITS
         begin, previous = base, GENESIS
@@ -764,10 +774,7 @@ class SqliteStore(EventStore):
                 (begin, base | _SEQ_MASK),
             )
         )
-        events = _rebuilt(run_id, base, rows, previous)
-        if start > 0 and events and events[0].seq < start:
-            events = [e for e in events if e.seq >= start]
-        return events
+        return base, rows, previous
 
     def _fetchall(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         """Rows as stored. A TEXT value that is not UTF-8 (a crafted file) makes the driver
@@ -785,6 +792,11 @@ class SqliteStore(EventStore):
         finally:
             self._conn.text_factory = str
 
+    _ROWS_V1 = (
+        "SELECT run_id, seq, type, ts, body, event_hash, chain_hash FROM events "
+        "WHERE run_id = ? AND seq >= ? ORDER BY seq"
+    )
+
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         """The rows as stored: a BLOB as ``bytes``, any other value (a TEXT body, an integer
         hash of a crafted file) unchanged, for the verifier to judge. In schema 2 the event
@@ -795,11 +807,7 @@ class SqliteStore(EventStore):
                 if not events and start == 0:
                     raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
                 return iter(events)
-            rows = self._fetchall(
-                "SELECT run_id, seq, type, ts, body, event_hash, chain_hash FROM events "
-                "WHERE run_id = ? AND seq >= ? ORDER BY seq",
-                (run_id, start),
-            )
+            rows = self._fetchall(self._ROWS_V1, (run_id, start))
             if not rows and start == 0:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         return (
@@ -814,6 +822,27 @@ class SqliteStore(EventStore):
             )
             for r in rows
         )
+
+    def chain_rows(self, run_id: str) -> list[tuple[Any, ...]] | None:
+        """The rows ``read(run_id)`` yields, as tuples for the verifier's own loop
+        (:class:`~agentfootprint.verify.chain.ChainRowSource`): schema 1's exactly as the
+        query returns them (the driver gives a BLOB as ``bytes``, so these are ``read``'s
+        fields), schema 2's decoded with nothing hashed, the values it does not store
+        :data:`~agentfootprint.verify.chain.DERIVED`. None when ``read`` is not this class's
+        (a subclass or a patched instance reads its own way: the verifier reads that)."""
+        if getattr(self.read, "__func__", None) is not SqliteStore.read:
+            return None
+        with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
+            if self._layout == 2:
+                base, rows, _ = self._stored_v2(run_id, 0)
+                decoded = _decoded(run_id, base, rows)
+                if not decoded:
+                    raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+                return decoded
+            found: list[tuple[Any, ...]] = self._fetchall(self._ROWS_V1, (run_id, 0))
+            if not found:
+                raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+        return found
 
     _INFO = (
         "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "

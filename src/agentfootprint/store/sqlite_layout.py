@@ -9,6 +9,7 @@ defines the layouts and turns schema-2 rows back into :class:`StoredEvent` s;
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -17,7 +18,7 @@ import orjson
 from agentfootprint.errors import StoreError
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.chain import chain_hash, event_hash
+from agentfootprint.verify.chain import DERIVED, chain_hash, event_hash
 from agentfootprint.verify.hashing import domain_prefix
 
 _APPEND_ONLY = "agentfootprint log is append-only"
@@ -158,11 +159,28 @@ def _checked_links(event: StoredEvent, head: bytes, *, last: bool) -> bytes:
 
 def _commit_body(stage: str, number: int, k: int) -> bytes:
     """The canonical body of an empty commit marker."""
+    quoted = _plain_quoted(stage) if type(stage) is str else None
+    if quoted is not None and type(k) is int:  # then "<stage>#<k>" is plain too
+        return b'{"commit":%d,"stage":%s,"stage_run":%s#%d","writes":0}' % (
+            number,
+            quoted,
+            quoted[:-1],
+            k,
+        )
     return b'{"commit":%d,"stage":%s,"stage_run":%s,"writes":0}' % (
         number,
         canon(stage),
         canon(f"{stage}#{k}"),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_quoted(text: str) -> bytes | None:
+    """``canon(text)`` of printable ASCII with nothing to escape (every stage name the runtime
+    writes): the text in quotes, which is what RFC 8785 writes for it. None for other text."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return b'"' + text.encode("ascii") + b'"'
+    return None
 
 
 def _compact_commit(event: StoredEvent) -> tuple[str, int, int] | None:
@@ -195,40 +213,28 @@ def _compact_commit(event: StoredEvent) -> tuple[str, int, int] | None:
 #: the hash states after each domain prefix, copied per row (docs/log-format.md section 3)
 _EVENT_STATE = hashlib.sha256(domain_prefix("event"))
 _CHAIN_STATE = hashlib.sha256(domain_prefix("chain"))
-#: the envelope's tail from ``,"type":`` on, per type code (section 5.1)
-_TYPE_TAILS = {code: b',"type":' + canon(name) + b"}" for code, name in _TYPE_NAMES.items()}
+#: the envelope's tail from ``,"type":`` on, per type name (section 5.1)
+_NAME_TAILS = {name: b',"type":' + canon(name) + b"}" for name in _TYPE_NAMES.values()}
 
 
 def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[StoredEvent]:
-    """Schema-2 rows as :class:`StoredEvent` s, byte-identical to schema 1's: the type
-    named, a NULL ``ts`` taken from the row before in its batch, an empty commit body
-    rebuilt, the event hash computed (as :func:`~agentfootprint.verify.chain.event_hash`
-    does, from the envelope's parts), the chain linked from ``previous`` (the head stored
-    before the first row) and taken as stored where a head is. Values a sound writer never
-    stores reach the verifier as they are (or as a value it refuses), never an exception."""
+    """Schema-2 rows as :class:`StoredEvent` s, byte-identical to schema 1's: the rows as
+    :func:`_decoded` gives them, the event hash computed (as
+    :func:`~agentfootprint.verify.chain.event_hash` does, from the envelope's parts), the chain
+    linked from ``previous`` (the head stored before the first row) and taken as stored where a
+    head is. Values a sound writer never stores reach the verifier as they are (or as a value
+    it refuses), never an exception."""
     events: list[StoredEvent] = []
-    ts: Any = None
     try:
         run_part: bytes | None = b',"run":' + canon(run_id) + b',"seq":'
     except (TypeError, ValueError):  # not text a writer can record: nothing is hashed
         run_part = None
-    for pos, code, stored_ts, stored_body, stored_head, stage, number, k in rows:
-        seq = pos - base
-        type_: Any = _TYPE_NAMES.get(code) if type(code) is int else None
-        if type_ is None:
-            type_ = f"{code!r} (not a schema 2 type code)" if isinstance(code, str) else code
-        if stored_ts is not None:
-            ts = stored_ts
-        body = _bytes_or_as_stored(stored_body)
-        if stage is not None or number is not None or k is not None:
-            # the commit columns stand for an empty marker's body, on a commit row only
-            compact = stored_body is None and code == _COMMIT_CODE
-            body = _rebuilt_commit(stage, number, k) if compact else None
+    for _, seq, type_, ts, body, _, stored in _decoded(run_id, base, rows):
         digest = link = b""
+        tail = _NAME_TAILS.get(type_) if type(type_) is str else None
         if (
             run_part is not None
-            and type(code) is int
-            and code in _TYPE_TAILS
+            and tail is not None
             and type(ts) is int
             and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
             and type(body) is bytes
@@ -236,18 +242,14 @@ def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[Sto
             state = _EVENT_STATE.copy()
             state.update(b'{"body":')
             state.update(body)
-            state.update(b'%s%d,"ts":%d%s' % (run_part, seq, ts, _TYPE_TAILS[code]))
+            state.update(b'%s%d,"ts":%d%s' % (run_part, seq, ts, tail))
             digest = state.digest()
             if type(previous) is bytes and len(previous) == 32:
                 state = _CHAIN_STATE.copy()
                 state.update(previous)
                 state.update(digest)
                 link = state.digest()
-        head: Any = link if stored_head is None else _bytes_or_as_stored(stored_head)
-        if stored_head is None and len(events) == len(rows) - 1:
-            # a run's last row always carries its head (a batch ends there): without one,
-            # nothing stored would bind the rows, so the row is not one a writer stored
-            head = None
+        head = link if stored is DERIVED else stored
         events.append(
             StoredEvent(
                 run_id=run_id,
@@ -260,11 +262,45 @@ def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[Sto
             )
         )
         previous = head
-        if stored_head is not None:
-            ts = None  # a head ends a batch: the next row carries its own ts
     return events
 
 
+def _decoded(run_id: str, base: int, rows: list[Any]) -> list[tuple[Any, ...]]:
+    """Schema-2 rows decoded (docs/log-format.md section 4), hashing nothing: tuples
+    ``(run_id, seq, type, ts, body, DERIVED, chain_hash)``, the type named, a NULL ``ts``
+    taken from the row before in its batch, an empty commit body rebuilt, ``chain_hash`` the
+    stored head where there is one and else :data:`DERIVED` (the link the reader computes),
+    but None on a run's last row without a head. What :func:`_rebuilt` hashes and
+    ``SqliteStore.chain_rows`` hands the verifier, so the two read the same rows."""
+    out: list[tuple[Any, ...]] = []
+    add, names, derived = out.append, _TYPE_NAMES, DERIVED
+    ts: Any = None
+    last = len(rows) - 1
+    for index, (pos, code, stored_ts, stored_body, stored_head, stage, number, k) in enumerate(
+        rows
+    ):
+        type_: Any = names.get(code) if type(code) is int else None
+        if type_ is None:
+            type_ = f"{code!r} (not a schema 2 type code)" if isinstance(code, str) else code
+        if stored_ts is not None:
+            ts = stored_ts
+        body = stored_body if type(stored_body) is bytes else _bytes_or_as_stored(stored_body)
+        if stage is not None or number is not None or k is not None:
+            # the commit columns stand for an empty marker's body, on a commit row only
+            compact = stored_body is None and code == _COMMIT_CODE
+            body = _rebuilt_commit(stage, number, k) if compact else None
+        if stored_head is None:
+            # a run's last row always carries its head (a batch ends there): without one,
+            # nothing stored would bind the rows, so the row is not one a writer stored
+            add((run_id, pos - base, type_, ts, body, derived, None if index == last else derived))
+        else:
+            head = stored_head if type(stored_head) is bytes else _bytes_or_as_stored(stored_head)
+            add((run_id, pos - base, type_, ts, body, derived, head))
+            ts = None  # a head ends a batch: the next row carries its own ts
+    return out
+
+
+@functools.lru_cache(maxsize=1024, typed=True)  # the runs of a conversation repeat markers
 def _rebuilt_commit(stage: Any, number: Any, k: Any) -> bytes | None:
     if not (isinstance(stage, str) and type(number) is int and type(k) is int):
         return None

@@ -6,18 +6,25 @@
 step 6 to one body: every member's shape first (a ``ValueError``, which the verifier reports
 as **structure**), then what it says against the log (each with its own code). A receipt's
 request is rebuilt under the projection the run's ``run.open`` records; format v2's ``call``
-markers are checked here too.
+markers are checked here too. ``open_members`` checks ``run.open``'s own members;
+``check_redaction`` and ``policy_matcher`` are the redaction checks of docs/log-format.md
+section 12.5 (commitments, reuse, leaks under the run's policy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
-from agentfootprint.verify.calls import LOG_FORMAT_V1, MARKED_FORMATS
+from agentfootprint.verify.calls import LOG_FORMAT_V1, LOG_FORMATS, MARKED_FORMATS
 from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import iter_commitments
+from agentfootprint.verify.commitments import (
+    MatchBudgetExceeded,
+    PolicyDocument,
+    iter_commitments,
+    scan_redaction,
+)
 from agentfootprint.verify.fold import FoldError, apply_write, digest_list_problem, expand_digests
 from agentfootprint.verify.hashing import is_hex_digest
 from agentfootprint.verify.request import (
@@ -25,20 +32,27 @@ from agentfootprint.verify.request import (
     Projection,
     ProjectionError,
     RequestHasher,
+    json_kind,
     piece_mismatch,
+    recorded_projection,
 )
 
 __all__ = [
     "OUTCOMES",
+    "Opened",
     "RunCheck",
     "check_close",
     "check_commit",
     "check_receipt",
+    "check_redaction",
     "check_write",
     "field_of",
+    "open_members",
+    "policy_matcher",
 ]
 
 OUTCOMES = ("answered", "stopped_early", "failed")
+_CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
 
 
 class RunCheck:
@@ -98,29 +112,83 @@ def field_of(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) 
     return value
 
 
+class Opened(NamedTuple):
+    """What a checked ``run.open`` says: its format, conversation, parent and projection."""
+
+    log_format: str
+    conversation_id: str
+    parent: tuple[str, int, bytes] | None
+    projection: Projection
+
+
+def open_members(where: RunCheck, body: dict[str, Any]) -> Opened:
+    """``run.open``'s own members (structure): the log format, the conversation, the
+    parent reference and the projection version."""
+    log_format = body.get("format")
+    if not isinstance(log_format, str) or log_format not in LOG_FORMATS:
+        raise where.fail(
+            0,
+            f"unknown log format {log_format!r} (this version verifies {', '.join(LOG_FORMATS)})",
+            "structure",
+        )
+    if body.get("run_id") != where.run_id:
+        raise where.fail(0, "run.open names another run id", "structure")
+    conversation = body.get("conversation_id")
+    if not isinstance(conversation, str) or not conversation:
+        raise where.fail(0, "run.open has no conversation_id", "structure")
+    parent = body.get("parent")
+    reference = None
+    if parent is not None:
+        try:
+            if not isinstance(parent, dict):
+                raise ValueError(f"it is {json_kind(parent)}, not an object")
+            parent_id = field_of(parent, "run_id", str)
+            parent_events = field_of(parent, "events", int)
+            head_hex = field_of(parent, "head", str)
+            if not is_hex_digest(head_hex):
+                raise ValueError("head is not 64 lowercase hex digits")
+        except ValueError as exc:
+            raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
+        reference = (parent_id, parent_events, bytes.fromhex(head_hex))
+    try:
+        spec = recorded_projection(body)
+    except ProjectionError as exc:
+        raise where.fail(0, str(exc), "structure") from exc
+    return Opened(log_format, conversation, reference, spec)
+
+
 def check_write(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
-    commit = field_of(body, "commit", int)
+    # field_of's own test first, in line: the members of the usual body cost no call
+    commit = body.get("commit")
+    if type(commit) is not int:
+        commit = field_of(body, "commit", int)
     if commit != check.commit:
         raise check.fail(
             seq, f"write of commit {commit} while commit {check.commit} is open", "structure"
         )
-    path, verb = field_of(body, "path", str), field_of(body, "verb", str)
+    path, verb = body.get("path"), body.get("verb")
+    if type(path) is not str:
+        path = field_of(body, "path", str)
+    if type(verb) is not str:
+        verb = field_of(body, "verb", str)
     if not path:
         raise check.fail(seq, "write with an empty path", "structure")
-    if (verb == "delete") == ("value" in body) or set(body) - {
-        "commit",
-        "path",
-        "verb",
-        "value",
-    }:
+    has_value = "value" in body  # commit, path and verb are members: any other one is extra
+    if (verb == "delete") == has_value or len(body) != 3 + has_value:
         raise check.fail(seq, f"{verb} write has the wrong fields {sorted(body)}", "structure")
     check.pending.append((seq, path, verb, body.get("value")))
 
 
 def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
-    commit, writes = field_of(body, "commit", int), field_of(body, "writes", int)
-    field_of(body, "stage", str)
-    field_of(body, "stage_run", str)
+    commit, writes = body.get("commit"), body.get("writes")  # field_of's test in line
+    if type(commit) is not int:
+        commit = field_of(body, "commit", int)
+    if type(writes) is not int:
+        writes = field_of(body, "writes", int)
+    if type(body.get("stage")) is not str:
+        field_of(body, "stage", str)
+    if type(body.get("stage_run")) is not str:
+        field_of(body, "stage_run", str)
     marks_call = check.log_format in MARKED_FORMATS and "call" in body
     if marks_call:
         field_of(body, "call", int)
@@ -134,12 +202,13 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         )
     if marks_call:
         _check_call_marker(check, seq, commit, body["call"])
-    for write_seq, path, verb, value in check.pending:
-        try:
-            apply_write(check.state, path, verb, value)
-        except FoldError as exc:
-            raise check.fail(write_seq, str(exc), "fold") from exc
-    check.pending = []
+    if check.pending:  # (most markers close a batch of no writes: nothing to fold)
+        for write_seq, path, verb, value in check.pending:
+            try:
+                apply_write(check.state, path, verb, value)
+            except FoldError as exc:
+                raise check.fail(write_seq, str(exc), "fold") from exc
+        check.pending = []
     check.commit += 1
     check.in_batch = False
     check.phase = 0
@@ -207,7 +276,12 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         raise ValueError("field 'request' is not 64 lowercase hex digits")
     kinds = check.projection.piece_kinds
     for kind in kinds:
-        problem = digest_list_problem(body.get(kind))
+        stored = body.get(kind)
+        if type(stored) is dict and len(stored) == 2:  # the usual unchanged list, seen at once:
+            add, keep = stored.get("add"), stored.get("keep")  # {"keep": n, "add": []}
+            if type(add) is list and not add and type(keep) is int:
+                continue
+        problem = digest_list_problem(stored)
         if problem is not None:
             raise ValueError(f"field {kind!r} {problem}")
     if check.log_format in MARKED_FORMATS and not check.receipted:
@@ -236,15 +310,25 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     except CanonicalFormError as exc:
         raise check.fail(seq, f"served state is not I-JSON: {exc}", "receipt") from exc
     for kind in kinds:
-        try:
-            claimed = expand_digests(check.previous[kind], body[kind])
-        except FoldError as exc:
-            raise check.fail(seq, f"receipt {kind} list: {exc}", "receipt") from exc
+        previous, stored = check.previous[kind], body[kind]
+        if stored["keep"] == len(previous) and not stored["add"]:
+            claimed = previous  # all of the last list and nothing added: that list, as is
+        else:
+            try:
+                claimed = expand_digests(previous, stored)
+            except FoldError as exc:
+                raise check.fail(seq, f"receipt {kind} list: {exc}", "receipt") from exc
         actual = served.pieces(kind)
         if claimed != actual:
             raise check.fail(seq, piece_mismatch(call, kind, claimed, actual), "receipt")
         check.previous[kind] = actual  # equal; its prefix objects make the next compare cheap
-    if canon(model) != canon(served.model) or canon(params) != canon(served.params):
+    # two names (text, parsed) have the same canonical bytes exactly when they are equal
+    same_model = (
+        model == served.model
+        if type(model) is str and type(served.model) is str
+        else canon(model) == served.model_bytes
+    )
+    if not same_model or canon(params) != served.params_bytes:
         raise check.fail(
             seq, f"call {call}: model or parameters differ from those served", "receipt"
         )
@@ -256,3 +340,100 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
             "receipt",
         )
     check.receipts += 1
+
+
+def check_redaction(check: RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
+    """Commitments well formed and never repeated; no plaintext under a policy key."""
+    where: tuple[str | int, ...] = ()
+    rerecorded: Callable[[str, tuple[str | int, ...]], bool] = lambda _d, _p: False  # noqa: E731
+    if type_ == "write":
+        if "value" not in body:
+            return
+        path, value = body["path"], body["value"]
+        if body["verb"] == "set":
+            rerecorded = _held_by(check.state.get(path), (path,))
+            entries = [(None, {path: value})]
+        elif body["verb"] in ("append", "merge"):  # the operand sits inside the state key
+            entries, where = [(path, value)], (path,)
+        else:  # an unknown verb is not scanned (section 12.5): it fails the fold
+            return
+    elif type_ == "event":
+        entries = [(None, body["payload"])]
+    elif type_ == "commit" and "error" in body:
+        entries = [(None, {"error": body["error"]})]
+    elif type_ == "run.close":
+        recorded = {k: v for k, v in body.items() if k not in _CLOSE_COUNTS}
+        entries = [(None, recorded)]
+    else:
+        return
+    for key, value in entries:
+        # one walk: every malformed commitment (commitment) before any reuse
+        # (commitment-reuse) before any leak (leak), whatever the walk order
+        try:
+            scan = scan_redaction(value, check.matches, where, key)
+        except MatchBudgetExceeded as exc:
+            try:  # a malformed commitment in the same value is reported first
+                for _ in iter_commitments(value, where, key=key):
+                    pass
+            except ValueError as malformed:
+                raise check.fail(seq, str(malformed), "commitment") from malformed
+            raise check.fail(
+                seq, f"policy matching ran out of its budget: {exc}", "policy-budget"
+            ) from exc
+        except ValueError as exc:
+            raise check.fail(seq, str(exc), "commitment") from exc
+        for digest, under, at_path in scan.commitments:
+            if (
+                digest in check.digests
+                and not check.inherited(digest)
+                and not rerecorded(digest, at_path)
+            ):
+                raise check.fail(
+                    seq,
+                    f"commitment {digest} appears twice in the run "
+                    "(a reused salt links equal values)",
+                    "commitment-reuse",
+                )
+            check.digests.add(digest)
+            check.sightings.append((digest, seq, under))
+        if scan.leaks:
+            raise check.fail(seq, scan.leaks[0].message, "leak")
+
+
+def _held_by(
+    value: Any, path: tuple[str | int, ...]
+) -> Callable[[str, tuple[str | int, ...]], bool]:
+    """Whether ``value`` (a key's committed value before a ``set``) holds this commitment at
+    this very position, computed once and only when asked: a ``set`` that records a key again
+    (full mode) repeats the commitments of what did not change, in place, which is no reuse."""
+    found: set[tuple[str, tuple[str | int, ...]]] | None = None
+
+    def held(digest: str, at: tuple[str | int, ...]) -> bool:
+        nonlocal found
+        if found is None:
+            found = set()
+            if value is not None:
+                found = {(d, where) for d, _, where in iter_commitments(value, path)}
+        return (digest, at) in found
+
+    return held
+
+
+def policy_matcher(check: RunCheck, body: dict[str, Any]) -> Callable[[str], bool] | None:
+    """The run's policy from run.open (checked against its digest), as a key matcher."""
+    document, digest = body.get("policy"), body.get("policy_digest")
+    if document is None and digest is None:
+        return None
+    try:
+        policy = PolicyDocument.from_json(document)
+    except MatchBudgetExceeded as exc:
+        raise check.fail(
+            0, f"policy matching ran out of its budget: {exc}", "policy-budget"
+        ) from exc
+    except ValueError as exc:
+        raise check.fail(0, f"run.open policy is malformed: {exc}", "policy") from exc
+    if policy.to_json() != document:
+        raise check.fail(0, "run.open policy is not in its normal form", "policy")
+    if digest != policy.digest():
+        raise check.fail(0, "run.open policy_digest does not match the policy", "policy")
+    return policy.matcher()

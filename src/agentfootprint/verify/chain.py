@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from agentfootprint.errors import VerificationError
 from agentfootprint.verify.canonical import MAX_SAFE_INT, canon, parse
@@ -23,11 +23,15 @@ from agentfootprint.verify.hashing import ZERO, digest
 from agentfootprint.verify.limits import MAX_BODY_BYTES
 
 __all__ = [
+    "DERIVED",
     "EVENT_TYPES",
     "GENESIS",
+    "ChainRowSource",
+    "RawRow",
     "Row",
     "RowSource",
     "RunSource",
+    "as_read",
     "chain_hash",
     "event_envelope",
     "event_hash",
@@ -77,6 +81,75 @@ class RunSource(RowSource, Protocol):
     has its index checked against the events."""
 
     def run_ids(self) -> list[str]: ...
+
+
+class _Derived:
+    """The type of :data:`DERIVED` (one instance)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DERIVED"
+
+    def __reduce__(self) -> str:  # copies and pickles are the one instance
+        return "DERIVED"
+
+
+#: a row value the file does not keep because the row determines it (schema 2's event hash,
+#: and its chain link where no head is stored): the verifier computes it and compares nothing
+DERIVED: Final = _Derived()
+
+
+class RawRow(NamedTuple):
+    """One row as ``chain_rows`` gives it: the fields of :class:`Row`, in its order, with the
+    values ``read`` gives (or :data:`DERIVED`); nothing is coerced or checked."""
+
+    run_id: Any
+    seq: Any
+    type: Any
+    ts: Any
+    body: Any
+    event_hash: Any
+    chain_hash: Any
+
+
+class ChainRowSource(Protocol):
+    """A source that also hands over a run's rows as tuples for the verifier's loop.
+
+    ``chain_rows(run_id)`` holds what ``read(run_id)`` yields, row for row, each as the
+    7-tuple of :class:`RawRow` (a sequence, so the verifier reads it once), except that a
+    value the source does not store but computes from the rows is :data:`DERIVED`: the
+    verifier computes it itself, once, where ``read`` would have computed it for the verifier
+    to compute again. An unknown run raises what ``read`` raises; None means "read them with
+    ``read``" (the SQLite store when a subclass or a patch reads its own way)."""
+
+    def chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]] | None: ...
+
+
+def as_read(raw: Sequence[Any], previous: bytes) -> RawRow:
+    """The row ``read`` gives for this ``chain_rows`` tuple, given the chain hash ``read``
+    gave the row before (``previous``): a :data:`DERIVED` event hash computed from the row (as
+    the store computes it: empty when the row's run id, type, ts or body cannot be hashed) and
+    a :data:`DERIVED` chain link from ``previous`` (empty when either is not 32 bytes)."""
+    row = RawRow(*raw)
+    if row.event_hash is not DERIVED and row.chain_hash is not DERIVED:
+        return row
+    event = row.event_hash
+    if event is DERIVED:
+        hashable = (
+            is_text(row.run_id)
+            and type(row.type) is str
+            and row.type in EVENT_TYPES
+            and type(row.ts) is int
+            and -MAX_SAFE_INT <= row.ts <= MAX_SAFE_INT
+            and type(row.body) is bytes
+        )
+        event = event_hash(row.run_id, row.seq, row.type, row.ts, row.body) if hashable else b""
+    link = row.chain_hash
+    if link is DERIVED:
+        whole = type(event) is bytes and len(event) == 32
+        link = chain_hash(previous, event) if whole and len(previous) == 32 else b""
+    return row._replace(event_hash=event, chain_hash=link)
 
 
 def event_hash(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes:

@@ -131,6 +131,8 @@ class Projection:
     checks: tuple[tuple[str, Callable[[Any, Mapping[str, Any]], Any]], ...] = field(init=False)
     #: the request digest's members in canonical (code point) order, ``v`` among them
     member_order: tuple[str, ...] = field(init=False)
+    #: the piece fields' names, in served order (a receipt's digest lists)
+    piece_kinds: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.fields]
@@ -143,11 +145,7 @@ class Projection:
         checks = tuple((f.name, f.check) for f in self.fields if f.check is not None)
         object.__setattr__(self, "checks", checks)
         object.__setattr__(self, "member_order", tuple(sorted([*names, "v"])))
-
-    @property
-    def piece_kinds(self) -> tuple[str, ...]:
-        """The piece fields' names, in served order (a receipt's digest lists)."""
-        return tuple(f.name for f in self.pieces)
+        object.__setattr__(self, "piece_kinds", tuple(f.name for f in pieces))
 
     @property
     def edited(self) -> frozenset[str]:
@@ -157,7 +155,7 @@ class Projection:
 
     def build(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The request served from ``state``; :class:`ProjectionError` when there is none."""
-        if not isinstance(state, Mapping):
+        if type(state) is not dict and not isinstance(state, Mapping):  # (an ABC test is slow)
             raise UsageError(
                 f"state must be a mapping of state keys, not {type(state).__name__}",
                 option="state",

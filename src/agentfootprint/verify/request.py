@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -160,6 +160,10 @@ class RequestDigests:
     system: list[str]
     messages: list[str]
     tools: list[str]
+    #: ``canon(model)`` and ``canon(params)``, as the request digest hashed them (so a
+    #: receipt check compares bytes without canonicalising the served values again)
+    model_bytes: bytes = field(default=b"", compare=False, repr=False)
+    params_bytes: bytes = field(default=b"", compare=False, repr=False)
 
     def pieces(self, kind: str) -> list[str]:
         digests: list[str] = getattr(self, kind)
@@ -182,12 +186,14 @@ def _encoding_of(name: str, scalars: frozenset[str]) -> int:
 
 
 #: per projection: its piece fields, scalar names, members before and after the growing
-#: field, the version's bytes and the growing field's key (see RequestHasher.__init__)
+#: field, the version's bytes, the growing field's key and the first head (see
+#: RequestHasher._take_layout)
 _Layout = tuple[
     tuple[tuple[str, str, bool], ...],
     frozenset[str],
     tuple[str, ...],
     tuple[tuple[bytes, int, str], ...],
+    bytes,
     bytes,
     bytes,
 ]
@@ -216,12 +222,25 @@ class RequestHasher:
     """
 
     def __init__(self, version: int | Projection = 1) -> None:
-        self.projection: Projection = (
-            version if isinstance(version, Projection) else projection(version)
-        )
-        spec = self.projection
+        self._take_layout(version if isinstance(version, Projection) else projection(version))
+        #: the last value hashed of each scalar member and piece list, with its canonical
+        #: bytes: state values are never mutated in place, so the same object (kept alive
+        #: here) is the same bytes
+        self._encoded_of: dict[str, tuple[Any, Any, bytes]] = {}
+        self._objects: dict[str, list[Any]] = {name: [] for name, _, _ in self._pieces}
+        self._digests: dict[str, DigestList] = {name: DigestList() for name, _, _ in self._pieces}
+        self._grown_done = 0  # leading digests of the growing field already fed to _grown_sha
+        self._grown_sha = hashlib.sha256(self._grown_head)
+
+    def _take_layout(self, spec: Projection) -> None:
+        """What depends on the projection only (computed once per version): its piece fields,
+        scalar names, the members before and after the growing field, the version's bytes,
+        the growing field's key, and the bytes hashed before the growing field's digests
+        (members sorting before it depend on the request: none yet, so the first call
+        starts over)."""
+        self.projection = spec
         layout: _Layout | None = _LAYOUTS.get(spec)
-        if layout is None:  # what depends on the projection only: computed once per version
+        if layout is None:
             pieces = tuple((f.name, f.tag or "", f.name in spec.edited) for f in spec.pieces)
             scalars = frozenset(f.name for f in spec.fields if f.tag is None)
             position = spec.member_order.index(spec.grows)
@@ -229,13 +248,17 @@ class RequestHasher:
                 (b"," + _member(name), _encoding_of(name, scalars), name)
                 for name in spec.member_order[position + 1 :]
             )
+            before = tuple(spec.member_order[:position])
+            grows_key = _member(spec.grows) + b"["
+            head = b"" if before else domain_prefix("request") + b"{" + grows_key
             layout = _LAYOUTS[spec] = (
                 pieces,
                 scalars,
-                tuple(spec.member_order[:position]),
+                before,
                 after,
                 canon(spec.request_version),
-                _member(spec.grows) + b"[",
+                grows_key,
+                head,
             )
         (
             self._pieces,
@@ -244,14 +267,9 @@ class RequestHasher:
             self._after,
             self._version_bytes,
             self._grows_key,
+            self._first_head,
         ) = layout
-        self._objects: dict[str, list[Any]] = {name: [] for name, _, _ in self._pieces}
-        self._digests: dict[str, DigestList] = {name: DigestList() for name, _, _ in self._pieces}
-        self._grown_done = 0  # leading digests of the growing field already fed to _grown_sha
-        # the bytes hashed before them (members sorting before the growing field depend on
-        # the request: none yet, so the first call starts over)
-        self._grown_head = b"" if self._before else self._head({}, {})
-        self._grown_sha = hashlib.sha256(self._grown_head)
+        self._grown_head = self._first_head
 
     @property
     def version(self) -> int:
@@ -261,14 +279,30 @@ class RequestHasher:
     def fork(self, version: int | None = None) -> RequestHasher:
         """An independent hasher that starts from this one's cache (for a continued run),
         under projection ``version`` (default: this one's; a continued run may differ)."""
-        twin = RequestHasher(self.projection if version is None else version)
+        twin = object.__new__(RequestHasher)
+        spec = self.projection if version is None else projection(version)
+        if spec is self.projection:  # the same layout (no lookup: a projection hashes slowly)
+            twin.projection = spec
+            twin._pieces, twin._scalars, twin._before = self._pieces, self._scalars, self._before
+            twin._after, twin._version_bytes = self._after, self._version_bytes
+            twin._grows_key, twin._first_head = self._grows_key, self._first_head
+            twin._grown_head = self._first_head
+        else:
+            twin._take_layout(spec)
+        twin._encoded_of = dict(self._encoded_of)  # canonical bytes depend on the value only
+        twin._objects, twin._digests = {}, {}
         for name, tag, _ in twin._pieces:
             if any(n == name and t == tag for n, t, _ in self._pieces):
                 twin._objects[name] = self._objects[name]  # lists are replaced, never mutated
                 twin._digests[name] = self._digests[name]
+            else:
+                twin._objects[name], twin._digests[name] = [], DigestList()
         if twin._grown_head == self._grown_head and twin.projection.grows == self.projection.grows:
             twin._grown_done = self._grown_done
             twin._grown_sha = self._grown_sha.copy()
+        else:
+            twin._grown_done = 0
+            twin._grown_sha = hashlib.sha256(twin._grown_head)
         return twin
 
     def digests(self, request: Mapping[str, Any]) -> RequestDigests:
@@ -278,8 +312,13 @@ class RequestHasher:
         for kind, tag, spliced in self._pieces:
             current = request[kind]
             previous = self._objects[kind]
-            kept = _identity_prefix(previous, current, spliced=spliced)
             known = self._digests[kind]
+            if current is previous:  # the very list of the last call: its digests (usual)
+                lists[kind] = known
+                if kind == grows:
+                    kept_grown = len(previous)
+                continue
+            kept = _identity_prefix(previous, current, spliced=spliced)
             if kept == len(previous):  # only appends: hash the new tail
                 new = [hexdigest(tag, canon(piece)) for piece in current[kept:]]
             else:  # rewritten: the pieces seen last call keep their digests (by identity)
@@ -299,14 +338,26 @@ class RequestHasher:
             self._digests[kind] = lists[kind] = out
             if kind == grows:
                 kept_grown = kept
+        request_digest = self._request_digest(request, lists, kept_grown)
         return RequestDigests(
             model=request["model"],
             params=request["params"],
-            request=self._request_digest(request, lists, kept_grown),
+            request=request_digest,
             system=lists["system"],
             messages=lists["messages"],
             tools=lists["tools"],
+            model_bytes=self._canonical("model", request["model"], canon),
+            params_bytes=self._canonical("params", request["params"], canon),
         )
+
+    def _canonical(self, name: str, value: Any, encode: Callable[[Any], bytes]) -> bytes:
+        """``encode(value)``, remembered for the last value of member ``name`` (by identity)."""
+        known = self._encoded_of.get(name)
+        if known is not None and known[0] is value and known[1] is encode:
+            return known[2]
+        data: bytes = encode(value)
+        self._encoded_of[name] = (value, encode, data)
+        return data
 
     def _encoding(self, name: str) -> int:
         return _encoding_of(name, self._scalars)
@@ -318,8 +369,8 @@ class RequestHasher:
         if how == _VERSION:
             return self._version_bytes
         if how == _SCALAR:
-            return canon(request[name])
-        return _hex_list(lists[name])
+            return self._canonical(name, request[name], canon)
+        return self._canonical(name, lists[name], _hex_list)
 
     def _head(self, request: Mapping[str, Any], lists: Mapping[str, list[str]]) -> bytes:
         """The bytes hashed before the growing field's first digest."""
@@ -347,9 +398,9 @@ class RequestHasher:
             if how == _VERSION:
                 parts.append(self._version_bytes)
             elif how == _SCALAR:
-                parts.append(canon(request[name]))
+                parts.append(self._canonical(name, request[name], canon))
             else:
-                parts.append(_hex_list(lists[name]))
+                parts.append(self._canonical(name, lists[name], _hex_list))
         parts.append(b"}")
         sha.update(b"".join(parts))
-        return str(sha.hexdigest())
+        return sha.hexdigest()

@@ -21,18 +21,25 @@ Every value read from the log has its type checked before it is indexed, iterate
 called: a crafted file gets INVALID with a code and a seq, never a traceback and never a
 pass. :meth:`Verifier.verify_all` verifies a whole file: the runs found from the events
 (never from the run index, which is not evidence), then the index rows that disagree.
+
+A source that offers ``chain_rows`` (the SQLite store) hands over each run's rows as plain
+tuples: the verifier then runs steps 1-3 in one loop with no row object, computes each
+hash once (schema 2 stores neither event hashes nor most links, so nothing computed by the
+reader is computed again) and proves a body canonical once per verifier however often the
+runs repeat it. The checks, their order and every finding are the general loop's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import hashlib
 import itertools
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import orjson
 
@@ -43,12 +50,16 @@ from agentfootprint.errors import (
     VerificationError,
 )
 from agentfootprint.verify.body_checks import (
+    Opened,
     RunCheck,
     check_close,
     check_commit,
     check_receipt,
+    check_redaction,
     check_write,
     field_of,
+    open_members,
+    policy_matcher,
 )
 from agentfootprint.verify.calls import (
     LOG_FORMAT_V1,
@@ -57,12 +68,16 @@ from agentfootprint.verify.calls import (
     LOG_FORMATS,
     WRITE_AHEAD_FORMATS,
 )
-from agentfootprint.verify.canonical import canon, parse_canonical
+from agentfootprint.verify.canonical import MAX_SAFE_INT, canon, parse_canonical
 from agentfootprint.verify.chain import (
+    DERIVED,
+    EVENT_TYPES,
     GENESIS,
+    RawRow,
     Row,
     RowSource,
     RunSource,
+    as_read,
     chain_hash,
     event_hash,
     index_findings,
@@ -72,20 +87,12 @@ from agentfootprint.verify.chain import (
     shown,
     stored_kind,
 )
-from agentfootprint.verify.commitments import (
-    Disclosure,
-    MatchBudgetExceeded,
-    PolicyDocument,
-    iter_commitments,
-    scan_redaction,
-)
-from agentfootprint.verify.hashing import is_hex_digest
+from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.verify.hashing import domain_prefix
+from agentfootprint.verify.limits import MAX_BODY_BYTES
 from agentfootprint.verify.request import (
-    Projection,
-    ProjectionError,
     RequestHasher,
     json_kind,
-    recorded_projection,
 )
 
 __all__ = [
@@ -108,16 +115,14 @@ __all__ = [
 #: the log format this version writes; every one of LOG_FORMATS verifies
 LOG_FORMAT = LOG_FORMAT_V3
 _CONTINUABLE = ("answered", "stopped_early")
-_CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
-
-
-class _Opened(NamedTuple):
-    """What a checked ``run.open`` says: its format, conversation, parent and projection."""
-
-    log_format: str
-    conversation_id: str
-    parent: tuple[str, int, bytes] | None
-    projection: Projection
+_EVENT_MISMATCH = "event hash does not match the event"
+_CHAIN_MISMATCH = "chain hash does not link to the previous event"
+#: what the chain-row loop hashes around a row's own values (docs/log-format.md 3 and 5.1)
+_EVENT_HEAD = domain_prefix("event") + b'{"body":'
+_CHAIN_PREFIX = domain_prefix("chain")
+#: the bodies a verifier remembers as proven canonical: how long each, and how many
+_PROVEN_BODY_BYTES = 1024
+_PROVEN_BODIES = 4096
 
 
 class Outcome(enum.Enum):
@@ -163,6 +168,12 @@ class ProvenValue:
     value: Any
 
 
+#: one run verified: its verification, hasher, commitment sightings and last digest lists
+_Verified = tuple[
+    RunVerification, RequestHasher, list[tuple[str, int, str | None]], dict[str, list[str]]
+]
+
+
 class Verifier:
     """Verifies runs from one source, remembering the runs verified most recently.
 
@@ -188,12 +199,22 @@ class Verifier:
         self.source = source
         self.cache_size = cache_size
         self._done: OrderedDict[str, tuple[RunVerification, RequestHasher]] = OrderedDict()
+        #: each cached run's last receipt digest lists as verified (its receipt_lists are
+        #: tuples of them): a continued run goes on from the lists themselves, which are
+        #: never mutated, instead of copies (a copy is O(history) per run)
+        self._lists: dict[str, dict[str, list[str]]] = {}
         self._active: set[str] = set()
         #: failures seen during one verify or verify_all call (a failed parent is verified
         #: once, not once per child); None between calls
         self._failed: dict[str, VerificationError] | None = None
         #: every commitment seen in a verified run: digest -> (run, seq, the key it sits under)
         self.commitments: dict[str, tuple[str, int, str | None]] = {}
+        #: small bodies proven canonical JSON objects (a function of the bytes alone): the
+        #: runs of a conversation repeat many (commit markers, settings), and a body seen
+        #: again is parsed without proving it again (bounded: cleared when full). The value:
+        #: whether it holds "$" or a backslash, or a commit marker's parsed body (no tuple:
+        #: a container per entry would cost the garbage collector)
+        self._proven: dict[bytes, bool | dict[str, Any]] = {}
 
     def verify(self, run_id: str) -> RunVerification:
         """Verify one run (and, as needed, its ancestors); raise on the first failure."""
@@ -266,22 +287,37 @@ class Verifier:
             return cached
         if run_id in self._failed:
             raise self._failed[run_id]
-        rows = iter(self.source.read(run_id))  # an unknown run: RunNotFoundError
-        first = next(rows, None)
+        raw = self._chain_rows(run_id)  # an unknown run: RunNotFoundError
+        rows: Iterator[Row] = iter(()) if raw is not None else iter(self.source.read(run_id))
+        first: Row | None = next(rows, None)
+        if raw:
+            first = RawRow(*raw[0])  # parent_named reads its type and body, never derived
         parent = parent_named(first)
         if first is not None and parent is not None and parent not in self._done:
             # the parent comes from this run's unverified run.open row: its own checks come
             # first, as when the parent is cached (a damaged row is itself the failure)
             where = RunCheck(run_id, {})
-            self._open_members(where, self._sound_row(where, 0, first, GENESIS)[0])
+            whole = as_read(raw[0], GENESIS) if raw else first
+            open_members(where, self._sound_row(where, 0, whole, GENESIS)[0])
         # Verify the uncached ancestors oldest first, so each run finds its parent verified
         # (or its failure remembered): no recursion however deep the conversation. A failure
         # is reported by the child's own run.open check, in place.
         for ancestor in reversed(self._uncached_ancestors(run_id, parent)):
             with contextlib.suppress(VerificationError):  # remembered in self._failed
                 self._verify_cached(ancestor)
+        if raw is not None:
+            return self._verify_cached(run_id, raw=raw)
         head = [] if first is None else [first]
         return self._verify_cached(run_id, itertools.chain(head, rows))
+
+    def _chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]] | None:
+        """The run's rows as tuples when the source offers them (``chain_rows``, the SQLite
+        store), else None: the rows are read with ``read``."""
+        fetch = getattr(self.source, "chain_rows", None)
+        if not callable(fetch) or not is_text(run_id):
+            return None
+        found: Sequence[tuple[Any, ...]] | None = fetch(run_id)
+        return found
 
     def _uncached_ancestors(self, run_id: str, parent: str | None) -> list[str]:
         """The parent chain of ``run_id`` up to the first cached run (nearest first), each
@@ -304,7 +340,11 @@ class Verifier:
         return chain
 
     def _verify_cached(
-        self, run_id: str, rows: Iterable[Row] | None = None
+        self,
+        run_id: str,
+        rows: Iterable[Row] | None = None,
+        *,
+        raw: Sequence[tuple[Any, ...]] | None = None,
     ) -> tuple[RunVerification, RequestHasher]:
         cached = self._done.get(run_id)
         if cached is not None:
@@ -316,9 +356,14 @@ class Verifier:
             raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
         self._active.add(run_id)
         try:
-            verified, hasher, sightings = self._verify(
-                run_id, self.source.read(run_id) if rows is None else rows
-            )
+            if rows is None and raw is None:
+                raw = self._chain_rows(run_id)
+            if raw is not None:
+                verified, hasher, sightings, lists = self._verify_chain_rows(run_id, raw)
+            else:
+                verified, hasher, sightings, lists = self._verify(
+                    run_id, self.source.read(run_id) if rows is None else rows
+                )
         except VerificationError as exc:
             if self._failed is not None:
                 self._failed[run_id] = exc
@@ -328,8 +373,9 @@ class Verifier:
         for digest, seq, key in sightings:  # only runs that verified can prove disclosures
             self.commitments.setdefault(digest, (run_id, seq, key))
         self._done[run_id] = (verified, hasher)
+        self._lists[run_id] = lists
         while len(self._done) > self.cache_size:
-            self._done.popitem(last=False)
+            self._lists.pop(self._done.popitem(last=False)[0], None)
         return verified, hasher
 
     def check_disclosures(self, disclosures: Iterable[Disclosure]) -> list[ProvenValue]:
@@ -380,9 +426,7 @@ class Verifier:
         return proven
 
     # -- one run ----------------------------------------------------------------------------
-    def _verify(
-        self, run_id: str, rows: Iterable[Row]
-    ) -> tuple[RunVerification, RequestHasher, list[tuple[str, int, str | None]]]:
+    def _verify(self, run_id: str, rows: Iterable[Row]) -> _Verified:
         check: RunCheck | None = None
         head = GENESIS
         expected_seq = 0
@@ -393,15 +437,7 @@ class Verifier:
             where = RunCheck(run_id, {}) if check is None else check
             body, head = self._sound_row(where, seq, row, head)
             if seq == 0:
-                if row.type != "run.open":
-                    raise where.fail(0, f"first event is {row.type}, not run.open", "structure")
-                check, ancestors = self._open(run_id, body)
-                check.matches = _policy_matcher(check, body)
-                check.policy = body.get("policy") if check.matches is not None else None
-                options = body.get("options")
-                check.receipted = (
-                    isinstance(options, dict) and options.get("record_receipt") is True
-                )
+                check, ancestors = self._opened(where, row.type, body)
                 opened_at = row.ts
             else:
                 assert check is not None
@@ -409,8 +445,134 @@ class Verifier:
                 # a $commit member reaches a canonical body only as the bytes "$commit" or
                 # through a \u escape at some level of JSON-in-JSON, which leaves a backslash
                 if check.matches is not None or b"$" in row.body or b"\\" in row.body:
-                    self._redaction(check, seq, row.type, body)
+                    check_redaction(check, seq, row.type, body)
             expected_seq += 1
+        return self._result(run_id, check, head, expected_seq, opened_at, ancestors)
+
+    def _verify_chain_rows(self, run_id: str, raw: Sequence[tuple[Any, ...]]) -> _Verified:
+        """:meth:`_verify` over ``chain_rows`` tuples: the same checks in the same order with
+        the same findings, steps 1-3 in this loop (no row object, no call per column, each
+        hash computed once: a :data:`DERIVED` value is computed here and compared with
+        nothing). A row whose envelope is not the usual one goes through :meth:`_sound_row`
+        as ``read`` would give it (:func:`as_read`), so its finding is :func:`row_problem`'s."""
+        check: RunCheck | None = None
+        head = GENESIS
+        expected_seq = 0
+        opened_at = 0
+        ancestors: tuple[str, ...] = ()
+        sha256 = hashlib.sha256
+        kinds = _ROW_KINDS
+        event_head = _EVENT_HEAD
+        chain_prefix = _CHAIN_PREFIX
+        run_part = b',"run":' + canon(run_id) + b',"seq":'  # run_id is text (_chain_rows)
+        known = self._proven
+        loads = orjson.loads
+        for raw_row in raw:
+            seq = expected_seq
+            where = RunCheck(run_id, {}) if check is None else check
+            row_run, row_seq, type_, ts, data, stored_event, stored_chain = raw_row
+            kind = kinds.get(type_) if type(type_) is str else None
+            if (
+                kind is None
+                or type(row_seq) is not int
+                or row_seq != seq
+                or type(row_run) is not str
+                or row_run != run_id
+                or type(ts) is not int
+                or not -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
+                or type(data) is not bytes
+                or len(data) > MAX_BODY_BYTES
+                or (
+                    stored_event is not DERIVED
+                    and (type(stored_event) is not bytes or len(stored_event) != 32)
+                )
+                or (
+                    stored_chain is not DERIVED
+                    and (type(stored_chain) is not bytes or len(stored_chain) != 32)
+                )
+            ):  # not the usual envelope: the row as read gives it, checked the general way
+                row = as_read(raw_row, head)
+                body, head = self._sound_row(where, seq, row, head)
+                type_, ts, data = row.type, row.ts, row.body
+                scan = data.find(b"$") >= 0 or data.find(b"\\") >= 0
+                _, checker, phase = _ROW_KINDS[type_]  # a known type: _sound_row passed
+            else:
+                tail, checker, phase = kind
+                # a $commit member reaches a canonical body only as the bytes "$commit" or
+                # through a \u escape, which leaves a backslash (find() is several times
+                # faster than ``in`` on bytes, which first tries the needle as an integer)
+                seen = known.get(data)
+                if seen is not None:  # these bytes were proven canonical: parse() is loads()
+                    if type(seen) is dict:  # a commit marker's body, parsed
+                        scan, body = False, seen if type_ == "commit" else loads(data)
+                    else:
+                        scan, body = seen, loads(data)
+                else:
+                    try:
+                        body, proven = parse_canonical(data)
+                    except (orjson.JSONDecodeError, RecursionError):
+                        proven = False
+                    if not proven or type(body) is not dict:  # the full check, its finding
+                        body = self._canonical_body(where, seq, data)
+                    scan = data.find(b"$") >= 0 or data.find(b"\\") >= 0
+                    if proven and len(data) <= _PROVEN_BODY_BYTES:
+                        if len(known) >= _PROVEN_BODIES:
+                            known.clear()
+                        # a commit marker's body is only read (check_commit), never kept
+                        # or changed: one parse serves every repeat of it
+                        known[data] = body if type_ == "commit" and not scan else scan
+                envelope = b'%s%s%s%d,"ts":%d%s' % (event_head, data, run_part, seq, ts, tail)
+                event = sha256(envelope).digest()
+                if stored_event is not DERIVED and event != stored_event:
+                    raise where.fail(seq, _EVENT_MISMATCH, "hash")
+                head = sha256(chain_prefix + head + event).digest()
+                if stored_chain is not DERIVED and head != stored_chain:
+                    raise where.fail(seq, _CHAIN_MISMATCH, "chain")
+            if seq == 0:
+                check, ancestors = self._opened(where, type_, body)
+                opened_at = ts
+            else:
+                assert check is not None
+                late = phase is not None and phase < check.phase
+                if checker is None or check.close is not None or late:
+                    # an event row, or a finding of _event's own: _event says which
+                    self._event(check, seq, type_, body)
+                else:  # _event's steps for the usual row, in line
+                    if phase is not None:
+                        check.phase = phase
+                        check.in_batch = True
+                    try:
+                        checker(check, seq, body)
+                    except ValueError as exc:
+                        raise _malformed(check, seq, type_, exc) from exc
+                if check.matches is not None or scan:
+                    check_redaction(check, seq, type_, body)
+            expected_seq += 1
+        return self._result(run_id, check, head, expected_seq, opened_at, ancestors)
+
+    def _opened(
+        self, where: RunCheck, type_: str, body: dict[str, Any]
+    ) -> tuple[RunCheck, tuple[str, ...]]:
+        """Step 4 for seq 0: a ``run.open``, its parent, policy and options."""
+        if type_ != "run.open":
+            raise where.fail(0, f"first event is {type_}, not run.open", "structure")
+        check, ancestors = self._open(where.run_id, body)
+        check.matches = policy_matcher(check, body)
+        check.policy = body.get("policy") if check.matches is not None else None
+        options = body.get("options")
+        check.receipted = isinstance(options, dict) and options.get("record_receipt") is True
+        return check, ancestors
+
+    def _result(
+        self,
+        run_id: str,
+        check: RunCheck | None,
+        head: bytes,
+        events: int,
+        opened_at: int,
+        ancestors: tuple[str, ...],
+    ) -> _Verified:
+        """The end of a run's rows: no run, a truncated batch, or its verification."""
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
         if check.in_batch and not (
@@ -419,7 +581,7 @@ class Verifier:
             and check.close is None
         ):
             raise check.fail(
-                expected_seq,
+                events,
                 f"the log ends inside commit {check.commit} (its commit marker is missing); "
                 "commits are written atomically, so rows were removed from the end",
                 "truncated",
@@ -428,7 +590,7 @@ class Verifier:
             run_id=run_id,
             conversation_id=check.conversation_id,
             outcome=Outcome.VALID_UNSIGNED if check.close is not None else Outcome.UNSEALED,
-            events=expected_seq,
+            events=events,
             commits=check.commit,
             receipts=check.receipts,
             head=head,
@@ -441,7 +603,7 @@ class Verifier:
             projection=check.projection.version,
             log_format=check.log_format,
         )
-        return result, check.hasher, check.sightings
+        return result, check.hasher, check.sightings, check.previous
 
     @classmethod
     def _sound_row(
@@ -455,10 +617,10 @@ class Verifier:
         body = cls._canonical_body(check, seq, row.body)
         recomputed = event_hash(check.run_id, seq, row.type, row.ts, row.body)
         if recomputed != row.event_hash:
-            raise check.fail(seq, "event hash does not match the event", "hash")
+            raise check.fail(seq, _EVENT_MISMATCH, "hash")
         head = chain_hash(head, recomputed)
         if head != row.chain_hash:
-            raise check.fail(seq, "chain hash does not link to the previous event", "chain")
+            raise check.fail(seq, _CHAIN_MISMATCH, "chain")
         return body, head
 
     @staticmethod
@@ -481,7 +643,7 @@ class Verifier:
         return body
 
     def _open(self, run_id: str, body: dict[str, Any]) -> tuple[RunCheck, tuple[str, ...]]:
-        opened, parent = self._checked_open(run_id, body)
+        opened, parent = self._checked_open(run_id, body, fork=False)  # forked once, below
         if parent is None:
             check = RunCheck(run_id, {}, opened.conversation_id)
             check.hasher = RequestHasher(opened.projection.version)
@@ -491,47 +653,15 @@ class Verifier:
             check.initial = verified.final_state
             # the child's own projection, starting from the parent's piece digests
             check.hasher = parent_hasher.fork(opened.projection.version)
-            check.previous = {kind: list(v) for kind, v in verified.receipt_lists.items()}
+            lists = self._lists.get(verified.run_id)
+            check.previous = (
+                dict(lists)
+                if lists is not None and self._done.get(verified.run_id, (None,))[0] is verified
+                else {kind: list(v) for kind, v in verified.receipt_lists.items()}
+            )
         check.log_format, check.projection = opened.log_format, opened.projection
         ancestors = () if parent is None else (*parent[0].ancestors, parent[0].run_id)
         return check, ancestors
-
-    @staticmethod
-    def _open_members(where: RunCheck, body: dict[str, Any]) -> _Opened:
-        """``run.open``'s own members (structure): the log format, the conversation, the
-        parent reference and the projection version."""
-        log_format = body.get("format")
-        if not isinstance(log_format, str) or log_format not in LOG_FORMATS:
-            raise where.fail(
-                0,
-                f"unknown log format {log_format!r} (this version verifies "
-                f"{', '.join(LOG_FORMATS)})",
-                "structure",
-            )
-        if body.get("run_id") != where.run_id:
-            raise where.fail(0, "run.open names another run id", "structure")
-        conversation = body.get("conversation_id")
-        if not isinstance(conversation, str) or not conversation:
-            raise where.fail(0, "run.open has no conversation_id", "structure")
-        parent = body.get("parent")
-        reference = None
-        if parent is not None:
-            try:
-                if not isinstance(parent, dict):
-                    raise ValueError(f"it is {json_kind(parent)}, not an object")
-                parent_id = field_of(parent, "run_id", str)
-                parent_events = field_of(parent, "events", int)
-                head_hex = field_of(parent, "head", str)
-                if not is_hex_digest(head_hex):
-                    raise ValueError("head is not 64 lowercase hex digits")
-            except ValueError as exc:
-                raise where.fail(0, f"run.open parent is malformed: {exc}", "structure") from exc
-            reference = (parent_id, parent_events, bytes.fromhex(head_hex))
-        try:
-            spec = recorded_projection(body)
-        except ProjectionError as exc:
-            raise where.fail(0, str(exc), "structure") from exc
-        return _Opened(log_format, conversation, reference, spec)
 
     def check_open(
         self, run_id: str, body: dict[str, Any]
@@ -546,10 +676,12 @@ class Verifier:
         return opened.conversation_id, parent
 
     def _checked_open(
-        self, run_id: str, body: dict[str, Any]
-    ) -> tuple[_Opened, tuple[RunVerification, RequestHasher] | None]:
+        self, run_id: str, body: dict[str, Any], *, fork: bool = True
+    ) -> tuple[Opened, tuple[RunVerification, RequestHasher] | None]:
+        """:meth:`check_open`'s checks; the parent's hasher forked (``fork=False``: the cached
+        one itself, which the caller forks before hashing anything with it)."""
         where = RunCheck(run_id, {})
-        opened = self._open_members(where, body)
+        opened = open_members(where, body)
         conversation, reference = opened.conversation_id, opened.parent
         if reference is None:
             return opened, None
@@ -586,7 +718,7 @@ class Verifier:
             raise where.fail(
                 0, f"parent run {parent_id} did not finish; it cannot be continued", "ancestry"
             )
-        return opened, (verified, parent_hasher.fork())
+        return opened, (verified, parent_hasher.fork() if fork else parent_hasher)
 
     _PHASE: ClassVar[dict[str, int]] = {"receipt": 1, "event": 2, "write": 3}
 
@@ -619,83 +751,26 @@ class Verifier:
                 field_of(body, "name", str)
                 field_of(body, "payload", dict)
         except ValueError as exc:
-            raise check.fail(seq, f"{type_} body is malformed: {exc}", "structure") from exc
-
-    def _redaction(self, check: RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
-        """Commitments well formed and never repeated; no plaintext under a policy key."""
-        where: tuple[str | int, ...] = ()
-        rerecorded: Callable[[str, tuple[str | int, ...]], bool] = lambda _d, _p: False  # noqa: E731
-        if type_ == "write":
-            if "value" not in body:
-                return
-            path, value = body["path"], body["value"]
-            if body["verb"] == "set":
-                rerecorded = _held_by(check.state.get(path), (path,))
-                entries = [(None, {path: value})]
-            elif body["verb"] in ("append", "merge"):  # the operand sits inside the state key
-                entries, where = [(path, value)], (path,)
-            else:  # an unknown verb is not scanned (section 12.5): it fails the fold
-                return
-        elif type_ == "event":
-            entries = [(None, body["payload"])]
-        elif type_ == "commit" and "error" in body:
-            entries = [(None, {"error": body["error"]})]
-        elif type_ == "run.close":
-            recorded = {k: v for k, v in body.items() if k not in _CLOSE_COUNTS}
-            entries = [(None, recorded)]
-        else:
-            return
-        for key, value in entries:
-            # one walk: every malformed commitment (commitment) before any reuse
-            # (commitment-reuse) before any leak (leak), whatever the walk order
-            try:
-                scan = scan_redaction(value, check.matches, where, key)
-            except MatchBudgetExceeded as exc:
-                try:  # a malformed commitment in the same value is reported first
-                    for _ in iter_commitments(value, where, key=key):
-                        pass
-                except ValueError as malformed:
-                    raise check.fail(seq, str(malformed), "commitment") from malformed
-                raise check.fail(
-                    seq, f"policy matching ran out of its budget: {exc}", "policy-budget"
-                ) from exc
-            except ValueError as exc:
-                raise check.fail(seq, str(exc), "commitment") from exc
-            for digest, under, at_path in scan.commitments:
-                if (
-                    digest in check.digests
-                    and not check.inherited(digest)
-                    and not rerecorded(digest, at_path)
-                ):
-                    raise check.fail(
-                        seq,
-                        f"commitment {digest} appears twice in the run "
-                        "(a reused salt links equal values)",
-                        "commitment-reuse",
-                    )
-                check.digests.add(digest)
-                check.sightings.append((digest, seq, under))
-            if scan.leaks:
-                raise check.fail(seq, scan.leaks[0].message, "leak")
+            raise _malformed(check, seq, type_, exc) from exc
 
 
-def _held_by(
-    value: Any, path: tuple[str | int, ...]
-) -> Callable[[str, tuple[str | int, ...]], bool]:
-    """Whether ``value`` (a key's committed value before a ``set``) holds this commitment at
-    this very position, computed once and only when asked: a ``set`` that records a key again
-    (full mode) repeats the commitments of what did not change, in place, which is no reuse."""
-    found: set[tuple[str, tuple[str | int, ...]]] | None = None
+#: per event type, for the chain-row loop: the envelope's tail from ``,"type":`` on (section
+#: 5.1), the check of its body (none for ``run.open`` and ``event``: _event) and its place in a
+#: commit batch (Verifier._PHASE)
+_CHECKERS = {
+    "write": check_write,
+    "receipt": check_receipt,
+    "commit": check_commit,
+    "run.close": check_close,
+}
+_ROW_KINDS = {
+    name: (b',"type":' + canon(name) + b"}", _CHECKERS.get(name), Verifier._PHASE.get(name))
+    for name in EVENT_TYPES
+}
 
-    def held(digest: str, at: tuple[str | int, ...]) -> bool:
-        nonlocal found
-        if found is None:
-            found = set()
-            if value is not None:
-                found = {(d, where) for d, _, where in iter_commitments(value, path)}
-        return (digest, at) in found
 
-    return held
+def _malformed(check: RunCheck, seq: int, type_: str, exc: ValueError) -> VerificationError:
+    return check.fail(seq, f"{type_} body is malformed: {exc}", "structure")
 
 
 def parent_of(source: RowSource, run_id: str) -> str | None:
@@ -703,26 +778,6 @@ def parent_of(source: RowSource, run_id: str) -> str | None:
     is not evidence). None for a root or a first row that names no parent: verification
     reports a damaged first row in place. An unknown run: the source's RunNotFoundError."""
     return parent_named(next(iter(source.read(run_id)), None))
-
-
-def _policy_matcher(check: RunCheck, body: dict[str, Any]) -> Callable[[str], bool] | None:
-    """The run's policy from run.open (checked against its digest), as a key matcher."""
-    document, digest = body.get("policy"), body.get("policy_digest")
-    if document is None and digest is None:
-        return None
-    try:
-        policy = PolicyDocument.from_json(document)
-    except MatchBudgetExceeded as exc:
-        raise check.fail(
-            0, f"policy matching ran out of its budget: {exc}", "policy-budget"
-        ) from exc
-    except ValueError as exc:
-        raise check.fail(0, f"run.open policy is malformed: {exc}", "policy") from exc
-    if policy.to_json() != document:
-        raise check.fail(0, "run.open policy is not in its normal form", "policy")
-    if digest != policy.digest():
-        raise check.fail(0, "run.open policy_digest does not match the policy", "policy")
-    return policy.matcher()
 
 
 _SHARED: weakref.WeakKeyDictionary[Any, Verifier] = weakref.WeakKeyDictionary()
