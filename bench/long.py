@@ -28,12 +28,14 @@ Usage::
     python bench/long.py --src ../old/src   # measure another tree's package instead
     python bench/long.py --against ../old/src  # A/B: both trees, alternating per N
     python bench/long.py --profile 20000    # only: cProfile recording and verify at N
+    python bench/long.py --profile-growth 800 8000  # only: what grows per iteration
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pstats
 import resource
 import subprocess
 import sys
@@ -200,6 +202,13 @@ def main() -> int:
     parser.add_argument(
         "--against", help="also measure the package in this directory, alternating (A/B)"
     )
+    parser.add_argument(
+        "--profile-growth",
+        type=int,
+        nargs=2,
+        metavar=("N0", "N1"),
+        help="only: cProfile both sizes; list functions by own time per iteration over linear",
+    )
     parser.add_argument("--child", nargs=3, metavar=("WHAT", "N", "PATH"), help=argparse_hide())
     args = parser.parse_args()
     if args.child:
@@ -209,6 +218,9 @@ def main() -> int:
         return 0
     if args.profile:
         return profile(args.profile, args.top)
+    if args.profile_growth:
+        small, big = args.profile_growth
+        return profile_growth(small, big, args.top)
 
     sizes = tuple(args.sizes or (QUICK_SIZES if args.quick else SIZES))
     trees: list[tuple[str, str | None]] = [("this tree", args.src)]
@@ -332,6 +344,45 @@ def profile(n: int, top: int) -> int:
         print(profile_report(profiler, f"recording N={n}: {seconds:.1f} s", top))
         profiler, _, seconds = profiled(lambda: verify(path))
         print(profile_report(profiler, f"verify N={n}: {seconds:.1f} s", top))
+    return 0
+
+
+def _own_times(n: int, directory: str) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per function: (own seconds, calls), for recording and for verification at ``n``."""
+    path = os.path.join(directory, f"growth-{n}.sqlite")
+    out: dict[str, dict[str, tuple[float, int]]] = {}
+    for what, run in (("record", lambda: record(n, path)), ("verify", lambda: verify(path))):
+        profiler, _, _ = profiled(run)
+        stats = pstats.Stats(profiler).strip_dirs().stats  # type: ignore[attr-defined]
+        out[what] = {f"{f}:{line}({name})": (v[2], v[0]) for (f, line, name), v in stats.items()}
+    remove_db(path)
+    return out
+
+
+def profile_growth(small: int, big: int, top: int) -> int:
+    """What grows: each function's own time at ``big`` over ``big / small`` times its own
+    time at ``small`` (seconds beyond linear), largest first. A function whose per-call cost
+    is constant shows about 0 (up to noise); one doing O(history) per call leads the list."""
+    with tempfile.TemporaryDirectory(prefix="afp-long-") as directory:
+        at_small, at_big = _own_times(small, directory), _own_times(big, directory)
+    for what in ("record", "verify"):
+        total_small = sum(t for t, _ in at_small[what].values())
+        total_big = sum(t for t, _ in at_big[what].values())
+        print(
+            f"\n## {what}: {1000 * total_small / small:.3f} ms/it at N={small}, "
+            f"{1000 * total_big / big:.3f} at N={big} (under cProfile)"
+        )
+        rows = []
+        for key, (seconds, calls) in at_big[what].items():
+            base, base_calls = at_small[what].get(key, (0.0, 0))
+            rows.append((seconds - base * big / small, key, base, seconds, base_calls, calls))
+        rows.sort(reverse=True)
+        print(f"{'s over linear':>13} {'ms/it small':>11} {'ms/it big':>9}  calls  function")
+        for excess, key, base, seconds, base_calls, calls in rows[:top]:
+            print(
+                f"{excess:>13.3f} {1000 * base / small:>11.4f} {1000 * seconds / big:>9.4f}  "
+                f"{base_calls}->{calls}  {key}"
+            )
     return 0
 
 

@@ -44,7 +44,9 @@ from agentfootprint.store.vault import DisclosureVault, open_vault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import check_ijson
+from agentfootprint.verify.fold import continued_lists
 from agentfootprint.verify.request import projection as projection_of
+from agentfootprint.verify.spares import Spares
 from agentfootprint.verify.verifier import LOG_FORMAT, shared_verifier
 
 __all__ = ["Agent", "RunResult", "StoppedEarly", "open_store"]
@@ -229,6 +231,9 @@ class Agent:
         self.chart = self.seam.chart
         self._bus = EventBus()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
+        #: the versions of appended lists the runs made, reused once nobody holds them; more
+        #: than the cached lineages hold (a final state and its hasher's last request each)
+        self._spares = Spares(2 * _LINEAGE_CACHE + 16)
 
     def close(self) -> None:
         """Close the store if this agent opened it (a path or the default memory store)."""
@@ -330,6 +335,7 @@ class Agent:
             vault=self.vault,
             ports=ports,
             log_format=log_format,
+            spares=self._spares,
         )
         try:
             await run.execute()
@@ -546,7 +552,7 @@ class Agent:
             committed=committed,
             memo=memo,
             policy=verified.policy,
-            receipt_lists={k: list(v) for k, v in verified.receipt_lists.items()},
+            receipt_lists=continued_lists(verified.receipt_lists),
             outcome=str(outcome),
             hasher=verifier.hasher_after(parent_id),
             projection=verified.projection,

@@ -32,6 +32,7 @@ from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.calls import WRITE_AHEAD_FORMATS
 from agentfootprint.verify.fold import apply_write, compress_digests
 from agentfootprint.verify.request import PIECE_KINDS, RequestDigests, RequestHasher
+from agentfootprint.verify.spares import Spares
 from agentfootprint.verify.verifier import LOG_FORMAT
 
 if TYPE_CHECKING:
@@ -158,9 +159,12 @@ class RunState:
         vault: DisclosureVault | None = None,
         ports: Ports | None = None,
         log_format: str = LOG_FORMAT,
+        spares: Spares | None = None,
     ) -> None:
         from agentfootprint.features.registry import recorded_kinds
 
+        #: the agent's pool of list versions: appends reuse a free one instead of copying
+        self.spares = spares
         self.config = config
         self.seam = seam
         self.input_message = message
@@ -232,7 +236,9 @@ class RunState:
                     )
                 stage = self.chart.stages[name]
                 count = self.stage_counts[name] = self.stage_counts.get(name, 0) + 1
-                ctx = StageContext(run=self, scope=Scope(self.state), stage_run=f"{name}#{count}")
+                ctx = StageContext(
+                    run=self, scope=Scope(self.state, self.spares), stage_run=f"{name}#{count}"
+                )
                 error: BaseException | None = None
                 result: str | None = None
                 try:
@@ -266,7 +272,7 @@ class RunState:
     async def _end_outside(self, error: BaseException) -> None:
         """The end hooks of a run that failed between stages: what they record is committed
         as a ``run-end`` commit of its own (only when they record anything)."""
-        ctx = StageContext(run=self, scope=Scope(self.state), stage_run="run-end#1")
+        ctx = StageContext(run=self, scope=Scope(self.state, self.spares), stage_run="run-end#1")
         await self._end(ctx, error)
         if ctx.recorded:
             with contextlib.suppress(Exception):  # the run's own error is what surfaces
@@ -319,7 +325,7 @@ class RunState:
         else:
             committed = dict(self.committed)
             for write in stored:
-                apply_write(committed, write.path, write.verb, write.value)
+                apply_write(committed, write.path, write.verb, write.value, self.spares)
             self.committed = committed
         self.commit_index += 1
         self.receipts += len(ctx.receipts)

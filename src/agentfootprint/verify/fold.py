@@ -18,18 +18,21 @@ hex digits each).
 from __future__ import annotations
 
 import weakref
-from collections.abc import MutableMapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, cast
 
 from agentfootprint.verify.hashing import is_hex_digest
+from agentfootprint.verify.spares import Spares
 
 __all__ = [
     "VERBS",
     "DigestLine",
     "DigestList",
     "FoldError",
+    "ReceiptLists",
     "apply_write",
     "compress_digests",
+    "continued_lists",
     "digest_list_problem",
     "expand_digests",
 ]
@@ -41,15 +44,29 @@ class FoldError(ValueError):
     """A write or receipt cannot be applied to the state it follows."""
 
 
-def apply_write(state: MutableMapping[str, Any], path: str, verb: str, value: Any) -> None:
-    """Apply one write to ``state`` (top level replaced, nested values never mutated)."""
+def apply_write(
+    state: MutableMapping[str, Any],
+    path: str,
+    verb: str,
+    value: Any,
+    spares: Spares | None = None,
+) -> None:
+    """Apply one write to ``state`` (top level replaced, nested values never mutated).
+
+    ``spares``: the folder's pool, which makes an ``append``'s new list from a list nobody
+    holds in O(tail) instead of copying the prefix (:mod:`agentfootprint.verify.spares`).
+    """
     if verb == "set":
         state[path] = value
     elif verb == "append":
         current = state.get(path)
         if not isinstance(current, list) or not isinstance(value, list):
             raise FoldError(f"append to {path!r} needs an array on both sides")
-        state[path] = current + value
+        state[path] = (
+            current + value
+            if spares is None or type(current) is not list
+            else spares.extended(current, value)
+        )
     elif verb == "merge":
         current = state.get(path)
         if not isinstance(current, dict) or not isinstance(value, dict):
@@ -67,12 +84,15 @@ class DigestLine:
     """The lists one :class:`~agentfootprint.verify.request.RequestHasher` grew from each
     other by appends only: every list of a line is a prefix of every later one. ``latest``
     is the newest (what a receipt that keeps all of an older list and adds the rest names),
-    held weakly: a line keeps no list alive, and no list and line form a cycle."""
+    held weakly. ``spares`` pools the line's lists, so the next list is an older one that
+    nobody holds any more, caught up in place (:mod:`agentfootprint.verify.spares`): the
+    pool and its lists form a cycle, collected with the line."""
 
-    __slots__ = ("_latest",)
+    __slots__ = ("_latest", "spares")
 
     def __init__(self) -> None:
         self._latest: weakref.ref[DigestList] | None = None
+        self.spares: Spares | None = None  # made at the line's first growth
 
     @property
     def latest(self) -> DigestList | None:
@@ -84,7 +104,8 @@ class DigestLine:
 
 
 class DigestList(list[str]):
-    """A digest list of a served request, never mutated once made, on a :class:`DigestLine`.
+    """A digest list of a served request on a :class:`DigestLine`, never mutated while
+    anybody holds it (its line reuses it once nobody does: :mod:`agentfootprint.verify.spares`).
 
     Knowing that an older list of the same line is its prefix, :func:`compress_digests`
     finds the shared prefix and :func:`expand_digests` the expanded list without reading
@@ -102,14 +123,23 @@ class DigestList(list[str]):
 
     def grown(self, new: list[str]) -> DigestList:
         """A new list of this line: this one's digests, then ``new``. Only from the line's
-        latest list (an older one would fork the line: a new line starts then)."""
-        out = DigestList()
-        out += self  # one copy, in C
-        out += new
-        if self.line.latest is self:
-            out.line = self.line
-            self.line.latest = out
-        return out
+        latest list (an older one would fork the line: a new line starts then, a copy).
+
+        On the line, the new list is a pooled older list of it that nobody holds any more,
+        caught up in place (every list of a line is a prefix of its latest), or a copy.
+        """
+        line = self.line
+        if line.latest is not self:
+            out = DigestList()
+            out += self  # one copy, in C
+            out += new
+            return out
+        if line.spares is None:
+            line.spares = Spares(_LINE_SPARES)
+        grown = cast(DigestList, line.spares.grown(self, new, _on_line(line), DigestList))
+        grown.line = line
+        line.latest = grown
+        return grown
 
     def __eq__(self, other: object) -> bool:
         return True if other is self else list.__eq__(self, other)
@@ -121,6 +151,17 @@ class DigestList(list[str]):
 
     def __reduce__(self) -> tuple[Any, ...]:  # copies and pickles are plain lists
         return (list, (list(self),))
+
+
+#: lists a digest line pools: more than the versions of one line the caches hold at once
+#: (a verifier's 64 cached runs, each with its receipt lists), so a version let go of comes
+#: back as a spare
+_LINE_SPARES = 160
+
+
+def _on_line(line: DigestLine) -> Callable[[list[Any]], bool]:
+    """Whether a pooled list is one of ``line``'s (then a prefix of its latest)."""
+    return lambda spare: type(spare) is DigestList and spare.line is line
 
 
 def _extends(previous: Sequence[str], current: Sequence[str]) -> bool:
@@ -186,3 +227,45 @@ def expand_digests(previous: Sequence[str], stored: Any) -> list[str]:
         out.extend(add)
         return out
     return [*previous[:keep], *add]
+
+
+class ReceiptLists(Mapping[str, tuple[str, ...]]):
+    """A run's last receipt digest lists, read as tuples (a verified run's ``receipt_lists``).
+
+    The lists are the verifier's own (never mutated): a continued run goes on from them
+    (:func:`continued_lists`), and a tuple is made only for a kind that is read, once, so
+    verifying a run costs no copy of its digest lists (O(history) per run otherwise).
+    """
+
+    __slots__ = ("_lists", "_tuples")
+
+    def __init__(self, lists: Mapping[str, Sequence[str]]) -> None:
+        self._lists: dict[str, Sequence[str]] = dict(lists)
+        self._tuples: dict[str, tuple[str, ...]] = {}
+
+    def __getitem__(self, kind: str) -> tuple[str, ...]:
+        made = self._tuples.get(kind)
+        if made is None:
+            made = self._tuples[kind] = tuple(self._lists[kind])
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lists)
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+    def __repr__(self) -> str:
+        return f"ReceiptLists({ {kind: len(v) for kind, v in self._lists.items()} } digests)"
+
+    def lists(self) -> dict[str, Sequence[str]]:
+        """The lists themselves, by kind (read them, never mutate them)."""
+        return dict(self._lists)
+
+
+def continued_lists(lists: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """The digest lists a continued run starts from: a :class:`ReceiptLists`' own lists
+    (shared, never mutated: the child's receipts replace them), others copied."""
+    if isinstance(lists, ReceiptLists):
+        return {kind: v if isinstance(v, list) else list(v) for kind, v in lists.lists().items()}
+    return {kind: list(v) for kind, v in lists.items()}

@@ -88,12 +88,14 @@ from agentfootprint.verify.chain import (
     stored_kind,
 )
 from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.verify.fold import ReceiptLists, continued_lists
 from agentfootprint.verify.hashing import domain_prefix
 from agentfootprint.verify.limits import MAX_BODY_BYTES
 from agentfootprint.verify.request import (
     RequestHasher,
     json_kind,
 )
+from agentfootprint.verify.spares import Spares
 
 __all__ = [
     "LOG_FORMAT",
@@ -198,6 +200,9 @@ class Verifier:
             )
         self.source = source
         self.cache_size = cache_size
+        #: the list versions the folds made (every cached run holds two: its final state's
+        #: and its hasher's), reused once nobody holds them instead of copied per append
+        self._spares = Spares(2 * cache_size + 16)
         self._done: OrderedDict[str, tuple[RunVerification, RequestHasher]] = OrderedDict()
         #: each cached run's last receipt digest lists as verified (its receipt_lists are
         #: tuples of them): a continued run goes on from the lists themselves, which are
@@ -596,7 +601,7 @@ class Verifier:
             head=head,
             close=check.close,
             final_state=check.state,
-            receipt_lists={kind: tuple(check.previous[kind]) for kind in check.previous},
+            receipt_lists=ReceiptLists(check.previous),  # tuples made when read
             ancestors=ancestors,
             policy=check.policy,
             opened_at=opened_at,
@@ -657,8 +662,9 @@ class Verifier:
             check.previous = (
                 dict(lists)
                 if lists is not None and self._done.get(verified.run_id, (None,))[0] is verified
-                else {kind: list(v) for kind, v in verified.receipt_lists.items()}
+                else continued_lists(verified.receipt_lists)
             )
+        check.spares = self._spares
         check.log_format, check.projection = opened.log_format, opened.projection
         ancestors = () if parent is None else (*parent[0].ancestors, parent[0].run_id)
         return check, ancestors

@@ -1,0 +1,275 @@
+"""Issue 13: appends reuse a pooled list nobody holds (``verify.spares``) instead of copying
+the history, and nothing anybody was handed ever changes.
+
+The runs here pool every list (``MIN_POOLED`` 0, so short test conversations take the same
+path as long ones): a parent continued twice (a fork), a continuation from an older run, a
+replay, a provider that keeps every request it was served, the verifier's cache of parents
+shared by their children; each result state and served request is compared, after
+everything else ran, with a deep copy taken when it was handed out.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+import agentfootprint as af
+from agentfootprint.core.scope import Scope
+from agentfootprint.verify import spares
+from agentfootprint.verify.fold import DigestList, ReceiptLists, continued_lists
+from agentfootprint.verify.spares import Spares
+
+pytestmark = pytest.mark.skipif(not spares.ENABLED, reason="reference counts say nothing here")
+
+
+@pytest.fixture(autouse=True)
+def pool_everything(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(spares, "MIN_POOLED", 0)
+    yield
+
+
+def _same(a: Any, b: Any) -> bool:
+    return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        b, option=orjson.OPT_SORT_KEYS
+    )
+
+
+# -- the pool itself ---------------------------------------------------------------------------
+def test_a_free_spare_is_caught_up_in_place_and_a_held_one_never_touched() -> None:
+    pool = Spares(4)
+    base = [{"i": i} for i in range(3)]
+    first = pool.extended(base, [{"i": 3}])
+    second = pool.extended(first, [{"i": 4}])
+    assert first == [{"i": i} for i in range(4)] and base == [{"i": i} for i in range(3)]
+    third = pool.extended(second, [{"i": 5}])  # first is held here: never reused
+    assert third is not first and first == [{"i": i} for i in range(4)]
+    first_id = id(first)
+    del first  # now only the pool holds it: the next version is that very list
+    fourth = pool.extended(third, [{"i": 6}])
+    assert id(fourth) == first_id and fourth == [{"i": i} for i in range(7)]
+    assert all(a is b for a, b in zip(fourth, third, strict=False))  # the same item objects
+    assert second == [{"i": i} for i in range(5)] and third == [{"i": i} for i in range(6)]
+
+
+def test_a_free_spare_of_another_list_is_emptied_before_use() -> None:
+    pool = Spares(4)
+    other = pool.extended([{"x": 1}, {"x": 2}], [{"x": 3}])
+    del other
+    mine = [{"y": 1}]
+    grown = pool.extended(mine, [{"y": 2}])
+    assert grown == [{"y": 1}, {"y": 2}] and grown[0] is mine[0]
+
+
+def test_without_reference_counts_every_version_is_a_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(spares, "ENABLED", False)
+    pool = Spares(4)
+    a = pool.extended([1, 2], [3])
+    del a
+    assert pool.extended([1, 2], [4]) == [1, 2, 4] and len(pool) == 0
+
+
+def test_the_pool_keeps_at_most_its_capacity() -> None:
+    pool = Spares(3)
+    held = [pool.extended([{"k": k}], [{"k": k + 1}]) for k in range(10)]
+    assert len(pool) == 3 and held[0] == [{"k": 0}, {"k": 1}]
+
+
+def test_a_digest_line_reuses_its_own_free_lists_only() -> None:
+    hexes = [f"{i:064x}" for i in range(20)]
+    a = DigestList(hexes[:2])
+    b = a.grown(hexes[2:3])
+    c = b.grown(hexes[3:4])
+    b_id = id(b)
+    del b
+    d = c.grown(hexes[4:5])
+    assert id(d) == b_id and d == hexes[:5] and d.line is a.line and a.line.latest is d
+    assert c == hexes[:4] and a == hexes[:2]
+    fork = a.grown(hexes[9:10])  # from an older list: a copy on a new line
+    assert fork == hexes[:2] + hexes[9:10] and fork.line is not a.line and d == hexes[:5]
+
+
+def test_receipt_lists_are_tuples_when_read_and_the_lists_when_continued() -> None:
+    lists = {"system": DigestList(["a" * 64]), "messages": ["b" * 64]}
+    frozen = ReceiptLists(lists)
+    assert frozen["system"] == ("a" * 64,) and frozen["system"] is frozen["system"]
+    assert dict(frozen) == {"system": ("a" * 64,), "messages": ("b" * 64,)}
+    assert frozen == {"system": ("a" * 64,), "messages": ("b" * 64,)}
+    assert continued_lists(frozen)["system"] is lists["system"]
+    assert continued_lists({"m": ("c" * 64,)}) == {"m": ["c" * 64]}
+
+
+# -- a stage's appends -------------------------------------------------------------------------
+def test_a_stage_reads_its_append_sets_and_deletes_and_the_committed_view_stays() -> None:
+    pool = Spares(8)
+    committed = {"h": [{"n": 0}], "k": [{"n": 9}]}
+    snapshot = copy.deepcopy(committed)
+    for _ in range(3):  # later rounds run on reused lists
+        scope = Scope(committed, pool)
+        scope.append("h", [{"n": 1}])
+        seen = scope.get("h")
+        kept = list(seen)
+        scope.append("h", [{"n": 2}])
+        assert seen == kept and scope.get("h") == [{"n": 0}, {"n": 1}, {"n": 2}]
+        scope.append("k", [{"n": 8}])
+        scope.set("k", [{"n": 7}])  # set after append
+        scope.append("k", [{"n": 6}])
+        scope.delete("h")  # delete after append
+        assert scope.committed["h"] == [{"n": 0}] and scope.get("h") is None
+        writes = scope.net_writes("delta")
+        assert [(w.path, w.verb) for w in writes] == [("h", "delete"), ("k", "set")]
+        new = scope.apply_to(writes)
+        assert new == {"k": [{"n": 7}, {"n": 6}]} and _same(committed, snapshot)
+        del scope, seen, kept, new
+        gc.collect()
+
+
+# -- runs --------------------------------------------------------------------------------------
+class KeepingProvider:
+    """Replies from a script and keeps every request with a deep copy taken when served."""
+
+    name = "keeping"
+
+    def __init__(self, replies: list[Any]) -> None:
+        self.mock = af.MockProvider(replies)
+        self.kept: list[tuple[Any, Any]] = []
+
+    async def complete(self, request: Any) -> af.LLMResponse:
+        served = request.to_json()
+        self.kept.append((request, copy.deepcopy(dict(served))))
+        response: af.LLMResponse = await self.mock.complete(request)
+        return response
+
+    def unchanged(self) -> bool:
+        return all(_same(dict(r.to_json()), s) for r, s in self.kept)
+
+
+def _tool() -> af.Tool:
+    return af.define_tool(
+        name="look",
+        description="look something up",
+        input_schema={"type": "object"},
+        execute=lambda args: f"found {args.get('q')}",
+    )
+
+
+def _script(turns: int, per_turn: int = 2) -> list[Any]:
+    out: list[Any] = []
+    for turn in range(turns):
+        for i in range(per_turn):
+            out.append(af.reply("", tool_calls=[af.tool_call("look", {"q": f"{turn}.{i}"})]))
+        out.append(f"answer {turn}")
+    return out
+
+
+def _agent(store: Any, provider: Any) -> af.Agent:
+    return af.Agent(provider=provider, model="m", tools=[_tool()], store=store)
+
+
+def _count_takes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The types of the spares the pools hand out from now on."""
+    taken: list[Any] = []
+    take = Spares._take
+
+    def counted(self: Spares, base: Any, prefix: Any) -> Any:
+        spare = take(self, base, prefix)
+        if spare is not None:
+            taken.append(type(spare))
+        return spare
+
+    monkeypatch.setattr(Spares, "_take", counted)
+    return taken
+
+
+@pytest.mark.parametrize("keeps", [True, False], ids=["provider-keeps-requests", "mock"])
+def test_forks_and_continuations_leave_every_result_and_request_as_handed_out(
+    monkeypatch: pytest.MonkeyPatch, keeps: bool
+) -> None:
+    """With a provider that keeps every request, no served list is ever reused (each is
+    held); with one that keeps none, the histories are (and results still never change)."""
+    taken = _count_takes(monkeypatch)
+    store = af.MemoryStore()
+    provider = KeepingProvider(_script(8)) if keeps else af.MockProvider(_script(8))
+    agent = _agent(store, provider)
+    handed: list[tuple[af.RunResult, dict[str, Any]]] = []
+
+    def run(message: str, parent: af.RunResult | str | None) -> af.RunResult:
+        result = agent.run_sync(message, continue_from=parent)
+        handed.append((result, copy.deepcopy(result.state)))
+        return result
+
+    root = run("root", None)
+    child = run("child", root)
+    run("second child of root", root)  # a fork from the same parent
+    grandchild = run("grandchild", child)
+    run("from the older run", child)  # child's line already grew past it
+    run("from the root again, by id", root.run_id)
+    run("great-grandchild", grandchild)
+    fresh = _agent(store, KeepingProvider(_script(1)))  # no lineage cached: the verifier's
+    late = fresh.run_sync("from a fresh agent", continue_from=grandchild.run_id)
+    handed.append((late, copy.deepcopy(late.state)))
+    for result, snapshot in handed:
+        assert _same(result.state, snapshot), result.run_id
+    if isinstance(provider, KeepingProvider):
+        assert provider.unchanged() and DigestList in taken
+    else:
+        assert list in taken and DigestList in taken  # histories and digest lists reused
+    root_history = root.state["history"]
+    for result, _ in handed[1:]:
+        assert result.state["history"][: len(root_history)] == root_history
+    texts = [m.get("content") for m in handed[2][0].state["history"]]
+    assert "child" not in texts and "second child of root" in texts
+    verifier = af.Verifier(store)
+    for run_id, verified in verifier.verify_all():
+        assert isinstance(verified, af.RunVerification), run_id
+        live = next((r for r, _ in handed if r.run_id == run_id), None)
+        if live is not None:  # live state equals the fold, type for type
+            assert _same(dict(verified.final_state), live.state)
+
+
+def test_the_verifiers_cached_parents_stay_as_they_were_verified() -> None:
+    store = af.MemoryStore()
+    agent = _agent(store, af.MockProvider(_script(6)))
+    root = agent.run_sync("root")
+    a = agent.run_sync("a", continue_from=root)
+    agent.run_sync("b", continue_from=root)
+    agent.run_sync("a2", continue_from=a)
+    agent.run_sync("a3", continue_from=a)
+    seen: list[tuple[af.RunVerification, Any, Any]] = []
+    for _, verified in af.Verifier(store, cache_size=2).verify_all():
+        assert isinstance(verified, af.RunVerification)
+        seen.append(
+            (
+                verified,
+                copy.deepcopy(dict(verified.final_state)),
+                {k: tuple(v) for k, v in verified.receipt_lists.items()},
+            )
+        )
+    for verified, state, lists in seen:
+        assert _same(dict(verified.final_state), state)
+        assert dict(verified.receipt_lists) == lists
+
+
+def test_a_replay_records_the_same_and_changes_nothing_handed_out() -> None:
+    store = af.MemoryStore()
+    agent = _agent(store, af.MockProvider(_script(3)))
+    first = agent.run_sync("one")
+    second = agent.run_sync("two", continue_from=first)
+    snapshots = [copy.deepcopy(r.state) for r in (first, second)]
+    provider = KeepingProvider(_script(1))  # for the run after the replay only
+    replayer = _agent(af.MemoryStore(), provider)
+    replayed = af.replay_sync(replayer, store, second.run_id)
+    assert _same(replayed.result.state, second.state) and not provider.kept
+    shown = copy.deepcopy(replayed.result.state)
+    again = replayer.run_sync("three", continue_from=replayed.result)
+    history = second.state["history"]
+    assert again.state["history"][: len(history)] == history
+    assert _same(replayed.result.state, shown) and provider.unchanged()
+    for result, snapshot in zip((first, second), snapshots, strict=True):
+        assert _same(result.state, snapshot)
