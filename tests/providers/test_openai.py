@@ -811,3 +811,59 @@ class TestOpenAIStreamingContract(TestOpenAIContract):
 
 def failed_run(agent: af.Agent, text: str = "What's the weather like in Boston?") -> Any:
     return _failed_run(agent, text)
+
+
+# -- a sealed run through the adapter (issue 14) ---------------------------------------------
+
+
+def test_a_sealed_run_attests_its_wire_exchanges(tmp_path: Path) -> None:
+    """The seal of a run served over HTTP carries the digest of its recorded wire exchanges:
+    the verifier recomputes it from the rows, so a rewritten exchange fails the seal."""
+    from agentfootprint.seal import Ed25519Signer, parse_envelope
+    from agentfootprint.seal.facts import wire_list_digest
+    from agentfootprint.seal.statement import parse_statement
+    from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
+
+    signer = Ed25519Signer.from_seed(bytes(range(32)))
+    script = [
+        tool_reply(("call_1", "get_current_weather", {"location": "Boston"})),
+        reply("It is sunny in Boston."),
+    ]
+    path = tmp_path / "wire.db"
+    with (
+        FakeOpenAI(script) as server,
+        weather_agent(provider(server), store=path, signer=signer) as agent,
+    ):
+        result = agent.run_sync("What's the weather like in Boston?")
+    store = af.SqliteStore(path, readonly=True)
+    rows = list(store.read(result.run_id))
+    verified = af.Verifier(store, trusted_keys=[signer.public]).verify(result.run_id)
+    store.close()
+    assert verified.outcome is af.Outcome.VALID
+    wires = [
+        json.loads(r.body)["payload"]
+        for r in rows
+        if r.type == "event" and json.loads(r.body)["name"] == "agentfootprint.wire.exchange"
+    ]
+    assert len(wires) == 2
+    facts = parse_statement(parse_envelope(json.loads(rows[-1].body)["dsse"]).payload)
+    assert facts.wire_list_digest == wire_list_digest(wires)
+    at = next(
+        i
+        for i, r in enumerate(rows)
+        if r.type == "event" and json.loads(r.body)["name"] == "agentfootprint.wire.exchange"
+    )
+
+    def another_response(body: dict[str, Any]) -> None:
+        body["payload"]["attempts"][0]["response"] = "0" * 64
+
+    with tampering(path) as conn:
+        kept = read_rows(conn, result.run_id)
+        triples = plain(kept)
+        triples[at] = reencoded(kept[at], another_response)
+        rewrite(conn, result.run_id, triples)
+    store = af.SqliteStore(path, readonly=True)
+    with pytest.raises(af.VerificationError) as info:
+        af.Verifier(store, trusted_keys=[signer.public]).verify(result.run_id)
+    store.close()
+    assert info.value.code == "seal" and "wire_list_digest" in str(info.value)

@@ -23,7 +23,7 @@ def _blocks(kind: str) -> list[str]:
 
 
 def _python_namespace() -> dict[str, Any]:
-    (block,) = _blocks("python")
+    block = _blocks("python")[0]
     namespace: dict[str, Any] = {}
     exec(compile(block, str(PAGE), "exec"), namespace)
     return namespace
@@ -47,7 +47,7 @@ def test_the_printed_key_is_the_example_seed() -> None:
 
 
 def test_the_console_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (block,) = _blocks("console")
+    block = _blocks("console")[0]
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     commands = [line[2:] for line in block.splitlines() if line.startswith("$ ")]
@@ -68,3 +68,21 @@ def test_the_console_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         else:
             assert "public key: ed25519:" in result.output and "key id:" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seal.key", "sealed.key"]
+
+
+def test_sealing_and_verifying_runs_as_section_7_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python, console = _blocks("python")[1], _blocks("console")[1]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(python, str(PAGE), "exec"), namespace)
+    commands = [line[2:] for line in console.splitlines() if line.startswith("$ ")]
+    assert len(commands) == 5
+    runner = CliRunner()
+    for command in commands:
+        line, _, comment = command.partition("  # ")
+        code, _, shown = comment.partition(": ")
+        result = runner.invoke(main, shlex.split(line)[1:])
+        assert result.exit_code == int(code.removeprefix("exit ")), (command, result.output)
+        assert shown in result.output, (command, result.output)

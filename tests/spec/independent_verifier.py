@@ -1,4 +1,4 @@
-"""An independent verifier of the agentfootprint log formats v1 and v2 (and request
+"""An independent verifier of the agentfootprint log formats v1 to v4 (and request
 projections v1, v2 and v3), written from ``docs/log-format.md`` alone (it imports nothing of
 ``agentfootprint``).
 
@@ -13,6 +13,7 @@ adds a reason to each verdict. Section numbers in comments are the page's.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import itertools
@@ -35,12 +36,12 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_ENVELOPE_BYTES = 64 * 1024
 MAX_BUNDLE_LINE_BYTES = 2 * MAX_BODY_BYTES + MAX_ENVELOPE_BYTES
 FORMAT_V1, FORMAT_V2 = "agentfootprint/log/v1", "agentfootprint/log/v2"
-FORMAT_V3 = "agentfootprint/log/v3"
-LOG_FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3)
-MARKED = (FORMAT_V2, FORMAT_V3)  # section 5.6: call markers when receipts are off
-WRITE_AHEAD = (FORMAT_V3,)  # section 6: receipts written ahead of their call
+FORMAT_V3, FORMAT_V4 = "agentfootprint/log/v3", "agentfootprint/log/v4"
+LOG_FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4)
+MARKED = (FORMAT_V2, FORMAT_V3, FORMAT_V4)  # section 5.6: call markers when receipts are off
+WRITE_AHEAD = (FORMAT_V3, FORMAT_V4)  # section 6: receipts written ahead of their call
 MANIFEST_FORMAT = FORMAT_V1  # section 13.1: fixed in bundle version 1, whatever the runs record
-TYPES = ("run.open", "write", "receipt", "event", "commit", "run.close")
+TYPES = ("run.open", "write", "receipt", "event", "commit", "run.close", "run.seal")
 PHASE = {"receipt": 1, "event": 2, "write": 3}
 KINDS = (
     ("system", "system_pieces", "piece/system"),
@@ -416,7 +417,7 @@ LOG_TABLES_2 = {  # schema 2 (section 4, "Schema version 2")
     "run_keys": {"run_key", "run_id"},
     "runs": RUNS_COLUMNS,
 }
-TYPE_CODES = {i + 1: t for i, t in enumerate(TYPES)}  # 1 run.open ... 6 run.close
+TYPE_CODES = {i + 1: t for i, t in enumerate(TYPES)}  # 1 run.open ... 6 run.close, 7 run.seal
 SEQ_BITS = 32
 VAULT_COLUMNS = {"commitment", "run_id", "key", "salt", "value"}
 
@@ -920,6 +921,9 @@ class Verifier:
         redaction = Redaction()
         conversation = parent_id = close = None
         opened_at = 0
+        signer = envelope = None  # section 5.8
+        close_head, close_events, policy_digest = b"", 0, None
+        wires: list[Any] = []
         for expect, row in enumerate(rows):
             why = row_problem(row, R, expect)
             if why:
@@ -957,7 +961,22 @@ class Verifier:
                     redaction.inherited = set(commitment_positions(state).values())
                     parent_id = parent["run_id"]
                 redaction.policy = check_policy(body.get("policy"), body.get("policy_digest"))
+                policy_digest = body.get("policy_digest")
+                if "seal" in body:
+                    seal = body["seal"]
+                    if fmt != FORMAT_V4 or not (exact(seal, {"key_id": is_hex})):
+                        raise structure(0, "a seal member outside v4, or not {key_id: hex}")
+                    signer = seal["key_id"]
                 opened_at = ts
+                continue
+            if envelope is not None:
+                raise structure(seq, "an event after run.seal")
+            if type_ == "run.seal":
+                if fmt != FORMAT_V4 or not closed or signer is None:
+                    raise structure(seq, "run.seal outside v4, before run.close or unnamed")
+                if not exact(body, {"dsse": is_str}):
+                    raise structure(seq, "run.seal body is not exactly {dsse: string}")
+                envelope, seal_seq = body["dsse"], seq
                 continue
             if closed:
                 raise structure(seq, "an event after run.close")
@@ -997,6 +1016,8 @@ class Verifier:
                 if not has(body, {"name": is_str, "payload": is_obj}):
                     raise structure(seq, "event: name or payload missing or mistyped")
                 scanned = body["payload"]
+                if body["name"] == "agentfootprint.wire.exchange":
+                    wires.append(body["payload"])
             elif type_ == "commit":
                 v2_call = fmt in MARKED and "call" in body
                 if not has(body, MARKER) or (v2_call and not is_int(body["call"])):
@@ -1033,6 +1054,7 @@ class Verifier:
                 if calls_read and not record_receipt and body["calls"] != marked_calls:
                     raise structure(seq, "run.close's calls differ from the call markers")
                 closed, close = True, body
+                close_head, close_events = head, seq + 1
                 rest = ("outcome", "commits", "receipts", "calls")
                 scanned = {k: v for k, v in body.items() if k not in rest}
             if scanned is not None:
@@ -1041,6 +1063,26 @@ class Verifier:
         # during it), with nothing else of their commit
         if in_batch and not (fmt in WRITE_AHEAD and phase == PHASE["receipt"]):
             raise Failure("truncated", len(rows), f"the log ends inside commit {commit}")
+        if closed and signer is not None:  # section 9.2 step 4: the seal, no key pinned
+            if envelope is None:
+                raise Failure("seal", close_events - 1, "a sealed run closed without run.seal")
+            facts = {
+                "run_id": R,
+                "events": close_events,
+                "policy_digest": policy_digest,
+                "receipts": receipts,
+                "outcome": close["outcome"],
+                "final_answer_digest": (
+                    H("seal/answer", canon(state["final_answer"])).hex()
+                    if "final_answer" in state
+                    else None
+                ),
+            }
+            if wires:
+                facts["wire_list_digest"] = H("seal/wires", canon(wires)).hex()
+            why = seal_problem(envelope, signer, R, close_head.hex(), facts)
+            if why:
+                raise Failure("seal", seal_seq, why)
         return RunResult(VALID if closed else UNSEALED, len(rows), head, conversation, close,
                          state, lists, parent_id, opened_at)  # fmt: skip
 
@@ -1072,6 +1114,44 @@ class Verifier:
         doc = {"v": 2 if version == 3 else 1, "model": model, "params": params, **rebuilt}
         if body["request"] != H("request", canon(doc)).hex():
             raise bad("the request digest differs from the rebuilt request")
+
+
+def seal_problem(text: str, signer: str, R: str, head: str, facts: dict[str, Any]) -> str | None:
+    """Section 9.2 step 4.3 (seals.md sections 2 and 3): the envelope holds a canonical
+    in-toto statement of exactly the run's facts, signed under the key run.open names. No
+    key is pinned here: a seal that passes is VALID_UNSIGNED."""
+    try:
+        env = json.loads(text)
+    except ValueError:
+        return "the seal is not JSON"
+    if not (is_obj(env) and {"payload", "payloadType", "signatures"} <= set(env)):
+        return "the seal is not a DSSE envelope"
+    if set(env) != {"payload", "payloadType", "signatures"}:
+        return "the envelope has a member DSSE does not define"
+    if env["payloadType"] != "application/vnd.in-toto+json":
+        return "the payload type is not in-toto"
+    sigs = env["signatures"]
+    if not isinstance(sigs, list) or not sigs or not all(is_obj(s) for s in sigs):
+        return "the envelope's signatures are not a non-empty list of objects"
+    try:
+        payload = base64.b64decode(env["payload"], validate=True)
+        statement = json.loads(payload)
+    except (ValueError, TypeError):
+        return "the payload is not base64 of JSON"
+    if canon(statement) != payload:
+        return "the statement is not canonical"
+    subject = [{"name": f"run:{R}", "digest": {"sha256": head}}]
+    expected = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": subject,
+        "predicateType": "https://agentfootprint.dev/seal/v1",
+        "predicate": facts,
+    }
+    if statement != expected or canon(statement) != canon(expected):
+        return "the statement does not attest this run's facts"
+    if not any(s.get("keyid") == signer for s in sigs):
+        return "no signature carries the keyid run.open names"
+    return None
 
 
 # --- whole-file verification (section 9.5) -----------------------------------------------

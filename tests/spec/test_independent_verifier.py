@@ -454,16 +454,24 @@ def base_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
         return _record_base_log(path)
 
 
-def _record_base_log(path: Path) -> tuple[Path, list[str]]:
-    tool = af.define_tool(
+def lookup_tool() -> af.Tool:
+    return af.define_tool(
         name="lookup",
         description="look up",
         execute=lookup,
         input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
     )
-    provider = af.MockProvider(
+
+
+def lookup_script() -> af.MockProvider:
+    """A tool call, its answer, and the continuation's answer."""
+    return af.MockProvider(
         [af.reply(tool_calls=[af.tool_call("lookup", {"q": "ann"})]), "done", "again"]
     )
+
+
+def _record_base_log(path: Path) -> tuple[Path, list[str]]:
+    tool, provider = lookup_tool(), lookup_script()
     store = af.SqliteStore(path)
     agent = af.Agent(
         provider=provider,
@@ -835,7 +843,20 @@ CASES = [
     ("format v2, receipts on", edit(fmt(2)), "A", iv.VALID),
     ("format v2, a call marker too", edit(both(fmt(2), sets(18, call=0))), "A", "structure"),
     ("format v1 ignores a call member", edit(both(fmt(1), sets(18, call="x"))), "A", iv.VALID),
-    ("format v4", edit(fmt(4)), "A", "structure"),
+    ("format v4, not sealed", edit(fmt(4)), "A", iv.VALID),
+    ("format v5", edit(fmt(5)), "A", "structure"),
+    (
+        "a seal member in format v3",
+        edit(both(fmt(3), sets(0, seal={"key_id": "0" * 64}))),
+        "A",
+        "structure",
+    ),
+    (
+        "v4 naming a signer, closed without a seal",
+        edit(both(fmt(4), sets(0, seal={"key_id": "0" * 64}))),
+        "A",
+        "seal",
+    ),
     # -- format v3 (section 6): a log may end after the receipt written ahead of a call
     (
         "format v3, cut after a write-ahead receipt",
@@ -1251,7 +1272,7 @@ def v2_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 #: (name, statements with {lo}/{hi} the run's pos range, expected code or outcome)
 V2_CASES = [
     ("as recorded", "", iv.VALID),
-    ("a type code no schema has", "UPDATE rows SET type = 7 WHERE pos = {lo} + 1", "rows"),
+    ("a type code no schema has", "UPDATE rows SET type = 8 WHERE pos = {lo} + 1", "rows"),
     (
         "a type name instead of its code",
         "UPDATE rows SET type = 'write' WHERE pos = {lo} + 1",
@@ -1363,3 +1384,97 @@ def test_schema_2_case(
         else:
             assert verdict[0] == expected, iv.explain_file(copy)
         assert ours == theirs, iv.explain_file(copy)
+
+
+# --- (f) sealed runs (format v4, section 5.8 and 9.2 step 4) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def sealed_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A sealed root run with a tool call under a policy, and its sealed continuation."""
+    from agentfootprint.seal import Ed25519Signer
+
+    path = tmp_path_factory.mktemp("sealed") / "sealed.db"
+    tool, provider = lookup_tool(), lookup_script()
+    with af.Agent(
+        provider=provider,
+        model="m",
+        tools=[tool],
+        store=path,
+        redact=af.RedactionPolicy(keys=["ssn"]),
+        signer=Ed25519Signer.from_seed(bytes(32)),
+    ) as agent:
+        first = agent.run_sync("hi")
+        second = agent.run_sync("more", continue_from=first)
+    return path, [first.run_id, second.run_id]
+
+
+def _seal_of(rows: Rows) -> dict[str, Any]:
+    return json.loads(rows[-1][2]["dsse"])
+
+
+def _resealed(change: Callable[[dict[str, Any]], None]) -> Callable[[Rows], None]:
+    """The seal's statement changed by ``change`` (the signature no longer matters: no key
+    is pinned in these cases, the facts decide)."""
+    import base64
+
+    def apply(rows: Rows) -> None:
+        envelope = _seal_of(rows)
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        change(statement)
+        envelope["payload"] = base64.b64encode(rfc8785.dumps(statement)).decode()
+        rows[-1][2]["dsse"] = json.dumps(envelope, separators=(",", ":"), sort_keys=True)
+
+    return apply
+
+
+def _envelope(change: Callable[[dict[str, Any]], None]) -> Callable[[Rows], None]:
+    def apply(rows: Rows) -> None:
+        envelope = _seal_of(rows)
+        change(envelope)
+        rows[-1][2]["dsse"] = json.dumps(envelope, separators=(",", ":"), sort_keys=True)
+
+    return apply
+
+
+def _predicate(**members: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda statement: statement["predicate"].update(members)
+
+
+SEALED_CASES = [
+    ("as recorded", lambda rows: None, iv.VALID),
+    ("the seal removed", lambda rows: rows.pop(), "seal"),
+    ("a row after the seal", lambda rows: rows.append(rows[-2]), "structure"),
+    ("the seal before the close", lambda rows: rows.insert(-2, rows.pop()), "structure"),
+    ("two seals", lambda rows: rows.append(rows[-1]), "structure"),
+    ("a seal body with another member", lambda rows: rows[-1][2].update(x=1), "structure"),
+    ("a seal body that is not a string", lambda rows: rows[-1][2].update(dsse=5), "structure"),
+    ("the signer's key id dropped", lambda rows: rows[0][2].pop("seal"), "structure"),
+    ("a seal in a v3 run", fmt(3), "structure"),
+    ("options edited (the head moves)", sets(0, model="n"), "seal"),
+    ("the event count", _resealed(_predicate(events=3)), "seal"),
+    ("the outcome", _resealed(_predicate(outcome="failed")), "seal"),
+    ("the receipt count", _resealed(_predicate(receipts=0)), "seal"),
+    ("the policy digest", _resealed(_predicate(policy_digest=None)), "seal"),
+    ("the final answer", _resealed(_predicate(final_answer_digest="0" * 64)), "seal"),
+    ("the subject name", _resealed(lambda s: s["subject"][0].update(name="run:x")), "seal"),
+    ("another payload type", _envelope(lambda e: e.update(payloadType="x")), "seal"),
+    ("no keyid", _envelope(lambda e: e["signatures"][0].pop("keyid")), "seal"),
+    ("a seal that is not JSON", lambda rows: rows[-1][2].update(dsse="{"), "seal"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "expected"), SEALED_CASES, ids=[case[0] for case in SEALED_CASES]
+)
+def test_sealed_case(
+    sealed_log: tuple[Path, list[str]], name: str, change: Any, expected: str
+) -> None:
+    path, ids = sealed_log
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(path, copy)
+        edit(change)(copy, ids)
+        ours, theirs = mine(copy), reference(copy)
+        assert ours[0][ids[0]][0] == expected, iv.explain_file(copy)
+        assert ours == theirs

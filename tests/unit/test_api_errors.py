@@ -303,6 +303,7 @@ CASES: list[Case] = [
         frozenset({"None"}),
         variant="path",
     ),
+    Case("Agent", "signer", agent_with("signer"), frozenset({"None"})),
     Case("Agent", "disclosures", agent_with("disclosures"), frozenset({"None"})),
     Case("Agent", "disclosures", vault_with_store, frozenset({"None"}), variant="redacted"),
     Case("Agent", "name", agent_with("name"), frozenset({MISSING})),
@@ -451,6 +452,12 @@ CASES: list[Case] = [
         lambda w, v, t: af.Verifier(v).verify(w.run_id),
     ),
     Case("Verifier", "cache_size", lambda w, v, t: af.Verifier(w.store, cache_size=v)),
+    Case(
+        "Verifier",
+        "trusted_keys",
+        lambda w, v, t: af.Verifier(w.store, trusted_keys=v),
+        frozenset({"None"}),
+    ),
     Case(
         "verify_run",
         "source",

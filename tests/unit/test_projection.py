@@ -24,6 +24,7 @@ from agentfootprint.verify.calls import (
     LOG_FORMAT_V1,
     LOG_FORMAT_V2,
     LOG_FORMAT_V3,
+    LOG_FORMAT_V4,
     LOG_FORMATS,
     commit_calls,
 )
@@ -441,8 +442,8 @@ def test_a_subset_of_tools_reuses_the_schemas_digests(monkeypatch: pytest.Monkey
 
 
 def test_log_formats() -> None:
-    assert LOG_FORMATS == (LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMAT_V3)
-    assert LOG_FORMAT == LOG_FORMAT_V3
+    assert LOG_FORMATS == (LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMAT_V3, LOG_FORMAT_V4)
+    assert LOG_FORMAT == LOG_FORMAT_V3  # an unsealed run; a sealed one is v4 (test_seals.py)
 
 
 def opened(

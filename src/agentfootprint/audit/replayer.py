@@ -422,10 +422,11 @@ class _Closing:
 
 def _compared(row: Any) -> bool:
     """Rows a replay must reproduce: all but ``run.open`` (it names the run and what it
-    replays) and the events of what only a live run does outside the process (the kinds
-    features declare live-only: the original's HTTP attempts, its tools' teardowns; a replay
-    makes none, and the original's evidence stays in the original's log)."""
-    if row.type == "run.open":
+    replays), ``run.seal`` (a signature over the run's own head, by whoever records it) and
+    the events of what only a live run does outside the process (the kinds features declare
+    live-only: the original's HTTP attempts, its tools' teardowns; a replay makes none, and
+    the original's evidence stays in the original's log)."""
+    if row.type == "run.open" or row.type == "run.seal":
         return False
     if row.type == "event" and any(kind in bytes(row.body) for kind in _live_only_bytes()):
         body = parse(row.body)

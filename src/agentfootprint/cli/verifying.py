@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import click
+import orjson
 
 from agentfootprint.cli._boundary import (
     EXIT_INVALID,
@@ -20,6 +22,7 @@ from agentfootprint.cli._boundary import (
 )
 from agentfootprint.cli._common import DB, open_log, short
 from agentfootprint.errors import StoreError, VerificationError
+from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.store.vault import read_disclosures
 from agentfootprint.verify.commitments import Disclosure
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
@@ -34,17 +37,54 @@ def severity(code: int) -> int:
     return _SEVERITY[code]
 
 
-def report(run_id: str, result: RunVerification | VerificationError) -> int:
+def exit_code(result: RunVerification | VerificationError, *, require_signature: bool) -> int:
+    """0 VALID or VALID_UNSIGNED, 1 INVALID, 3 UNSEALED; with ``require_signature`` anything
+    but VALID is 1."""
+    if isinstance(result, VerificationError):
+        return EXIT_INVALID
+    if require_signature and result.outcome is not Outcome.VALID:
+        return EXIT_INVALID
+    return EXIT_UNSEALED if result.outcome is Outcome.UNSEALED else EXIT_OK
+
+
+def report(
+    run_id: str, result: RunVerification | VerificationError, *, require_signature: bool = False
+) -> int:
     """Print one verdict line; returns its exit code."""
     if isinstance(result, VerificationError):
         click.echo(invalid_line(result))
         return EXIT_INVALID
     ancestry = f", continues {one_line(result.ancestors[-1])}" if result.ancestors else ""
+    if result.signed_by:
+        sealed = f", sealed by pinned key {', '.join(result.signed_by)}"
+    elif result.seal_key_id is not None and result.seal_note is not None:
+        sealed = f", {one_line(result.seal_note)}"
+    else:
+        sealed = ""
     click.echo(
         f"{result.outcome.value:<15} run {one_line(run_id)}: {result.events} events, "
-        f"{result.receipts} receipts checked against rebuilt requests{ancestry}"
+        f"{result.receipts} receipts checked against rebuilt requests{ancestry}{sealed}"
     )
-    return EXIT_OK if result.outcome is Outcome.VALID_UNSIGNED else EXIT_UNSEALED
+    return exit_code(result, require_signature=require_signature)
+
+
+def as_json(run_id: str, result: RunVerification | VerificationError) -> dict[str, Any]:
+    """One run's verdict as ``--json`` prints it."""
+    if isinstance(result, VerificationError):
+        return {
+            "run_id": run_id,
+            "outcome": "INVALID",
+            "error": {"code": result.code, "seq": result.seq, "reason": str(result)},
+        }
+    return {
+        "run_id": run_id,
+        "outcome": result.outcome.value,
+        "events": result.events,
+        "receipts": result.receipts,
+        "signed_by": list(result.signed_by),
+        "seal_key_id": result.seal_key_id,
+        "note": result.seal_note,
+    }
 
 
 def _results(
@@ -87,8 +127,29 @@ def _disclosures(path: Path) -> list[Disclosure]:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A disclosures file (from `disclose`): prove each value it opens.",
 )
-def verify(db: Path, run_ids: tuple[str, ...], disclosures: Path | None) -> None:
-    """Verify every run in DB (or only --run ID): hashes, chain, and every receipt.
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="KEY",
+    help="A public key whose seals you trust: its text form (ed25519:...) or a file "
+    "(PEM, or the text form). Repeatable. Never a key found in DB.",
+)
+@click.option(
+    "--require-signature",
+    is_flag=True,
+    help="Exit 1 unless every run is VALID (sealed by a --key).",
+)
+@click.option("--json", "json_out", is_flag=True, help="Print the verdicts as one JSON object.")
+def verify(
+    db: Path,
+    run_ids: tuple[str, ...],
+    disclosures: Path | None,
+    keys: tuple[str, ...],
+    require_signature: bool,
+    json_out: bool,
+) -> None:
+    """Verify every run in DB (or only --run ID): hashes, chain, every receipt and seal.
 
     DB is a database or an export bundle, verified the same way, and never changed (a
     database is opened read-only, so a log on write-once media verifies). Every run is
@@ -97,33 +158,66 @@ def verify(db: Path, run_ids: tuple[str, ...], disclosures: Path | None) -> None
     --disclosures, each disclosed value is proven against the commitment the log holds
     (and must sit under the same key).
 
+    A sealed run (recorded with a signer) is VALID when its seal verifies under a --key,
+    and VALID_UNSIGNED when no --key is given or its key is not among them (the line says
+    which key sealed it). A seal that does not attest its run, or a sealed run whose seal
+    was removed, is INVALID whatever the keys.
+
     \b
     Exit codes:
-      0  every run verified and closed (VALID_UNSIGNED), or DB is a log with no runs
+      0  every run verified and closed (VALID, or VALID_UNSIGNED: no seal by a --key),
+         or DB is a log with no runs
       1  a run, the run index, the bundle or a disclosure failed verification
-         (INVALID lines say where and why)
+         (INVALID lines say where and why); with --require-signature, also any run
+         that is not VALID
       2  usage error: DB is missing, not a log (it says what it is instead), of a newer
-         schema version, or unreadable; an unknown --run; a bad disclosures file
+         schema version, or unreadable; an unknown --run; a bad disclosures file; a
+         --key that is not a public key
       3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
     """
     opened = _disclosures(disclosures) if disclosures is not None else []
+    trusted: list[PublicKey] = [load_public_key(key) for key in keys]
+    verdicts: list[dict[str, Any]] = []
     with open_log(db) as source:
-        verifier = Verifier(source)
+        verifier = Verifier(source, trusted_keys=trusted)
         worst, seen = EXIT_OK, 0
         for run_id, result in _results(verifier, run_ids):
             seen += 1
-            worst = max(worst, report(run_id, result), key=severity)
-        if not seen:
+            if json_out:
+                verdicts.append(as_json(run_id, result))
+                code = exit_code(result, require_signature=require_signature)
+            else:
+                code = report(run_id, result, require_signature=require_signature)
+            worst = max(worst, code, key=severity)
+        if not seen and not json_out:
             click.echo("no runs to verify")
+        proven_values: list[dict[str, Any]] = []
         if opened and worst != EXIT_INVALID:
             try:
                 for proven in verifier.check_disclosures(opened):
-                    value = one_line(short(proven.value, 60))
-                    click.echo(
-                        f"{'PROVEN':<15} {one_line(proven.key)} = {value}"
-                        f" (run {one_line(proven.run_id)} seq {proven.seq})"
+                    proven_values.append(
+                        {
+                            "run_id": proven.run_id,
+                            "seq": proven.seq,
+                            "key": proven.key,
+                            "value": proven.value,
+                        }
                     )
+                    if not json_out:
+                        value = one_line(short(proven.value, 60))
+                        click.echo(
+                            f"{'PROVEN':<15} {one_line(proven.key)} = {value}"
+                            f" (run {one_line(proven.run_id)} seq {proven.seq})"
+                        )
             except VerificationError as exc:
-                click.echo(invalid_line(exc))
+                if json_out:
+                    verdicts.append(as_json(exc.run_id, exc))
+                else:
+                    click.echo(invalid_line(exc))
                 worst = EXIT_INVALID
+    if json_out:
+        document: dict[str, Any] = {"runs": verdicts, "exit": worst}
+        if opened:
+            document["proven"] = proven_values
+        click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
     raise click.exceptions.Exit(worst)

@@ -36,6 +36,7 @@ from agentfootprint.errors import (
 )
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam
+from agentfootprint.seal.signer import Signer, checked_signer
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
@@ -43,6 +44,7 @@ from agentfootprint.store.sqlite import DURABILITY, SqliteStore
 from agentfootprint.store.vault import DisclosureVault, open_vault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify import limits
+from agentfootprint.verify.calls import LOG_FORMAT_V4, SEALED_FORMATS
 from agentfootprint.verify.canonical import check_ijson
 from agentfootprint.verify.fold import continued_lists
 from agentfootprint.verify.request import projection as projection_of
@@ -202,9 +204,12 @@ class Agent:
         disclosures: Any = None,
         ports: Ports | None = None,
         durability: str | None = None,
+        signer: Signer | None = None,
         **options: Any,
     ) -> None:
         durability = check_durability(durability, store)
+        #: seals every run at its close (log format v4); None: runs are recorded unsealed (v3)
+        self.signer: Signer | None = checked_signer(signer) if signer is not None else None
         self.config: AgentConfig = resolve_options(
             {
                 "provider": provider,
@@ -302,13 +307,16 @@ class Agent:
         ports: Ports | None = None,
         open_extra: dict[str, Any] | None = None,
         replayed_policy: dict[str, Any] | None = None,
-        log_format: str = LOG_FORMAT,
+        log_format: str | None = None,
         finish: Callable[[EventStore, str, dict[str, Any]], None] | None = None,
     ) -> RunResult:
         """One run. The replayer plugs in recorded ``ports``, the original's
         ``replayed_policy`` (joined with the agent's) and ``log_format``, and ``finish``,
         called with the close body before it is written (it raises to fail the run)."""
         ports = ports if ports is not None else self.config.ports
+        if log_format is None:  # the agent's own run: sealed when it has a signer
+            log_format = LOG_FORMAT_V4 if self.signer is not None else LOG_FORMAT
+        signer = self.signer if log_format in SEALED_FORMATS else None
         policy = self._policy(lineage, replayed_policy)
         boundary = (
             None
@@ -322,6 +330,8 @@ class Agent:
         # buffered: flushed before each model call and tool run, and at the close
         writer = RunWriter(self.store, run_id, clock=ports.clock, buffered=True)
         opened = self._open_body(run_id, conversation_id, lineage, policy, log_format)
+        if signer is not None:
+            opened["seal"] = {"key_id": signer.key_id}
         writer.append([("run.open", {**opened, **(open_extra or {})})])
         run = RunState(
             config=self.config,
@@ -336,6 +346,8 @@ class Agent:
             ports=ports,
             log_format=log_format,
             spares=self._spares,
+            signer=signer,
+            policy_digest=policy.digest if policy else None,
         )
         try:
             await run.execute()

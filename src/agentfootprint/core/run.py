@@ -25,7 +25,15 @@ from agentfootprint.core.ports import (
     ToolPort,
 )
 from agentfootprint.core.scope import CommitValues, Scope, Write, to_json_value
-from agentfootprint.errors import CanonicalFormError, RecordTooLargeError, RunError
+from agentfootprint.errors import (
+    AgentFootprintError,
+    CanonicalFormError,
+    RecordTooLargeError,
+    RunError,
+)
+from agentfootprint.seal.facts import SEAL_ROW, final_answer_digest, seal_body, wire_list_digest
+from agentfootprint.seal.signer import Signer
+from agentfootprint.seal.statement import SealFacts, seal_run
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.writer import RunWriter
@@ -160,6 +168,8 @@ class RunState:
         ports: Ports | None = None,
         log_format: str = LOG_FORMAT,
         spares: Spares | None = None,
+        signer: Signer | None = None,
+        policy_digest: str | None = None,
     ) -> None:
         from agentfootprint.features.registry import recorded_kinds
 
@@ -217,6 +227,9 @@ class RunState:
         self.memory: dict[str, Any] = {}
         #: the ``run_end`` hooks ran (once per run)
         self.ended = False
+        #: what seals the run at its close (log format v4), and the policy digest it attests
+        self.signer = signer
+        self.policy_digest = policy_digest
 
     @property
     def mode(self) -> CommitValues:
@@ -388,9 +401,39 @@ class RunState:
         }
 
     def write_close(self, body: dict[str, Any]) -> None:
+        """Write ``run.close`` (and, with a signer, the ``run.seal`` after it) and flush: the
+        close and its seal reach the store in one transaction. A seal that cannot be made
+        takes the close back: the run stays open (UNSEALED) rather than close unsealed."""
         self._keep_disclosures()
-        self.writer.append([("run.close", body)])
+        closed = self.writer.append([("run.close", body)])
+        if self.signer is not None:
+            try:
+                envelope = seal_run(self.seal_facts(body), self.signer)
+            except BaseException as exc:
+                self.writer.retract(closed)
+                self.writer.flush()  # what the run committed before its close stays
+                if isinstance(exc, Exception) and not isinstance(exc, AgentFootprintError):
+                    raise RunError(
+                        f"run {self.run_id} could not be sealed ({type(exc).__name__}: {exc}): "
+                        "it was left open (UNSEALED), without its close",
+                        run_id=self.run_id,
+                    ) from exc
+                raise
+            self.writer.append([(SEAL_ROW, seal_body(envelope))])
         self.writer.flush()
+
+    def seal_facts(self, close: Mapping[str, Any]) -> SealFacts:
+        """What the seal of this run attests, once its ``run.close`` is appended."""
+        return SealFacts(
+            run_id=self.run_id,
+            head=self.writer.head.hex(),
+            events=self.writer.seq,
+            policy_digest=self.policy_digest,
+            receipts=self.receipts,
+            outcome=close["outcome"],
+            final_answer_digest=final_answer_digest(self.committed),
+            wire_list_digest=wire_list_digest(self.writer.wire_payloads),
+        )
 
 
 _LOG_V1 = "agentfootprint/log/v1"

@@ -22,7 +22,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -40,6 +40,7 @@ __all__ = [
     "Ed25519Signer",
     "PublicKey",
     "Signer",
+    "checked_signer",
     "generate_key_file",
     "key_id_of",
     "load_public_key",
@@ -64,6 +65,32 @@ _NOT_PKCS8 = (
 def key_id_of(raw_public_key: bytes) -> str:
     """The key id of a raw 32-byte Ed25519 public key: lowercase hex SHA-256 of those bytes."""
     return hashlib.sha256(raw_public_key).hexdigest()
+
+
+def checked_signer(signer: object) -> Signer:
+    """``signer`` checked as a :class:`Signer` before any run relies on it: a ``key_id`` that
+    is the SHA-256 of its 32-byte ``public_key`` and a callable ``sign`` (a remote signer's
+    first signature is checked against that key when the first run closes)."""
+    public = getattr(signer, "public_key", None)
+    key_id = getattr(signer, "key_id", None)
+    if not callable(getattr(signer, "sign", None)):
+        raise UsageError(
+            f"option 'signer': {type(signer).__name__} has no sign(data) method: pass an "
+            "agentfootprint.seal.Ed25519Signer (load_signer(path)) or a KMS/HSM signer with "
+            "key_id, public_key and sign(data)",
+            option="signer",
+        )
+    if type(public) is not bytes or len(public) != 32:
+        raise UsageError(
+            "option 'signer': its public_key must be the 32 raw bytes of an Ed25519 key",
+            option="signer",
+        )
+    if key_id != key_id_of(public):
+        raise UsageError(
+            "option 'signer': its key_id is not the SHA-256 hex of its public_key",
+            option="signer",
+        )
+    return cast(Signer, signer)
 
 
 @runtime_checkable

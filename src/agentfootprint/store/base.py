@@ -84,7 +84,7 @@ class RunInfo:
 
     @property
     def closed(self) -> bool:
-        return self.last_type == "run.close"
+        return self.last_type in ("run.close", "run.seal")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -607,7 +607,7 @@ class SqliteStore(EventStore):
         """After the transaction committed: the run's next seq (forgotten once it closed),
         and in schema 2 its key and head."""
         last = events[-1]
-        if last.type == "run.close":
+        if last.type in ("run.close", "run.seal"):
             self._next_seq.pop(last.run_id, None)
             self._heads.pop(last.run_id, None)
         else:

@@ -112,6 +112,7 @@ TYPE_CODES: dict[str, int] = {
     "event": 4,
     "commit": 5,
     "run.close": 6,
+    "run.seal": 7,
 }
 _TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
 _COMMIT_CODE = TYPE_CODES["commit"]

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from agentfootprint.errors import CanonicalFormError, RecordTooLargeError
+from agentfootprint.seal.facts import WIRE_EVENT
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import canon
@@ -103,6 +104,11 @@ class RunWriter:
         self.buffered = buffered
         #: hashed rows not yet written (a buffered writer's, until :meth:`flush`)
         self.pending: list[StoredEvent] = []
+        #: the payloads of the wire exchange events appended, in log order (what a seal's
+        #: ``wire_list_digest`` covers: the writer sees every row the run records)
+        self.wire_payloads: list[Any] = []
+        #: seq and head before the last batch appended (what :meth:`retract` restores)
+        self._before: tuple[int, bytes] | None = None
 
     def append(self, events: Sequence[tuple[str, Any]]) -> list[StoredEvent]:
         """Hash ``(type, body)`` pairs as one batch; append it atomically (buffered: keep
@@ -115,6 +121,7 @@ class RunWriter:
         """
         ts = self.clock()
         seq, head = self.seq, self.head
+        self._before = (seq, head)
         batch: list[StoredEvent] = []
         for type_, body in events:
             self._check_envelope(seq, type_, ts)
@@ -139,7 +146,22 @@ class RunWriter:
         else:
             self.store.append(batch)
         self.seq, self.head = seq, head
+        self.wire_payloads += [
+            body["payload"]
+            for type_, body in events
+            if type_ == "event" and type(body) is dict and body.get("name") == WIRE_EVENT
+        ]
         return batch
+
+    def retract(self, batch: list[StoredEvent]) -> None:
+        """Take back ``batch``, the last one appended and still pending (a buffered writer's
+        close whose seal could not be made: the run stays open rather than close unsealed)."""
+        count = len(batch)
+        if not batch or self._before is None or self.pending[-count:] != batch:
+            raise ValueError("only the last batch appended, still pending, can be retracted")
+        del self.pending[-count:]
+        self.seq, self.head = self._before
+        self._before = None
 
     def flush(self) -> None:
         """Write every pending batch in one atomic append (nothing when none is pending)."""

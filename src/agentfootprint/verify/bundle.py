@@ -109,7 +109,7 @@ class BundleRun:
 
     @property
     def closed(self) -> bool:
-        return self.last_type == "run.close"
+        return self.last_type in ("run.close", "run.seal")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,6 +12,11 @@ call's receipts are written (durably) before the request is sent, ahead of the r
 commit, so a log may end after them (a crash during the call: UNSEALED, where v2 says
 ``truncated``). :data:`MARKED_FORMATS` and :data:`WRITE_AHEAD_FORMATS` name the formats
 each rule applies to.
+
+Format v4 is v3 with seals (docs/seals.md): a run recorded by an agent with a signer names
+the signer's key in ``run.open`` (``seal``) and ends with a ``run.seal`` row after
+``run.close``, in the same batch. :data:`SEALED_FORMATS` names the formats a seal may appear
+in; a run without a signer is still recorded in v3.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ __all__ = [
     "LOG_FORMAT_V1",
     "LOG_FORMAT_V2",
     "LOG_FORMAT_V3",
+    "LOG_FORMAT_V4",
     "MARKED_FORMATS",
+    "SEALED_FORMATS",
     "WRITE_AHEAD_FORMATS",
     "commit_calls",
 ]
@@ -32,12 +39,15 @@ __all__ = [
 LOG_FORMAT_V1: Final = "agentfootprint/log/v1"
 LOG_FORMAT_V2: Final = "agentfootprint/log/v2"
 LOG_FORMAT_V3: Final = "agentfootprint/log/v3"
+LOG_FORMAT_V4: Final = "agentfootprint/log/v4"
 #: every log format this version reads and verifies, oldest first
-LOG_FORMATS: Final = (LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMAT_V3)
+LOG_FORMATS: Final = (LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMAT_V3, LOG_FORMAT_V4)
 #: formats whose commit markers carry ``call`` when receipts are off
-MARKED_FORMATS: Final = frozenset({LOG_FORMAT_V2, LOG_FORMAT_V3})
+MARKED_FORMATS: Final = frozenset({LOG_FORMAT_V2, LOG_FORMAT_V3, LOG_FORMAT_V4})
 #: formats whose receipts are written ahead of their call (a log may end after them)
-WRITE_AHEAD_FORMATS: Final = frozenset({LOG_FORMAT_V3})
+WRITE_AHEAD_FORMATS: Final = frozenset({LOG_FORMAT_V3, LOG_FORMAT_V4})
+#: formats in which a run may be sealed (``run.open.seal``, a ``run.seal`` row)
+SEALED_FORMATS: Final = frozenset({LOG_FORMAT_V4})
 #: the stage whose commits are model calls in a v1 log without receipts
 _V1_CALL_STAGE: Final = "call-llm"
 

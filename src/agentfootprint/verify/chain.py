@@ -45,7 +45,9 @@ __all__ = [
 ]
 
 GENESIS: Final = ZERO
-EVENT_TYPES: Final = frozenset({"run.open", "write", "receipt", "commit", "event", "run.close"})
+EVENT_TYPES: Final = frozenset(
+    {"run.open", "write", "receipt", "commit", "event", "run.close", "run.seal"}
+)
 
 
 class Row(Protocol):

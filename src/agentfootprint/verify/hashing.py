@@ -28,6 +28,8 @@ TAGS: Final = frozenset(
         "wire/request",
         "wire/response",
         "tools/candidates",
+        "seal/answer",
+        "seal/wires",
     }
 )
 

@@ -49,6 +49,7 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.seal.signer import PublicKey
 from agentfootprint.verify.body_checks import (
     Opened,
     RunCheck,
@@ -95,6 +96,14 @@ from agentfootprint.verify.request import (
     RequestHasher,
     json_kind,
 )
+from agentfootprint.verify.seal_check import (
+    SealWitness,
+    judge,
+    pinned_keys,
+    sealing,
+    witness_open,
+    witness_row,
+)
 from agentfootprint.verify.spares import Spares
 
 __all__ = [
@@ -130,7 +139,8 @@ _PROVEN_BODIES = 4096
 class Outcome(enum.Enum):
     """What a verified run proves."""
 
-    VALID_UNSIGNED = "VALID_UNSIGNED"  #: closed, every check passed, no signature (seals: later)
+    VALID = "VALID"  #: closed, every check passed, sealed by a key the caller pinned
+    VALID_UNSIGNED = "VALID_UNSIGNED"  #: closed, every check passed, no seal by a pinned key
     UNSEALED = "UNSEALED"  #: never closed (the process died); the prefix is consistent
 
 
@@ -157,6 +167,12 @@ class RunVerification:
     projection: int = 1
     #: the run's log format (``run.open.format``); a replay records in it
     log_format: str = LOG_FORMAT_V1
+    #: the pinned keys the run's seal verified under (VALID when not empty)
+    signed_by: tuple[str, ...] = ()
+    #: the key id ``run.open`` names as the run's signer (format v4), or None
+    seal_key_id: str | None = None
+    #: why a closed run is VALID_UNSIGNED (no seal, or a seal by a key not pinned)
+    seal_note: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -186,7 +202,13 @@ class Verifier:
     is verified again if a later run needs it).
     """
 
-    def __init__(self, source: RowSource, *, cache_size: int = 64) -> None:
+    def __init__(
+        self,
+        source: RowSource,
+        *,
+        cache_size: int = 64,
+        trusted_keys: Iterable[Any] | None = (),
+    ) -> None:
         if type(cache_size) is not int or cache_size < 1:
             raise UsageError(
                 f"cache_size must be an integer of at least 1, not {cache_size!r}",
@@ -203,6 +225,9 @@ class Verifier:
         #: the list versions the folds made (every cached run holds two: its final state's
         #: and its hasher's), reused once nobody holds them instead of copied per append
         self._spares = Spares(2 * cache_size + 16)
+        #: the public keys whose seals make a run VALID, pinned by the caller (never read
+        #: from the evidence)
+        self.trusted_keys: tuple[PublicKey, ...] = pinned_keys(trusted_keys)
         self._done: OrderedDict[str, tuple[RunVerification, RequestHasher]] = OrderedDict()
         #: each cached run's last receipt digest lists as verified (its receipt_lists are
         #: tuples of them): a continued run goes on from the lists themselves, which are
@@ -437,22 +462,28 @@ class Verifier:
         expected_seq = 0
         opened_at = 0
         ancestors: tuple[str, ...] = ()
+        witness = SealWitness()
         for row in rows:
             seq = expected_seq
             where = RunCheck(run_id, {}) if check is None else check
             body, head = self._sound_row(where, seq, row, head)
+            if sealing(where, witness, seq, row.type, body):
+                expected_seq += 1
+                continue
             if seq == 0:
                 check, ancestors = self._opened(where, row.type, body)
                 opened_at = row.ts
+                witness_open(check, witness, body)
             else:
                 assert check is not None
                 self._event(check, seq, row.type, body)
+                witness_row(witness, seq, row.type, body, head)
                 # a $commit member reaches a canonical body only as the bytes "$commit" or
                 # through a \u escape at some level of JSON-in-JSON, which leaves a backslash
                 if check.matches is not None or b"$" in row.body or b"\\" in row.body:
                     check_redaction(check, seq, row.type, body)
             expected_seq += 1
-        return self._result(run_id, check, head, expected_seq, opened_at, ancestors)
+        return self._result(run_id, check, head, expected_seq, opened_at, ancestors, witness)
 
     def _verify_chain_rows(self, run_id: str, raw: Sequence[tuple[Any, ...]]) -> _Verified:
         """:meth:`_verify` over ``chain_rows`` tuples: the same checks in the same order with
@@ -472,6 +503,7 @@ class Verifier:
         run_part = b',"run":' + canon(run_id) + b',"seq":'  # run_id is text (_chain_rows)
         known = self._proven
         loads = orjson.loads
+        witness = SealWitness()
         for raw_row in raw:
             seq = expected_seq
             where = RunCheck(run_id, {}) if check is None else check
@@ -533,9 +565,13 @@ class Verifier:
                 head = sha256(chain_prefix + head + event).digest()
                 if stored_chain is not DERIVED and head != stored_chain:
                     raise where.fail(seq, _CHAIN_MISMATCH, "chain")
+            if sealing(where, witness, seq, type_, body):
+                expected_seq += 1
+                continue
             if seq == 0:
                 check, ancestors = self._opened(where, type_, body)
                 opened_at = ts
+                witness_open(check, witness, body)
             else:
                 assert check is not None
                 late = phase is not None and phase < check.phase
@@ -550,10 +586,11 @@ class Verifier:
                         checker(check, seq, body)
                     except ValueError as exc:
                         raise _malformed(check, seq, type_, exc) from exc
+                witness_row(witness, seq, type_, body, head)
                 if check.matches is not None or scan:
                     check_redaction(check, seq, type_, body)
             expected_seq += 1
-        return self._result(run_id, check, head, expected_seq, opened_at, ancestors)
+        return self._result(run_id, check, head, expected_seq, opened_at, ancestors, witness)
 
     def _opened(
         self, where: RunCheck, type_: str, body: dict[str, Any]
@@ -576,8 +613,10 @@ class Verifier:
         events: int,
         opened_at: int,
         ancestors: tuple[str, ...],
+        witness: SealWitness,
     ) -> _Verified:
-        """The end of a run's rows: no run, a truncated batch, or its verification."""
+        """The end of a run's rows: no run, a truncated batch, or its verification (its
+        seal judged, section 9.2 step 4)."""
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
         if check.in_batch and not (
@@ -591,10 +630,22 @@ class Verifier:
                 "commits are written atomically, so rows were removed from the end",
                 "truncated",
             )
+        outcome, verdict = Outcome.UNSEALED, None
+        if check.close is not None:
+            verdict = judge(
+                run_id,
+                witness,
+                self.trusted_keys,
+                policy_digest=witness.policy_digest,
+                receipts=check.receipts,
+                close=check.close,
+                final_state=check.state,
+            )
+            outcome = Outcome.VALID if verdict.signed_by else Outcome.VALID_UNSIGNED
         result = RunVerification(
             run_id=run_id,
             conversation_id=check.conversation_id,
-            outcome=Outcome.VALID_UNSIGNED if check.close is not None else Outcome.UNSEALED,
+            outcome=outcome,
             events=events,
             commits=check.commit,
             receipts=check.receipts,
@@ -607,6 +658,9 @@ class Verifier:
             opened_at=opened_at,
             projection=check.projection.version,
             log_format=check.log_format,
+            signed_by=verdict.signed_by if verdict else (),
+            seal_key_id=witness.key_id,
+            seal_note=verdict.note if verdict else None,
         )
         return result, check.hasher, check.sightings, check.previous
 
