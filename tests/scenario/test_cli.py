@@ -92,6 +92,14 @@ def run_ids(db: Path) -> list[str]:
         ),
         (["import"], ["BUNDLE", "already in DB", "exit 1", "DB is not a log"]),
         (
+            ["verify"],
+            ["--key", "--require-signature", "--checkpoint", "--json", "VALID", "pinned"],
+        ),
+        (
+            ["checkpoint"],
+            ["DB", "--key", "--origin", "signed checkpoint", "never", "1  a sealed run"],
+        ),
+        (
             ["disclose"],
             ["VAULT", "COMMITMENTS", "--run", "--out", "[salt, key, value]", "not a disclosure"],
         ),

@@ -23,7 +23,6 @@ import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import UsageError, VerificationError
 from agentfootprint.seal import (
-    Ed25519Signer,
     build_statement,
     generate_key_file,
     load_signer,
@@ -33,6 +32,7 @@ from agentfootprint.seal import (
 )
 from agentfootprint.seal.facts import final_answer_digest
 from agentfootprint.seal.statement import SealFacts, parse_statement
+from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.testing.tamper import (
     plain,
     read_rows,
@@ -41,9 +41,6 @@ from agentfootprint.testing.tamper import (
     tampering,
 )
 from agentfootprint.verify.calls import LOG_FORMAT_V3, LOG_FORMAT_V4
-
-SIGNER = Ed25519Signer.from_seed(bytes(range(32)))
-OTHER = Ed25519Signer.from_seed(bytes(range(1, 33)))
 
 
 def echo_tool() -> af.Tool:
@@ -364,9 +361,8 @@ def test_a_tail_cut_with_its_seal_reads_as_a_crash_without_a_checkpoint(
     sealed: tuple[Path, str],
 ) -> None:
     """What a seal alone cannot show (docs/seals.md section 4): cut at a batch boundary, the
-    close and the seal go together and the run reads as one that never closed. Only a
-    checkpoint of the database's Merkle log taken after the seal shows the run is cut;
-    --require-signature already refuses it."""
+    close and the seal go together and the run alone reads as one that never closed. The
+    database's seal log still lists it (test_seal_log.py); --require-signature refuses it."""
     path, run_id = sealed
     with tampering(path) as conn:
         rows = plain(read_rows(conn, run_id))

@@ -48,7 +48,7 @@ KINDS = (
     ("messages", "history", "piece/message"),
     ("tools", "tool_schemas", "piece/tool"),
 )
-KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 2, 1
+KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 3, 1  # 3: the seal log (section 4.3)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUNDLE_PREFIX = b'{"agentfootprint_bundle":'
 BUNDLE_VERSION = re.compile(rb'\{"agentfootprint_bundle":(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
@@ -458,7 +458,7 @@ class DbSource:
         top = max(v for _, v in versions)
         if top > KNOWN_SCHEMA_VERSION:
             raise usage(f"schema version {top}, newer than {KNOWN_SCHEMA_VERSION}")
-        self.layout = 2 if top >= 2 else 1
+        self.layout = 2 if any(v == 2 for _, v in versions) else 1  # 3 adds the seal log only
         if self.layout not in layouts:
             raise usage(f"schema version {top} without the tables of schema {self.layout}")
 
@@ -532,6 +532,16 @@ class DbSource:
         cols = ("run_id", "conversation_id", "parent_run_id", "opened_at")
         cur = self.conn.execute(f"SELECT {select_typed(cols)} FROM runs ORDER BY rowid")
         return [tuple(typed(r[i], r[i + 1]) for i in range(0, 8, 2)) for r in cur]
+
+    def seal_log(self) -> list[tuple[Any, Any]]:
+        """Section 4.3: ``(leaf, run_id)`` in leaf order; none without the table."""
+        q = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'seal_log'"
+        if self.conn.execute(q).fetchone() is None:
+            return []
+        cur = self.conn.execute(
+            f"SELECT {select_typed(('leaf', 'run_id'))} FROM seal_log ORDER BY leaf"
+        )
+        return [(typed(r[0], r[1]), typed(r[2], r[3])) for r in cur]
 
 
 def exact(obj: Any, members: dict[str, Any]) -> bool:
@@ -680,6 +690,7 @@ class RunResult:
     lists: dict[str, list[str]]
     parent_run_id: str | None
     opened_at: int
+    sealed: bool = False
 
 
 def apply_write(state: dict[str, Any], path: str, verb: Any, value: Any) -> str | None:
@@ -1084,7 +1095,7 @@ class Verifier:
             if why:
                 raise Failure("seal", seal_seq, why)
         return RunResult(VALID if closed else UNSEALED, len(rows), head, conversation, close,
-                         state, lists, parent_id, opened_at)  # fmt: skip
+                         state, lists, parent_id, opened_at, envelope is not None)  # fmt: skip
 
     @staticmethod
     def receipt(body: dict[str, Any], seq: int, state: dict[str, Any],
@@ -1209,6 +1220,32 @@ def index_findings(source: Any, results: dict[Any, RunResult | Failure]) -> list
     return out
 
 
+def seal_log_findings(source: Any, results: dict[Any, RunResult | Failure]) -> list[Any]:
+    """Section 9.5 step 4: the seal log's rows in leaf order against the sealed runs."""
+    log = source.seal_log() if isinstance(source, DbSource) else []
+    out: list[tuple[Verdict, str]] = []
+    listed: set[Any] = set()
+    for index, (leaf, rid) in enumerate(log):
+        if not is_int(leaf) or leaf != index:
+            out.append(((rid, "seal-log", None), f"seal log row {index} is numbered {leaf!r}"))
+            continue
+        if not is_str(rid) or rid in listed:
+            out.append(((rid if is_str(rid) else repr(rid), "seal-log", None), "a bad leaf"))
+            continue
+        listed.add(rid)
+        res = results.get(rid)
+        if res is None:
+            out.append(((rid, "seal-log", None), "a leaf of a run with no events"))
+        elif isinstance(res, RunResult) and not res.sealed:
+            out.append(((rid, "seal-log", None), "a leaf of a run that has no seal"))
+    out += [
+        ((run, "seal-log", None), "a sealed run with no leaf")
+        for run, res in results.items()
+        if isinstance(res, RunResult) and res.sealed and run not in listed
+    ]
+    return out
+
+
 def explain_file(path: str | os.PathLike[str]) -> list[tuple[Verdict, str]]:
     """The verdicts of :func:`verify_file`, each with its reason."""
     try:
@@ -1224,7 +1261,8 @@ def explain_file(path: str | os.PathLike[str]) -> list[tuple[Verdict, str]]:
                 out.append(((run, verifier.verify(run).outcome, None), ""))
             except Failure as f:
                 out.append(((run, f.code, f.seq), f.reason))
-        return out + index_findings(source, {run: verifier.cache[run] for run in runs})
+        results = {run: verifier.cache[run] for run in runs}
+        return out + index_findings(source, results) + seal_log_findings(source, results)
     except sqlite3.DatabaseError as e:
         return [((None, "file", None), f"the database cannot be read: {e}")]
     finally:

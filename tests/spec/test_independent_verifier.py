@@ -1464,6 +1464,17 @@ SEALED_CASES = [
 ]
 
 
+def _both_on_a_copy(path: Path, ids: list[str], damage: Any) -> tuple[Verdicts, Verdicts]:
+    """Both verifiers' verdicts on a damaged copy of the sealed log (they must agree)."""
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(path, copy)
+        damage(copy, ids)
+        ours, theirs = mine(copy), reference(copy)
+        assert ours == theirs, iv.explain_file(copy)
+        return ours, theirs
+
+
 @pytest.mark.parametrize(
     ("name", "change", "expected"), SEALED_CASES, ids=[case[0] for case in SEALED_CASES]
 )
@@ -1471,10 +1482,43 @@ def test_sealed_case(
     sealed_log: tuple[Path, list[str]], name: str, change: Any, expected: str
 ) -> None:
     path, ids = sealed_log
-    with scratch() as folder:
-        copy = folder / "case.db"
-        shutil.copy(path, copy)
-        edit(change)(copy, ids)
-        ours, theirs = mine(copy), reference(copy)
-        assert ours[0][ids[0]][0] == expected, iv.explain_file(copy)
-        assert ours == theirs
+    ours, _ = _both_on_a_copy(path, ids, edit(change))
+    assert ours[0][ids[0]][0] == expected
+
+
+SEAL_LOG_CASES = [
+    ("a leaf dropped", "DELETE FROM seal_log WHERE run_id = '{B}'", "seal-log"),
+    ("a leaf renumbered", "UPDATE seal_log SET leaf = 7 WHERE run_id = '{B}'", "seal-log"),
+    ("a leaf of no run", "INSERT INTO seal_log VALUES (2, 'ghost')", "seal-log"),
+    (  # an order only: without a checkpoint, nothing to find
+        "leaves swapped",
+        "DELETE FROM seal_log; INSERT INTO seal_log VALUES (0, '{B}'); "
+        "INSERT INTO seal_log VALUES (1, '{A}')",
+        iv.VALID,
+    ),
+    (
+        "a leaf id as a blob",
+        "UPDATE seal_log SET run_id = CAST(run_id AS BLOB) WHERE leaf = 1",
+        "seal-log",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "statement", "expected"), SEAL_LOG_CASES, ids=[c[0] for c in SEAL_LOG_CASES]
+)
+def test_seal_log_case(
+    sealed_log: tuple[Path, list[str]], name: str, statement: str, expected: str
+) -> None:
+    """Section 9.5 step 4 on crafted seal log rows: both verifiers give the same findings."""
+    path, ids = sealed_log
+    ours, _ = _both_on_a_copy(path, ids, sql(statement))
+    assert expected in {code for code, _ in ours[0].values()}
+
+
+def test_a_sealed_tail_cut_is_a_seal_log_finding_for_both(
+    sealed_log: tuple[Path, list[str]],
+) -> None:
+    path, ids = sealed_log
+    ours, _ = _both_on_a_copy(path, ids, edit(lambda rows: rows.__delitem__(slice(-2, None)), 1))
+    assert ours[0][ids[1]][0] == "seal-log"

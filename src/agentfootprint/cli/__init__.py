@@ -30,6 +30,7 @@ from agentfootprint.cli._boundary import (
     EXIT_USAGE,
     BoundaryGroup,
 )
+from agentfootprint.cli.checkpointing import checkpoint_command
 from agentfootprint.cli.demo import demo
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.keys import keys
@@ -50,7 +51,7 @@ __all__ = [
 
 _EPILOG = f"""\b
 Exit codes (each command's --help says which apply):
-  0  success: every run VALID_UNSIGNED, identical, or written
+  0  success: every run VALID (or VALID_UNSIGNED), identical, or written
   1  INVALID (a run, the run index, a bundle or a disclosure failed
      verification), a replay diverged, a diff found a difference
   2  usage or I/O: a file missing, unreadable, unwritable, not a log or not
@@ -60,8 +61,8 @@ Exit codes (each command's --help says which apply):
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 \b
-Read-only commands (runs, show, served, state, tool-calls, verify, diff,
-export's DB, replay's DB and VAULT, disclose's VAULT)
+Read-only commands (runs, show, served, state, tool-calls, verify, checkpoint,
+diff, export's DB, replay's DB and VAULT, disclose's VAULT)
 never create, migrate or change a file.
 Set {DEBUG_VARIABLE}=1 to get the Python traceback of an internal error."""
 
@@ -96,5 +97,6 @@ for _command in (
     state,
     tool_calls_command,
     keys,
+    checkpoint_command,
 ):
     main.add_command(_command)

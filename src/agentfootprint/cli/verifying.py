@@ -21,10 +21,12 @@ from agentfootprint.cli._boundary import (
     one_line,
 )
 from agentfootprint.cli._common import DB, open_log, short
-from agentfootprint.errors import StoreError, VerificationError
+from agentfootprint.errors import StoreError, UsageError, VerificationError
 from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.store.vault import read_disclosures
+from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of
 from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.verify.note import MAX_NOTE_BYTES
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
 __all__ = ["report", "severity", "verify"]
@@ -113,6 +115,55 @@ def _disclosures(path: Path) -> list[Disclosure]:
         raise StoreError(f"--disclosures {path}: {exc}") from exc
 
 
+def _checkpoint_note(
+    path: Path | None, trusted: list[PublicKey], run_ids: tuple[str, ...]
+) -> bytes | None:
+    if path is None:
+        return None
+    if not trusted:
+        raise UsageError(
+            "--checkpoint needs the checkpoint signer's public key as a --key", option="--key"
+        )
+    if run_ids:
+        raise UsageError(
+            "--checkpoint proves the whole seal log: give no --run", option="--checkpoint"
+        )
+    if path.stat().st_size > MAX_NOTE_BYTES:
+        raise UsageError(f"--checkpoint {path}: larger than a signed note may be")
+    return path.read_bytes()
+
+
+def _check_checkpoint(
+    source: Any,
+    note: bytes,
+    trusted: list[PublicKey],
+    results: list[tuple[str, RunVerification | VerificationError]],
+    *,
+    quiet: bool,
+) -> dict[str, Any]:
+    """The checkpoint line (or JSON member): CONSISTENT, or INVALID with where and why."""
+    try:
+        leaves = leaves_of(source, results)
+        checkpoint = check_checkpoint(note, trusted, leaves)
+    except VerificationError as exc:
+        if not quiet:
+            click.echo(invalid_line(exc))
+        return {"outcome": "INVALID", "code": exc.code, "reason": str(exc)}
+    size = len(leaves)
+    if not quiet:
+        click.echo(
+            f"{'CONSISTENT':<15} checkpoint {one_line(checkpoint.origin)} of size "
+            f"{checkpoint.size}: every run sealed by then is in place, unchanged; the log "
+            f"holds {size} now"
+        )
+    return {
+        "outcome": "CONSISTENT",
+        "origin": checkpoint.origin,
+        "size": checkpoint.size,
+        "now": size,
+    }
+
+
 @click.command()
 @click.argument("db", type=DB)
 @click.option(
@@ -140,6 +191,13 @@ def _disclosures(path: Path) -> list[Disclosure]:
     is_flag=True,
     help="Exit 1 unless every run is VALID (sealed by a --key).",
 )
+@click.option(
+    "--checkpoint",
+    "checkpoint_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A signed checkpoint (from `checkpoint`) kept elsewhere: prove DB's sealed runs "
+    "only grew since. Its signer's public key must be a --key.",
+)
 @click.option("--json", "json_out", is_flag=True, help="Print the verdicts as one JSON object.")
 def verify(
     db: Path,
@@ -147,6 +205,7 @@ def verify(
     disclosures: Path | None,
     keys: tuple[str, ...],
     require_signature: bool,
+    checkpoint_path: Path | None,
     json_out: bool,
 ) -> None:
     """Verify every run in DB (or only --run ID): hashes, chain, every receipt and seal.
@@ -158,30 +217,36 @@ def verify(
     --disclosures, each disclosed value is proven against the commitment the log holds
     (and must sit under the same key).
 
-    A sealed run (recorded with a signer) is VALID when its seal verifies under a --key,
+    A sealed run (recorded with a signer) is VALID when its seal verifies under a key you
+    pinned with --key,
     and VALID_UNSIGNED when no --key is given or its key is not among them (the line says
     which key sealed it). A seal that does not attest its run, or a sealed run whose seal
-    was removed, is INVALID whatever the keys.
+    was removed, is INVALID whatever the keys. With --checkpoint, DB's seal log must still
+    hold the checkpoint's tree (every run sealed by then in place, unchanged): CONSISTENT,
+    or INVALID when a sealed run was dropped, rewritten or reordered since.
 
     \b
     Exit codes:
       0  every run verified and closed (VALID, or VALID_UNSIGNED: no seal by a --key),
          or DB is a log with no runs
-      1  a run, the run index, the bundle or a disclosure failed verification
-         (INVALID lines say where and why); with --require-signature, also any run
-         that is not VALID
+      1  a run, the run index, the seal log, the bundle, a disclosure or the
+         --checkpoint failed verification (INVALID lines say where and why); with
+         --require-signature, also any run that is not VALID
       2  usage error: DB is missing, not a log (it says what it is instead), of a newer
          schema version, or unreadable; an unknown --run; a bad disclosures file; a
-         --key that is not a public key
+         --key that is not a public key; --checkpoint without --key or with --run
       3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
     """
     opened = _disclosures(disclosures) if disclosures is not None else []
     trusted: list[PublicKey] = [load_public_key(key) for key in keys]
+    note = _checkpoint_note(checkpoint_path, trusted, run_ids)
     verdicts: list[dict[str, Any]] = []
+    results: list[tuple[str, RunVerification | VerificationError]] = []
     with open_log(db) as source:
         verifier = Verifier(source, trusted_keys=trusted)
         worst, seen = EXIT_OK, 0
         for run_id, result in _results(verifier, run_ids):
+            results.append((run_id, result))
             seen += 1
             if json_out:
                 verdicts.append(as_json(run_id, result))
@@ -215,9 +280,16 @@ def verify(
                 else:
                     click.echo(invalid_line(exc))
                 worst = EXIT_INVALID
+        checked: dict[str, Any] | None = None
+        if note is not None:
+            checked = _check_checkpoint(source, note, trusted, results, quiet=json_out)
+            if checked["outcome"] != "CONSISTENT":
+                worst = EXIT_INVALID
     if json_out:
         document: dict[str, Any] = {"runs": verdicts, "exit": worst}
         if opened:
             document["proven"] = proven_values
+        if checked is not None:
+            document["checkpoint"] = checked
         click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
     raise click.exceptions.Exit(worst)

@@ -150,6 +150,11 @@ class EventReader(abc.ABC):
     def run_info(self, run_id: str) -> RunInfo:
         """One run's index entry; :class:`RunNotFoundError` when absent."""
 
+    def seal_log(self) -> list[tuple[object, object]] | None:
+        """The seal log (docs/log-format.md section 4.3): ``(leaf, run_id)`` per sealed run in
+        leaf order, as stored; None for a store that keeps none."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release resources (connections, files)."""
 

@@ -13,6 +13,7 @@ from agentfootprint.store.base import (
     StoredEvent,
     run_index_from_open,
 )
+from agentfootprint.store.seal_log import sealed_in
 
 __all__ = ["MemoryStore"]
 
@@ -23,6 +24,8 @@ class MemoryStore(EventStore):
     def __init__(self) -> None:
         self._events: dict[str, list[StoredEvent]] = {}
         self._index: dict[str, tuple[str, str | None]] = {}
+        #: the sealed runs in seal order (each one's leaf index is its position)
+        self._sealed: list[str] = []
         self._lock = threading.Lock()
 
     def append(self, events: Sequence[StoredEvent]) -> None:
@@ -38,6 +41,7 @@ class MemoryStore(EventStore):
                 self._index[run_id] = run_index_from_open(events[0])
                 self._events[run_id] = log
             log.extend(events)
+            self._sealed += sealed_in(events)
 
     def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
         """Every batch checked against the store plus the batches before it, then all
@@ -61,6 +65,11 @@ class MemoryStore(EventStore):
             self._index.update(index)
             for events in staged:
                 self._events.setdefault(events[0].run_id, []).extend(events)
+                self._sealed += sealed_in(events)
+
+    def seal_log(self) -> list[tuple[object, object]]:
+        with self._lock:
+            return list(enumerate(self._sealed))
 
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         with self._lock:

@@ -50,6 +50,7 @@ from agentfootprint.store.base import (
     StoredEvent,
     run_index_from_open,
 )
+from agentfootprint.store.seal_log import read_seal_log, record_seal, sealed_in
 from agentfootprint.store.sqlite_layout import (
     _APPEND_ONLY,
     _SEQ_BITS,
@@ -548,7 +549,9 @@ class SqliteStore(EventStore):
         version = _schema_version(conn, self.path)
         _check_newer(version, self.path)
         layout = DatabaseKind.of(conn).layout
-        if layout != (2 if version >= 2 else 1):
+        # migration 2 is the leaner layout; 3 (the seal log) applies to either layout
+        with_v2 = conn.execute("SELECT 1 FROM schema_version WHERE version = 2").fetchone()
+        if layout != (2 if with_v2 else 1):
             raise NotALogError(
                 f"{self.path}: schema version {version} but the tables of schema {layout}: "
                 "not an agentfootprint log (or a damaged one)",
@@ -581,6 +584,7 @@ class SqliteStore(EventStore):
             atomic(self._conn) as conn,
         ):
             self._insert(conn, events, pending=pending)
+            self._seal(conn, events)
         self._appended(events, pending)
 
     def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
@@ -597,9 +601,20 @@ class SqliteStore(EventStore):
             for events in batches:
                 self.check_batch(events)
                 self._insert(conn, events, written, pending=pending)
+                self._seal(conn, events)
                 written.append(events)
         for events in written:
             self._appended(events, pending)
+
+    @staticmethod
+    def _seal(conn: sqlite3.Connection, events: Sequence[StoredEvent]) -> None:
+        """The runs this batch seals get their leaves, in this transaction (section 4.3)."""
+        for run_id in sealed_in(events):
+            record_seal(conn, run_id, int(time.time() * 1000))
+
+    def seal_log(self) -> list[tuple[object, object]]:
+        with self._lock, translate_errors("reading the seal log", path=self.path):
+            return read_seal_log(self._conn)
 
     def _appended(
         self, events: Sequence[StoredEvent], pending: dict[str, tuple[int, bytes]]

@@ -99,7 +99,9 @@ SCHEMA_V2: tuple[int, str, tuple[str, ...]] = (
     ),
 )
 #: The highest schema this library reads and continues.
-SCHEMA_VERSION = SCHEMA_V2[0]
+#: (3 is the seal log, :mod:`agentfootprint.store.seal_log`, added by a file's first sealed
+#: append whatever its layout.)
+SCHEMA_VERSION = 3
 #: The schema a new (missing, empty or tableless) file is created with: the leaner layout.
 #: Schema-1 files are read, continued and verified as they are; a test about schema-1 bytes
 #: creates its files with ``agentfootprint.testing.tamper.new_file_schema(1)``.

@@ -45,10 +45,10 @@ __all__ = [
     "verification_error",
 ]
 
-#: the append-only triggers of both schemas (a file has those of its own)
+#: the append-only triggers of both schemas and the seal log (a file has those of its own)
 TRIGGERS = tuple(
     f"{table}_no_{verb}"
-    for table in ("events", "rows", "run_keys", "runs")
+    for table in ("events", "rows", "run_keys", "runs", "seal_log")
     for verb in ("update", "delete")
 )
 _SEQ_BITS = 32

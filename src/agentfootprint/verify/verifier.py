@@ -104,6 +104,7 @@ from agentfootprint.verify.seal_check import (
     witness_open,
     witness_row,
 )
+from agentfootprint.verify.seal_log_check import SealedRun, seal_log_findings
 from agentfootprint.verify.spares import Spares
 
 __all__ = [
@@ -173,6 +174,8 @@ class RunVerification:
     seal_key_id: str | None = None
     #: why a closed run is VALID_UNSIGNED (no seal, or a seal by a key not pinned)
     seal_note: str | None = None
+    #: SHA-256 of the seal envelope's bytes (its Merkle leaf's ``seal``), None unsealed
+    seal_digest: bytes | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -273,23 +276,30 @@ class Verifier:
             )
         run_ids = list(list_runs())
         facts: dict[Any, tuple[Any, Any, Any] | None] = {}
+        sealed: dict[Any, SealedRun | None] = {}
         self._failed = {}  # the whole file's failures: a failed parent is verified once
         try:
             for run_id in run_ids:
                 try:
                     verified = self._verified(run_id)[0]  # ids as stored: not text is rows
                 except VerificationError as exc:
-                    facts[run_id] = None  # INVALID already: its index row is not compared
+                    facts[run_id] = sealed[run_id] = None  # INVALID already: not compared
                     yield shown(run_id), exc
                 else:
                     parent = verified.ancestors[-1] if verified.ancestors else None
                     facts[run_id] = (verified.conversation_id, parent, verified.opened_at)
+                    sealed[run_id] = SealedRun(verified.events, verified.head, verified.seal_digest)
                     yield run_id, verified
         finally:
             self._failed = None
         entries = getattr(self.source, "index_entries", None)
         if callable(entries):
             for finding in index_findings(run_ids, facts, list(entries())):
+                yield finding.run_id, finding
+        log = getattr(self.source, "seal_log", None)
+        stored = log() if callable(log) else None
+        if stored is not None:
+            for finding in seal_log_findings(stored, sealed):
                 yield finding.run_id, finding
 
     def hasher_after(self, run_id: str) -> RequestHasher:
@@ -661,6 +671,7 @@ class Verifier:
             signed_by=verdict.signed_by if verdict else (),
             seal_key_id=witness.key_id,
             seal_note=verdict.note if verdict else None,
+            seal_digest=hashlib.sha256(witness.envelope).digest() if witness.envelope else None,
         )
         return result, check.hasher, check.sightings, check.previous
 
