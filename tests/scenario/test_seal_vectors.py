@@ -1,0 +1,148 @@
+"""Every sealed-run and checkpoint vector of tests/vectors (``seals.json``, made by
+``build_seals.py``) through the library and the CLI, as an auditor runs them: the file opened
+read-only and left byte-identical, the keys pinned as the entry says, the failure codes, the
+outcomes, the exit codes with and without ``--require-signature``, and the checkpoint's
+verdict. Then the Wycheproof invalid signature classes inside a seal envelope."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import agentfootprint as af
+from agentfootprint.errors import SealError
+from agentfootprint.seal import parse_envelope, verify_envelope
+from agentfootprint.seal.statement import PAYLOAD_TYPE
+from agentfootprint.testing.seals import OTHER, SIGNER
+from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of
+
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+INDEX: list[dict[str, Any]] = orjson.loads((VECTORS / "seals.json").read_bytes())
+KEYS = {"signer": SIGNER.public, "other": OTHER.public}
+L = 2**252 + 27742317777372353535851937790883648493  # the group order (RFC 8032 5.1)
+
+
+@pytest.fixture
+def placed(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
+    """The vector (and its checkpoint note) copied alone into an empty folder."""
+    entry = request.param
+    shutil.copyfile(VECTORS / entry["file"], tmp_path / entry["file"])
+    if entry["checkpoint"]:
+        shutil.copyfile(VECTORS / entry["checkpoint"], tmp_path / entry["checkpoint"])
+    return tmp_path / entry["file"], entry
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def test_the_index_lists_every_sealed_file() -> None:
+    listed = {e["file"] for e in INDEX} | {e["checkpoint"] for e in INDEX if e["checkpoint"]}
+    present = {p.name for p in VECTORS.iterdir() if p.name.startswith(("sealed-", "checkpoint-"))}
+    assert listed == present
+    assert len(INDEX) >= 24
+
+
+ENTRIES = [pytest.param(e, id=e["file"]) for e in INDEX]
+
+
+@pytest.mark.parametrize("placed", ENTRIES, indirect=True)
+def test_sealed_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) -> None:
+    path, entry = placed
+    before = _files(path.parent)
+    store = af.SqliteStore(path, readonly=True)
+    try:
+        keys = [KEYS[k] for k in entry["keys"]]
+        results = list(af.Verifier(store, trusted_keys=keys).verify_all())
+        codes = sorted({r.code for _, r in results if isinstance(r, af.VerificationError)})
+        outcomes = sorted(
+            {r.outcome.value for _, r in results if isinstance(r, af.RunVerification)}
+        )
+        assert codes == entry["codes"], entry["about"]
+        assert outcomes == sorted(entry["outcomes"]), entry["about"]
+        if entry["checkpoint"]:
+            note = (path.parent / entry["checkpoint"]).read_bytes()
+            try:
+                check_checkpoint(note, [SIGNER.public], leaves_of(store, results))
+                verdict = ""
+            except af.VerificationError as exc:
+                verdict = exc.code
+            assert verdict == entry["checkpoint_code"], entry["about"]
+    finally:
+        store.close()
+    assert _files(path.parent) == before
+
+
+def _cli(path: Path, entry: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+    keys = [arg for k in entry["keys"] for arg in ("--key", KEYS[k].text)]
+    return subprocess.run(
+        [sys.executable, "-c", "from agentfootprint.cli import main; main()", "verify",
+         str(path), *keys, *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("placed", ENTRIES, indirect=True)
+def test_sealed_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> None:
+    path, entry = placed
+    before = _files(path.parent)
+    done = _cli(path, entry)
+    assert done.returncode == entry["exit"], (entry["about"], done.stdout, done.stderr)
+    required = _cli(path, entry, "--require-signature")
+    assert required.returncode == entry["exit_required"], (entry["about"], required.stdout)
+    for code in entry["codes"]:
+        assert f"[{code}]" in done.stdout, (code, done.stdout)
+    if entry["checkpoint"]:
+        with_note = _cli(path, entry, "--key", SIGNER.public.text, "--checkpoint",
+                         str(path.parent / entry["checkpoint"]))  # fmt: skip
+        if entry["checkpoint_code"]:
+            assert with_note.returncode == 1
+            assert f"[{entry['checkpoint_code']}]" in with_note.stdout, with_note.stdout
+        else:
+            assert with_note.returncode == entry["exit"] and "CONSISTENT" in with_note.stdout
+    for out in (done, required):
+        assert "Traceback" not in out.stdout + out.stderr
+    assert _files(path.parent) == before
+
+
+def _variants(sig: bytes) -> dict[str, bytes]:
+    """The Wycheproof Ed25519 invalid classes that apply to a signature in an envelope."""
+    r, s = sig[:32], int.from_bytes(sig[32:], "little")
+    return {
+        "TruncatedSignature": sig[:-1],
+        "SignatureWithGarbage": sig + b"\0",
+        "SignatureMalleability (S + L)": r + (s + L).to_bytes(32, "little"),
+        "InvalidSignature (S = 0)": r + bytes(32),
+        "InvalidSignature (R = 0)": bytes(32) + sig[32:],
+        "InvalidSignature (all zero)": bytes(64),
+        "InvalidSignature (high bit of S)": r + (s | 1 << 255).to_bytes(32, "little"),
+        "InvalidSignature (flipped bit of R)": bytes([sig[0] ^ 1]) + sig[1:],
+    }
+
+
+@pytest.mark.parametrize("variant", list(_variants(bytes(64))))
+def test_wycheproof_classes_in_a_seal_envelope(variant: str) -> None:
+    store = af.SqliteStore(VECTORS / "sealed-valid.db", readonly=True)
+    try:
+        run_id = store.seal_log()[0][1]
+        rows = list(store.read(str(run_id)))
+    finally:
+        store.close()
+    envelope = orjson.loads(orjson.loads(rows[-1].body)["dsse"])
+    assert verify_envelope(orjson.dumps(envelope), [SIGNER.public], payload_type=PAYLOAD_TYPE)
+    sig = base64.b64decode(envelope["signatures"][0]["sig"])
+    envelope["signatures"][0]["sig"] = base64.b64encode(_variants(sig)[variant]).decode()
+    with pytest.raises(SealError) as info:
+        verify_envelope(orjson.dumps(envelope), [SIGNER.public], payload_type=PAYLOAD_TYPE)
+    assert info.value.code == "bad-signature"
+    assert parse_envelope(orjson.dumps(envelope)).signatures[0].keyid == SIGNER.key_id
