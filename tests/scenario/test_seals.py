@@ -465,6 +465,8 @@ def test_cli_verify_with_keys_require_signature_and_json(
         ],
         "exit": 0,
     }
+    timeline = runner.invoke(cli, ["show", str(path), run_id])
+    assert timeline.exit_code == 0 and f"run sealed by key {SIGNER.key_id}" in timeline.output
     bad = runner.invoke(cli, ["verify", str(path), "--key", "ed25519:not-a-key"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
 

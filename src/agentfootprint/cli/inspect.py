@@ -16,6 +16,7 @@ import click
 from agentfootprint.audit.read import RunReader
 from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
 from agentfootprint.cli._common import DB, echo_json, open_log, short, when
+from agentfootprint.seal.dsse import parse_envelope
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, iter_commitments
@@ -131,6 +132,9 @@ def show(db: Path, run_id: str) -> None:
                 pending = []
             elif event.type == "run.close":
                 click.echo(f"run closed {when(event.ts)}: {short(body, 200)}")
+            elif event.type == "run.seal":
+                signed = [s.keyid for s in parse_envelope(body["dsse"]).signatures]
+                click.echo(f"run sealed by key {one_line(', '.join(signed))} (verify --key)")
             elif (added := _line(event.type, body)) is not None:
                 pending.append(added)
 
