@@ -89,6 +89,7 @@ from agentfootprint.verify.chain import (
     stored_kind,
 )
 from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.verify.disclosure_check import ProvenValue, prove_disclosures
 from agentfootprint.verify.fold import ReceiptLists, continued_lists
 from agentfootprint.verify.hashing import domain_prefix
 from agentfootprint.verify.limits import MAX_BODY_BYTES
@@ -176,17 +177,6 @@ class RunVerification:
     seal_note: str | None = None
     #: SHA-256 of the seal envelope's bytes (its Merkle leaf's ``seal``), None unsealed
     seal_digest: bytes | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ProvenValue:
-    """A redacted value proven by its disclosure: where it sits and what it is."""
-
-    run_id: str
-    seq: int
-    key: str
-    commitment: str
-    value: Any
 
 
 #: one run verified: its verification, hasher, commitment sightings and last digest lists
@@ -424,46 +414,7 @@ class Verifier:
         Each disclosure must hash to its commitment, that commitment must sit in a
         verified run, under the disclosure's key. Fails on the first that does not.
         """
-        proven = []
-        for disclosure in disclosures:
-            seen = self.commitments.get(disclosure.commitment)
-            if not disclosure.opens():
-                raise VerificationError(
-                    seen[0] if seen else "-",
-                    seen[1] if seen else None,
-                    f"disclosure for {disclosure.commitment} does not open it (the salt, key "
-                    "or value differs from what was committed)",
-                    code="disclosure",
-                    where=None if seen else "disclosures",
-                )
-            if seen is None:
-                raise VerificationError(
-                    "-",
-                    None,
-                    f"disclosure for {disclosure.commitment}: no verified run "
-                    "holds that commitment",
-                    code="disclosure",
-                    where="disclosures",
-                )
-            run_id, seq, key = seen
-            if key != disclosure.key:
-                raise VerificationError(
-                    run_id,
-                    seq,
-                    f"disclosure for {disclosure.commitment} names key "
-                    f"{disclosure.key!r} but the log holds it under {key!r}",
-                    code="disclosure",
-                )
-            proven.append(
-                ProvenValue(
-                    run_id=run_id,
-                    seq=seq,
-                    key=key,
-                    commitment=disclosure.commitment,
-                    value=disclosure.value,
-                )
-            )
-        return proven
+        return prove_disclosures(self.commitments, disclosures)
 
     # -- one run ----------------------------------------------------------------------------
     def _verify(self, run_id: str, rows: Iterable[Row]) -> _Verified:
