@@ -33,6 +33,7 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.core.scope import json_equal
+from agentfootprint.testing.seals import SIGNER
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL (POSIX)"),
@@ -52,6 +53,10 @@ CHILD = textwrap.dedent(
 
     store = af.SqliteStore(sys.argv[1])
     effects = open(sys.argv[2], "a", buffering=1)  # line-buffered: each effect as it happens
+    if sys.argv[3] == "sealed":
+        from agentfootprint.testing.seals import SIGNER
+    else:
+        SIGNER = None
     calls = [0]
 
 
@@ -85,6 +90,7 @@ CHILD = textwrap.dedent(
         tools=[tool],
         store=store,
         max_iterations=50,
+        signer=SIGNER,
     )
     print("ready", flush=True)
     result = None
@@ -116,8 +122,10 @@ def _check_effects(path: Path, effects: Path) -> None:
     assert tools <= asked, sorted(tools - asked)[:5]
 
 
-def _check_database(path: Path) -> tuple[int, int]:
-    """Verify every run of the database; return (closed runs, unsealed runs)."""
+def _check_database(path: Path, sealed: bool) -> tuple[int, int]:
+    """Verify every run of the database; return (closed runs, unsealed runs). Sealed: every
+    closed run is VALID under the signer's key and the seal log lists exactly them, in order
+    (a close and its seal reach the store together, or neither)."""
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
@@ -125,7 +133,7 @@ def _check_database(path: Path) -> tuple[int, int]:
         conn.close()
     store = af.SqliteStore(path)
     try:
-        verifier = af.Verifier(store)
+        verifier = af.Verifier(store, trusted_keys=[SIGNER.public] if sealed else ())
         runs = store.runs()
         closed = unsealed = 0
         for index, info in enumerate(runs):
@@ -143,7 +151,9 @@ def _check_database(path: Path) -> tuple[int, int]:
                 with pytest.raises(af.ContinuationError):
                     agent.run_sync("go on", continue_from=info.run_id)
             else:
-                assert check.outcome is af.Outcome.VALID_UNSIGNED
+                expected = af.Outcome.VALID if sealed else af.Outcome.VALID_UNSIGNED
+                assert check.outcome is expected
+                assert info.last_type == ("run.seal" if sealed else "run.close")
                 assert check.close is not None
                 assert check.close["outcome"] in ("answered", "stopped_early")
                 closed += 1
@@ -152,12 +162,17 @@ def _check_database(path: Path) -> tuple[int, int]:
             if check.receipts:
                 request = af.served_at(store, info.run_id, check.receipts - 1)
                 assert request["model"] == "m"
+        listed = [run for _, run in store.seal_log()]
+        assert listed == ([r.run_id for r in runs[:closed]] if sealed else [])
+        findings = [r for _, r in verifier.verify_all() if isinstance(r, af.VerificationError)]
+        assert not findings, findings
         return closed, unsealed
     finally:
         store.close()
 
 
-def test_sigkill_at_a_random_point_leaves_a_verifiable_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["plain", "sealed"])
+def test_sigkill_at_a_random_point_leaves_a_verifiable_log(tmp_path: Path, kind: str) -> None:
     script = tmp_path / "child.py"
     script.write_text(CHILD, encoding="utf-8")
     rng = random.Random(SEED)
@@ -167,7 +182,7 @@ def test_sigkill_at_a_random_point_leaves_a_verifiable_log(tmp_path: Path) -> No
         effects = tmp_path / f"effects{trial}.txt"
         delay = rng.uniform(0.0, MAX_DELAY)
         proc = subprocess.Popen(
-            [sys.executable, str(script), str(path), str(effects)],
+            [sys.executable, str(script), str(path), str(effects), kind],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -190,7 +205,7 @@ def test_sigkill_at_a_random_point_leaves_a_verifiable_log(tmp_path: Path) -> No
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
-        closed, unsealed = _check_database(path)
+        closed, unsealed = _check_database(path, kind == "sealed")
         _check_effects(path, effects)
         assert unsealed <= 1
         total_runs += closed + unsealed
