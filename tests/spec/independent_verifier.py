@@ -691,6 +691,7 @@ class RunResult:
     parent_run_id: str | None
     opened_at: int
     sealed: bool = False
+    seal: bytes = b""  # the run.seal envelope's bytes (its UTF-8 text)
 
 
 def apply_write(state: dict[str, Any], path: str, verb: Any, value: Any) -> str | None:
@@ -1095,7 +1096,8 @@ class Verifier:
             if why:
                 raise Failure("seal", seal_seq, why)
         return RunResult(VALID if closed else UNSEALED, len(rows), head, conversation, close,
-                         state, lists, parent_id, opened_at, envelope is not None)  # fmt: skip
+                         state, lists, parent_id, opened_at, envelope is not None,
+                         envelope.encode() if envelope is not None else b"")  # fmt: skip
 
     @staticmethod
     def receipt(body: dict[str, Any], seq: int, state: dict[str, Any],
@@ -1275,3 +1277,74 @@ def verify_file(path: str | os.PathLike[str]) -> list[Verdict]:
 
 def failure_codes(verdicts: list[Verdict]) -> set[str]:
     return {code for _, code, _ in verdicts if code not in (VALID, UNSEALED)}
+
+
+# --- checkpoints (section 9.7; docs/merkle.md sections 1, 2 and 5) -------------------------
+
+
+def _mth(leaves: list[bytes]) -> bytes:
+    """RFC 6962 section 2.1."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return leaves[0]
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)  # the largest power of two below n
+    return hashlib.sha256(b"\x01" + _mth(leaves[:k]) + _mth(leaves[k:])).digest()
+
+
+def check_checkpoint(path: str | os.PathLike[str], note: bytes, public_key: bytes) -> str:
+    """``"CONSISTENT"`` or the failure code of checking ``note`` (signed by the Ed25519 key
+    ``public_key``, raw 32 bytes) against the database at ``path``."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    text_bytes, sep, sigs = note.partition(b"\n\n")
+    if not sep:
+        return "note/malformed"
+    text = text_bytes.decode() + "\n"
+    lines = text.split("\n")[:-1]
+    if len(lines) < 3 or not lines[1].isdigit():
+        return "note/malformed"
+    origin, size, root = lines[0], int(lines[1]), base64.b64decode(lines[2])
+    key_id = hashlib.sha256(origin.encode() + b"\n\x01" + public_key).digest()[:4]
+    trusted = False
+    for line in sigs.decode().split("\n"):
+        if not line:
+            continue
+        name, _, blob = line.removeprefix("\u2014 ").partition(" ")
+        raw = base64.b64decode(blob)
+        if name != origin or raw[:4] != key_id:
+            continue  # a key the caller did not pin: ignored
+        try:
+            Ed25519PublicKey.from_public_bytes(public_key).verify(raw[4:], text.encode())
+        except InvalidSignature:
+            return "note/signature"
+        trusted = True
+    if not trusted:
+        return "note/unverified"
+    source = open_source(path)
+    try:
+        verifier = Verifier(source)
+        runs = source.run_keys()
+        results = {}
+        for run in runs:
+            with contextlib.suppress(Failure):
+                verifier.verify(run)
+            results[run] = verifier.cache[run]
+        if seal_log_findings(source, results):
+            return "seal-log"
+        leaves = []
+        for _, rid in source.seal_log():
+            res = results[rid]
+            if not isinstance(res, RunResult):
+                return res.code
+            data = b"afp/v1/runleaf\x00" + canon(
+                {"v": 1, "run": rid, "events": res.events, "head": res.head.hex(),
+                 "seal": hashlib.sha256(res.seal).hexdigest()}
+            )  # fmt: skip
+            leaves.append(hashlib.sha256(b"\x00" + data).digest())
+    finally:
+        source.close()
+    if len(leaves) < size or _mth(leaves[:size]) != root:
+        return "checkpoint"
+    return "CONSISTENT"

@@ -1522,3 +1522,20 @@ def test_a_sealed_tail_cut_is_a_seal_log_finding_for_both(
     path, ids = sealed_log
     ours, _ = _both_on_a_copy(path, ids, edit(lambda rows: rows.__delitem__(slice(-2, None)), 1))
     assert ours[0][ids[1]][0] == "seal-log"
+
+
+def test_checkpoint_vectors_agree_with_the_independent_check() -> None:
+    """Section 9.7 implemented from the page: each checkpoint vector of tests/vectors
+    (seals.json) gets the verdict the reference gives."""
+    from agentfootprint.testing.seals import SIGNER
+
+    entries = json.loads((VECTORS / "seals.json").read_text())
+    checked = 0
+    for entry in entries:
+        if not entry["checkpoint"]:
+            continue
+        note = (VECTORS / entry["checkpoint"]).read_bytes()
+        verdict = iv.check_checkpoint(VECTORS / entry["file"], note, SIGNER.public.raw)
+        assert verdict == (entry["checkpoint_code"] or "CONSISTENT"), entry["about"]
+        checked += 1
+    assert checked >= 6
