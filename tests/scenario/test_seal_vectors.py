@@ -21,13 +21,12 @@ import agentfootprint as af
 from agentfootprint.errors import SealError
 from agentfootprint.seal import parse_envelope, verify_envelope
 from agentfootprint.seal.statement import PAYLOAD_TYPE
-from agentfootprint.testing.seals import OTHER, SIGNER
+from agentfootprint.testing.seals import OTHER, SIGNER, signature_variants
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 INDEX: list[dict[str, Any]] = orjson.loads((VECTORS / "seals.json").read_bytes())
 KEYS = {"signer": SIGNER.public, "other": OTHER.public}
-L = 2**252 + 27742317777372353535851937790883648493  # the group order (RFC 8032 5.1)
 
 
 @pytest.fixture
@@ -115,22 +114,7 @@ def test_sealed_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> N
     assert _files(path.parent) == before
 
 
-def _variants(sig: bytes) -> dict[str, bytes]:
-    """The Wycheproof Ed25519 invalid classes that apply to a signature in an envelope."""
-    r, s = sig[:32], int.from_bytes(sig[32:], "little")
-    return {
-        "TruncatedSignature": sig[:-1],
-        "SignatureWithGarbage": sig + b"\0",
-        "SignatureMalleability (S + L)": r + (s + L).to_bytes(32, "little"),
-        "InvalidSignature (S = 0)": r + bytes(32),
-        "InvalidSignature (R = 0)": bytes(32) + sig[32:],
-        "InvalidSignature (all zero)": bytes(64),
-        "InvalidSignature (high bit of S)": r + (s | 1 << 255).to_bytes(32, "little"),
-        "InvalidSignature (flipped bit of R)": bytes([sig[0] ^ 1]) + sig[1:],
-    }
-
-
-@pytest.mark.parametrize("variant", list(_variants(bytes(64))))
+@pytest.mark.parametrize("variant", list(signature_variants(bytes(64))))
 def test_wycheproof_classes_in_a_seal_envelope(variant: str) -> None:
     store = af.SqliteStore(VECTORS / "sealed-valid.db", readonly=True)
     try:
@@ -141,7 +125,7 @@ def test_wycheproof_classes_in_a_seal_envelope(variant: str) -> None:
     envelope = orjson.loads(orjson.loads(rows[-1].body)["dsse"])
     assert verify_envelope(orjson.dumps(envelope), [SIGNER.public], payload_type=PAYLOAD_TYPE)
     sig = base64.b64decode(envelope["signatures"][0]["sig"])
-    envelope["signatures"][0]["sig"] = base64.b64encode(_variants(sig)[variant]).decode()
+    envelope["signatures"][0]["sig"] = base64.b64encode(signature_variants(sig)[variant]).decode()
     with pytest.raises(SealError) as info:
         verify_envelope(orjson.dumps(envelope), [SIGNER.public], payload_type=PAYLOAD_TYPE)
     assert info.value.code == "bad-signature"

@@ -15,6 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentfootprint.errors import UsageError, VerificationError
+from agentfootprint.testing.seals import signature_variants
 from agentfootprint.verify import note as note_module
 from agentfootprint.verify.merkle import leaf_hash, root
 from agentfootprint.verify.note import (
@@ -504,32 +505,12 @@ def test_wycheproof_ed25519(case: dict[str, Any]) -> None:
     assert ed25519_verify(public, msg, sig) is (case["result"] == "valid")
 
 
-#: the group order of edwards25519 (RFC 8032 section 5.1)
-L = 2**252 + 27742317777372353535851937790883648493
-
-
-def _signature_variants(sig: bytes) -> dict[str, bytes]:
-    """The Wycheproof invalid classes that apply to a note's signature bytes."""
-    r, s = sig[:32], int.from_bytes(sig[32:], "little")
-    return {
-        "TruncatedSignature": sig[:-1],
-        "TruncatedSignature (R only)": sig[:32],
-        "SignatureWithGarbage": sig + b"\0",
-        "SignatureMalleability (S + L)": r + (s + L).to_bytes(32, "little"),
-        "InvalidSignature (S = 0)": r + bytes(32),
-        "InvalidSignature (R = 0)": bytes(32) + sig[32:],
-        "InvalidSignature (all zero)": bytes(64),
-        "InvalidSignature (high bit of S)": r + (s | 1 << 255).to_bytes(32, "little"),
-        "InvalidSignature (flipped bit of R)": bytes([sig[0] ^ 1]) + sig[1:],
-    }
-
-
-@pytest.mark.parametrize("variant", list(_signature_variants(bytes(64))))
+@pytest.mark.parametrize("variant", list(signature_variants(bytes(64))))
 def test_wycheproof_classes_in_a_signed_checkpoint(variant: str) -> None:
     private, key = demo_key()
     text = demo_checkpoint().text()
     good = private.sign(text.encode())
-    bad = _signature_variants(good)[variant]
+    bad = signature_variants(good)[variant]
     assert not ed25519_verify(key.public_key, text.encode(), bad)
     note = format_note(text, [NoteSignature(ORIGIN, key.key_id, bad)])
     rejected(note, [key], "note/signature")
