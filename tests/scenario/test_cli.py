@@ -97,8 +97,9 @@ def run_ids(db: Path) -> list[str]:
         ),
         (
             ["checkpoint"],
-            ["DB", "--key", "--origin", "signed checkpoint", "never", "1  a sealed run"],
+            ["DB", "--key", "--origin", "--since", "--proof-out", "signed checkpoint", "never"],
         ),
+        (["consistency"], ["OLD", "NEW", "PROOF", "--key", "CONSISTENT", "PROOF alone"]),
         (
             ["disclose"],
             ["VAULT", "COMMITMENTS", "--run", "--out", "[salt, key, value]", "not a disclosure"],

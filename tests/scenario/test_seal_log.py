@@ -33,7 +33,14 @@ from agentfootprint.testing.tamper import (
     tampering,
 )
 from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.checkpoint import check_checkpoint, log_leaves, make_checkpoint
+from agentfootprint.verify.checkpoint import (
+    check_checkpoint,
+    check_consistency,
+    log_leaves,
+    make_checkpoint,
+    parse_consistency_file,
+    prove_consistency,
+)
 from agentfootprint.verify.merkle import root
 from agentfootprint.verify.note import parse_checkpoint, parse_note
 
@@ -346,3 +353,112 @@ def test_the_checkpoint_command_and_verify_checkpoint(tmp_path: Path) -> None:
     copy = tmp_path / "copy.db"
     shutil.copyfile(path, copy)
     assert path.read_bytes() == copy.read_bytes()  # nothing was written by the commands
+
+
+# -- consistency between two checkpoints, without the database -------------------------------
+
+
+def _proof(path: Path, old: bytes) -> bytes:
+    store = af.SqliteStore(path, readonly=True)
+    try:
+        return prove_consistency(old, SIGNER, log_leaves(af.Verifier(store)))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 2), (2, 5), (4, 7), (3, 3), (4, 8)])
+def test_two_checkpoints_and_a_proof_show_the_log_only_grew(
+    tmp_path: Path, before: int, after: int
+) -> None:
+    path = tmp_path / "log.db"
+    record(path, before)
+    old = checkpoint_of(path)
+    if after > before:
+        record(path, after - before)
+    new, proof = checkpoint_of(path), _proof(path, old)
+    first, second = check_consistency(old, new, proof, [SIGNER.public])
+    assert (first.size, second.size) == (before, after)
+    assert parse_consistency_file(proof)[:2] == (before, after)
+
+
+def test_a_proof_fails_for_a_forked_log_or_a_wrong_size(tmp_path: Path) -> None:
+    path, forked = tmp_path / "log.db", tmp_path / "forked.db"
+    ids = record(path, 3)
+    old = checkpoint_of(path)
+    shutil.copyfile(path, forked)
+    record(path, 2)
+    new, proof = checkpoint_of(path), _proof(path, old)
+    _reorder(forked, ids)  # another history of the same three runs, then grown the same
+    record(forked, 2)
+    forked_new = checkpoint_of(forked)
+    with pytest.raises(VerificationError) as info:
+        check_consistency(old, forked_new, proof, [SIGNER.public])
+    assert info.value.code == "merkle/consistency"
+    with pytest.raises(VerificationError) as info:
+        check_consistency(new, old, proof, [SIGNER.public])  # sizes swapped
+    assert info.value.code == "merkle/consistency"
+    text = proof.decode().split("\n")
+    flipped = "\n".join([*text[:3], text[4], text[3], *text[5:]]).encode()
+    with pytest.raises(VerificationError) as info:
+        check_consistency(old, new, flipped, [SIGNER.public])
+    assert info.value.code == "merkle/consistency"
+    for junk in (
+        b"",
+        b"agentfootprint consistency proof v1\n3\n",
+        proof.replace(b"\n3\n", b"\n03\n"),
+    ):
+        with pytest.raises(VerificationError) as info:
+            check_consistency(old, new, junk, [SIGNER.public])
+        assert info.value.code == "merkle/consistency"
+    with pytest.raises(VerificationError) as info:
+        check_consistency(old, new, proof, [OTHER.public])
+    assert info.value.code == "note/unverified"
+
+
+def test_the_consistency_command(tmp_path: Path) -> None:
+    path, key = tmp_path / "log.db", tmp_path / "seal.key"
+    signer = generate_key_file(key)
+    record(path, 2, signer)
+    runner = CliRunner()
+    old = tmp_path / "old.txt"
+    old.write_text(runner.invoke(cli, ["checkpoint", str(path), "--key", str(key)]).output)
+    record(path, 3, signer)
+    proof = tmp_path / "proof.txt"
+    made = runner.invoke(
+        cli,
+        [
+            "checkpoint",
+            str(path),
+            "--key",
+            str(key),
+            "--since",
+            str(old),
+            "--proof-out",
+            str(proof),
+        ],
+    )
+    assert made.exit_code == 0, made.output
+    new = tmp_path / "new.txt"
+    new.write_text(made.output)
+    assert proof.read_bytes().startswith(b"agentfootprint consistency proof v1\n2\n5\n")
+    pub = signer.public.text
+    done = runner.invoke(cli, ["consistency", str(old), str(new), str(proof), "--key", pub])
+    assert done.exit_code == 0 and "CONSISTENT" in done.output, done.output
+    bad = runner.invoke(cli, ["consistency", str(new), str(old), str(proof), "--key", pub])
+    assert bad.exit_code == 1 and "[merkle/consistency]" in bad.output
+    again = runner.invoke(
+        cli,
+        [
+            "checkpoint",
+            str(path),
+            "--key",
+            str(key),
+            "--since",
+            str(old),
+            "--proof-out",
+            str(proof),
+        ],
+    )
+    assert again.exit_code == 2 and "Traceback" not in again.output  # never over a file
+    alone = runner.invoke(cli, ["checkpoint", str(path), "--key", str(key), "--since", str(old)])
+    assert alone.exit_code == 2

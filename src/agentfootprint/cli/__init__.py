@@ -30,7 +30,7 @@ from agentfootprint.cli._boundary import (
     EXIT_USAGE,
     BoundaryGroup,
 )
-from agentfootprint.cli.checkpointing import checkpoint_command
+from agentfootprint.cli.checkpointing import checkpoint_command, consistency_command
 from agentfootprint.cli.demo import demo
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.keys import keys
@@ -61,8 +61,8 @@ Exit codes (each command's --help says which apply):
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 \b
-Read-only commands (runs, show, served, state, tool-calls, verify, checkpoint,
-diff, export's DB, replay's DB and VAULT, disclose's VAULT)
+Read-only commands (runs, show, served, state, tool-calls, verify, checkpoint's DB,
+consistency, diff, export's DB, replay's DB and VAULT, disclose's VAULT)
 never create, migrate or change a file.
 Set {DEBUG_VARIABLE}=1 to get the Python traceback of an internal error."""
 
@@ -98,5 +98,6 @@ for _command in (
     tool_calls_command,
     keys,
     checkpoint_command,
+    consistency_command,
 ):
     main.add_command(_command)

@@ -1,7 +1,10 @@
-"""``checkpoint``: a signed checkpoint of a database's Merkle log of sealed runs.
+"""``checkpoint``: a signed checkpoint of a database's Merkle log of sealed runs;
+``consistency``: two checkpoints and a proof that the newer tree extends the older.
 
-Keep what it prints outside the database (a ticket, a CI artifact, a witness): ``verify DB
---checkpoint FILE --key PUB`` later proves the log only grew since (docs/merkle.md).
+Keep what ``checkpoint`` prints outside the database (a ticket, a CI artifact, a witness):
+``verify DB --checkpoint FILE --key PUB`` later proves the log only grew since, and
+``consistency OLD NEW PROOF --key PUB`` proves it without the database (docs/log-format.md
+section 9.7).
 """
 
 from __future__ import annotations
@@ -11,15 +14,29 @@ from pathlib import Path
 
 import click
 
-from agentfootprint.cli._boundary import EXIT_INVALID, invalid_line
-from agentfootprint.cli._common import DB, open_log
+from agentfootprint.cli._boundary import EXIT_INVALID, invalid_line, one_line
+from agentfootprint.cli._common import DB, check_output, open_log
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
-from agentfootprint.errors import VerificationError
-from agentfootprint.seal.signer import load_signer
-from agentfootprint.verify.checkpoint import make_checkpoint
+from agentfootprint.errors import UsageError, VerificationError
+from agentfootprint.seal.signer import load_public_key, load_signer
+from agentfootprint.verify.checkpoint import (
+    check_consistency,
+    checkpoint_of,
+    leaves_of,
+    prove_consistency,
+)
+from agentfootprint.verify.note import MAX_NOTE_BYTES
 from agentfootprint.verify.verifier import Verifier
 
-__all__ = ["checkpoint_command", "default_origin"]
+__all__ = ["checkpoint_command", "consistency_command", "default_origin"]
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _small(path: Path, what: str, limit: int = MAX_NOTE_BYTES) -> bytes:
+    if path.stat().st_size > limit:
+        raise UsageError(f"{what} {path} is larger than a {what.strip('-')} may be")
+    return path.read_bytes()
 
 
 def default_origin(db: Path) -> str:
@@ -45,8 +62,24 @@ def default_origin(db: Path) -> str:
     help="The log's name in the checkpoint and its signature (default: agentfootprint/ and "
     "the file name). Keep it the same for every checkpoint of one database.",
 )
+@click.option(
+    "--since",
+    type=_FILE,
+    help="An earlier checkpoint of DB by this key: also write the proof that the new tree "
+    "extends it (to --proof-out).",
+)
+@click.option(
+    "--proof-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where --since writes the consistency proof (a new file).",
+)
 def checkpoint_command(
-    db: Path, key_path: Path, passphrase_env: str | None, origin: str | None
+    db: Path,
+    key_path: Path,
+    passphrase_env: str | None,
+    origin: str | None,
+    since: Path | None,
+    proof_out: Path | None,
 ) -> None:
     """Print a signed checkpoint of DB's sealed runs (a C2SP tlog-checkpoint note).
 
@@ -54,18 +87,72 @@ def checkpoint_command(
     sealed run, in the order the store sealed them. DB is opened read-only and never
     changed.
 
+    With --since OLD and --proof-out FILE it also writes the RFC 9162 consistency proof from
+    OLD's tree to the new one: with both checkpoints, `consistency` checks it without DB.
+
     \b
     Exit codes:
-      0  the checkpoint was printed
-      1  a sealed run, or the seal log, failed verification (nothing is signed)
+      0  the checkpoint was printed (and the proof written)
+      1  a sealed run, or the seal log, failed verification, or the log no longer
+         holds OLD's tree (nothing is signed or written)
       2  usage error: DB is missing or not a log; the key file is missing, not a
-         private key or encrypted without --passphrase-env; a bad --origin
+         private key or encrypted without --passphrase-env; a bad --origin; --since
+         without --proof-out (or the reverse), or a --proof-out that exists
     """
+    if (since is None) != (proof_out is None):
+        raise UsageError("--since and --proof-out go together", option="--since")
+    if proof_out is not None:
+        check_output(proof_out, db)
     signer = load_signer(key_path, _passphrase(passphrase_env))
+    old = _small(since, "--since") if since is not None else None
     with open_log(db) as source:
         try:
-            note = make_checkpoint(Verifier(source), signer, origin or default_origin(db))
+            leaves = leaves_of(source, Verifier(source).verify_all())
+            note = checkpoint_of(leaves, signer, origin or default_origin(db))
+            proof = prove_consistency(old, signer, leaves) if old is not None else None
         except VerificationError as exc:
             click.echo(invalid_line(exc))
             raise click.exceptions.Exit(EXIT_INVALID) from None
+    if proof is not None and proof_out is not None:
+        with open(proof_out, "xb") as handle:  # never over an existing file
+            handle.write(proof)
     click.echo(note.decode("utf-8"), nl=False)
+
+
+@click.command("consistency")
+@click.argument("old", type=_FILE)
+@click.argument("new", type=_FILE)
+@click.argument("proof", type=_FILE)
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    required=True,
+    metavar="KEY",
+    help="The public key that signs the checkpoints (ed25519:... or a file). Repeatable.",
+)
+def consistency_command(old: Path, new: Path, proof: Path, keys: tuple[str, ...]) -> None:
+    """Prove that checkpoint NEW's tree extends checkpoint OLD's, with PROOF alone.
+
+    Both checkpoints must verify under a --key for the same log (origin); PROOF (from
+    `checkpoint --since OLD --proof-out PROOF`) must lead from OLD's root to NEW's. Every
+    run sealed by OLD's time is then still in NEW's tree, unchanged and in its place. Files
+    are only read.
+
+    \b
+    Exit codes:
+      0  CONSISTENT
+      1  a checkpoint's signature, the origins or the proof do not verify
+      2  usage error: a file missing or too large, a --key that is not a public key
+    """
+    trusted = [load_public_key(key) for key in keys]
+    notes = _small(old, "OLD"), _small(new, "NEW")
+    try:
+        first, second = check_consistency(*notes, _small(proof, "PROOF", 64 * 1024), trusted)
+    except VerificationError as exc:
+        click.echo(invalid_line(exc))
+        raise click.exceptions.Exit(EXIT_INVALID) from None
+    click.echo(
+        f"{'CONSISTENT':<15} checkpoint {one_line(first.origin)}: the tree of {second.size} "
+        f"extends the tree of {first.size}"
+    )

@@ -11,12 +11,13 @@ run changes that root; a log cut back below the checkpoint's size is shorter tha
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentfootprint.errors import UsageError, VerificationError
 from agentfootprint.seal.signer import PublicKey, Signer
-from agentfootprint.verify.merkle import root
+from agentfootprint.verify.merkle import consistency_proof, root, verify_consistency
 from agentfootprint.verify.note import (
     Checkpoint,
     NoteSignature,
@@ -33,10 +34,16 @@ from agentfootprint.verify.verifier import RunVerification, Verifier
 
 __all__ = [
     "CODE",
+    "PROOF_HEADER",
     "check_checkpoint",
+    "check_consistency",
+    "checkpoint_of",
+    "consistency_file",
     "leaves_of",
     "log_leaves",
     "make_checkpoint",
+    "parse_consistency_file",
+    "prove_consistency",
     "sign_checkpoint_with",
 ]
 
@@ -90,7 +97,11 @@ def sign_checkpoint_with(checkpoint: Checkpoint, signer: Signer) -> bytes:
 
 def make_checkpoint(verifier: Verifier, signer: Signer, origin: str) -> bytes:
     """A signed checkpoint of the verifier's source's seal log as it is now."""
-    leaves = log_leaves(verifier)
+    return checkpoint_of(log_leaves(verifier), signer, origin)
+
+
+def checkpoint_of(leaves: Sequence[bytes], signer: Signer, origin: str) -> bytes:
+    """The signed checkpoint of a seal log whose leaves are ``leaves``."""
     return sign_checkpoint_with(Checkpoint(origin, len(leaves), root(leaves)), signer)
 
 
@@ -128,3 +139,85 @@ def check_checkpoint(
             where=where,
         )
     return checkpoint
+
+
+# -- consistency between two checkpoints (an auditor without the database) ---------------------
+
+#: the first line of a consistency proof file (docs/log-format.md section 9.7)
+PROOF_HEADER = "agentfootprint consistency proof v1"
+_MAX_PROOF_HASHES = 128  # 2 * 53 levels bound any tree of at most 2**53 - 1 leaves
+
+
+def consistency_file(old_size: int, new_size: int, proof: Sequence[bytes]) -> bytes:
+    """The proof file: the header, the two sizes, one standard base64 hash per line."""
+    lines = [PROOF_HEADER, str(old_size), str(new_size)]
+    lines += [base64.b64encode(node).decode("ascii") for node in proof]
+    return "".join(line + "\n" for line in lines).encode("ascii")
+
+
+def _proof_error(reason: str) -> VerificationError:
+    return VerificationError("", None, reason, code="merkle/consistency", where="consistency proof")
+
+
+def parse_consistency_file(data: bytes) -> tuple[int, int, list[bytes]]:
+    """``(old_size, new_size, hashes)`` of a proof file, read strictly (what
+    :func:`consistency_file` writes is the only spelling); malformed: ``merkle/consistency``."""
+    if len(data) > 64 * 1024 or not data.endswith(b"\n") or not data.isascii():
+        raise _proof_error("not a proof file (ASCII lines, each ending in a newline)")
+    header, *rest = data.decode("ascii")[:-1].split("\n")
+    if header != PROOF_HEADER or len(rest) < 2:
+        raise _proof_error(f"the first line is not {PROOF_HEADER!r} followed by two sizes")
+    sizes = []
+    for text in rest[:2]:
+        if not text.isdigit() or text != str(int(text)) or int(text) > 2**53 - 1:
+            raise _proof_error(f"{text!r} is not a tree size in canonical decimal")
+        sizes.append(int(text))
+    if len(rest) - 2 > _MAX_PROOF_HASHES:
+        raise _proof_error(f"more than {_MAX_PROOF_HASHES} hashes")
+    hashes = []
+    for text in rest[2:]:
+        try:
+            node = base64.b64decode(text, validate=True)
+        except ValueError:
+            node = b""
+        if len(node) != 32 or base64.b64encode(node).decode("ascii") != text:
+            raise _proof_error(f"{text!r} is not the canonical base64 of a 32-byte hash")
+        hashes.append(node)
+    return sizes[0], sizes[1], hashes
+
+
+def prove_consistency(old_note: bytes, signer: Signer, leaves: Sequence[bytes]) -> bytes:
+    """The proof file from ``old_note`` (a checkpoint this signer made, consistent with the
+    log: checked first) to the log's tree as it is now (``leaves``)."""
+    old = check_checkpoint(old_note, [PublicKey(signer.public_key)], leaves)
+    proof = consistency_proof(list(leaves), old.size) if old.size else []
+    return consistency_file(old.size, len(leaves), proof)
+
+
+def check_consistency(
+    old_note: bytes,
+    new_note: bytes,
+    proof_file: bytes,
+    trusted: Iterable[PublicKey] | Sequence[Any],
+) -> tuple[Checkpoint, Checkpoint]:
+    """Prove, from two signed checkpoints of one log and a proof file alone, that the newer
+    tree extends the older one (RFC 9162 section 2.1.4.2): both notes verify under a trusted
+    key named by the same origin, the proof's sizes are the checkpoints', and it leads to
+    both roots. Raises :class:`VerificationError` (``note/...``, ``merkle/consistency``)."""
+    keys = [key if isinstance(key, PublicKey) else PublicKey(key) for key in trusted]
+    if not keys:
+        raise UsageError("check checkpoints against at least one trusted public key")
+    origin = parse_checkpoint(parse_note(old_note)[0]).origin
+    named = [VerifierKey(origin, key.raw) for key in keys]
+    old, _ = open_checkpoint(old_note, named)
+    new, _ = open_checkpoint(new_note, named, origin=origin)
+    old_size, new_size, hashes = parse_consistency_file(proof_file)
+    if (old_size, new_size) != (old.size, new.size):
+        raise _proof_error(
+            f"the proof is from size {old_size} to {new_size}, the checkpoints are of sizes "
+            f"{old.size} and {new.size}"
+        )
+    if old.size == 0:  # the empty tree: every log extends it
+        return old, new
+    verify_consistency(old.size, new.size, old.root, new.root, hashes)
+    return old, new
