@@ -424,19 +424,8 @@ def test_the_consistency_command(tmp_path: Path) -> None:
     old.write_text(runner.invoke(cli, ["checkpoint", str(path), "--key", str(key)]).output)
     record(path, 3, signer)
     proof = tmp_path / "proof.txt"
-    made = runner.invoke(
-        cli,
-        [
-            "checkpoint",
-            str(path),
-            "--key",
-            str(key),
-            "--since",
-            str(old),
-            "--proof-out",
-            str(proof),
-        ],
-    )
+    since = ["checkpoint", str(path), "--key", str(key), "--since", str(old)]
+    made = runner.invoke(cli, [*since, "--proof-out", str(proof)])
     assert made.exit_code == 0, made.output
     new = tmp_path / "new.txt"
     new.write_text(made.output)
@@ -446,19 +435,7 @@ def test_the_consistency_command(tmp_path: Path) -> None:
     assert done.exit_code == 0 and "CONSISTENT" in done.output, done.output
     bad = runner.invoke(cli, ["consistency", str(new), str(old), str(proof), "--key", pub])
     assert bad.exit_code == 1 and "[merkle/consistency]" in bad.output
-    again = runner.invoke(
-        cli,
-        [
-            "checkpoint",
-            str(path),
-            "--key",
-            str(key),
-            "--since",
-            str(old),
-            "--proof-out",
-            str(proof),
-        ],
-    )
+    again = runner.invoke(cli, [*since, "--proof-out", str(proof)])
     assert again.exit_code == 2 and "Traceback" not in again.output  # never over a file
-    alone = runner.invoke(cli, ["checkpoint", str(path), "--key", str(key), "--since", str(old)])
+    alone = runner.invoke(cli, since)
     assert alone.exit_code == 2
