@@ -1348,3 +1348,87 @@ def check_checkpoint(path: str | os.PathLike[str], note: bytes, public_key: byte
     if len(leaves) < size or _mth(leaves[:size]) != root:
         return "checkpoint"
     return "CONSISTENT"
+
+
+def check_consistency_file(old: bytes, new: bytes, proof: bytes, public_key: bytes) -> str:
+    """``"CONSISTENT"`` or the failure code of two checkpoint notes and a consistency proof
+    file (section 9.7), with no database: RFC 9162 section 2.1.4.2 from the page."""
+    verdicts = [_note_verdict(note, public_key) for note in (old, new)]
+    for verdict in verdicts:
+        if isinstance(verdict, str):
+            return verdict
+    (o_origin, o_size, o_root), (n_origin, n_size, n_root) = verdicts  # type: ignore[misc]
+    if n_origin != o_origin:
+        return "note/origin"
+    lines = proof.decode("ascii", "replace").split("\n")
+    if lines[-1] != "" or lines[0] != "agentfootprint consistency proof v1" or len(lines) < 4:
+        return "merkle/consistency"
+    sizes, hashes = lines[1:3], lines[3:-1]
+    if any(not s.isdigit() or s != str(int(s)) for s in sizes):
+        return "merkle/consistency"
+    if [int(s) for s in sizes] != [o_size, n_size] or len(hashes) > 128:
+        return "merkle/consistency"
+    try:
+        path = [base64.b64decode(h, validate=True) for h in hashes]
+    except ValueError:
+        return "merkle/consistency"
+    if any(
+        len(p) != 32 or base64.b64encode(p).decode() != h for p, h in zip(path, hashes, strict=True)
+    ):
+        return "merkle/consistency"
+    if o_size == 0:
+        return "CONSISTENT"
+    if o_size > n_size or (o_size == n_size and (path or o_root != n_root)):
+        return "merkle/consistency"
+    if o_size == n_size:
+        return "CONSISTENT"
+
+    def node(a: bytes, b: bytes) -> bytes:
+        return hashlib.sha256(b"\x01" + a + b).digest()
+
+    if o_size & (o_size - 1) == 0:
+        path = [o_root, *path]
+    if not path:
+        return "merkle/consistency"
+    fn, sn = o_size - 1, n_size - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return "merkle/consistency"
+        if fn & 1 or fn == sn:
+            fr, sr = node(c, fr), node(c, sr)
+            while fn and not fn & 1:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            sr = node(sr, c)
+        fn, sn = fn >> 1, sn >> 1
+    return "CONSISTENT" if sn == 0 and fr == o_root and sr == n_root else "merkle/consistency"
+
+
+def _note_verdict(note: bytes, public_key: bytes) -> str | tuple[str, int, bytes]:
+    """A note's origin, size and root when it verifies under ``public_key`` (named by its
+    origin), else its failure code (docs/merkle.md section 5)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    text_bytes, sep, sigs = note.partition(b"\n\n")
+    lines = text_bytes.decode("utf-8", "replace").split("\n")
+    if not sep or len(lines) < 3 or not lines[1].isdigit():
+        return "note/malformed"
+    origin, size, root = lines[0], int(lines[1]), base64.b64decode(lines[2])
+    key_id = hashlib.sha256(origin.encode() + b"\n\x01" + public_key).digest()[:4]
+    trusted = False
+    for line in sigs.decode().split("\n"):
+        name, _, blob = line.removeprefix("\u2014 ").partition(" ")
+        raw = base64.b64decode(blob) if blob else b""
+        if not line or name != origin or raw[:4] != key_id:
+            continue
+        try:
+            key = Ed25519PublicKey.from_public_bytes(public_key)
+            key.verify(raw[4:], text_bytes + b"\n")
+        except InvalidSignature:
+            return "note/signature"
+        trusted = True
+    return (origin, size, root) if trusted else "note/unverified"

@@ -1539,3 +1539,39 @@ def test_checkpoint_vectors_agree_with_the_independent_check() -> None:
         assert verdict == (entry["checkpoint_code"] or "CONSISTENT"), entry["about"]
         checked += 1
     assert checked >= 6
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 1), (1, 2), (2, 3), (3, 7), (4, 8), (5, 6)])
+def test_consistency_proofs_agree_with_the_independent_check(
+    tmp_path: Path, before: int, after: int
+) -> None:
+    """Section 9.7's proof file checked from the page: the reference's proofs are CONSISTENT
+    for the independent check, and each single-hash change or size swap is refused by both."""
+    from agentfootprint.testing.seals import SIGNER
+    from agentfootprint.verify.checkpoint import (
+        check_consistency,
+        checkpoint_of,
+        consistency_file,
+        parse_consistency_file,
+    )
+    from agentfootprint.verify.merkle import consistency_proof, leaf_hash
+
+    leaves = [leaf_hash(bytes([i])) for i in range(after)]
+    old = checkpoint_of(leaves[:before], SIGNER, "example.com/spec")
+    new = checkpoint_of(leaves, SIGNER, "example.com/spec")
+    proof = consistency_file(before, after, consistency_proof(leaves, before))
+    assert iv.check_consistency_file(old, new, proof, SIGNER.public.raw) == "CONSISTENT"
+    check_consistency(old, new, proof, [SIGNER.public])
+    _, _, hashes = parse_consistency_file(proof)
+    for index in range(len(hashes)):
+        changed = list(hashes)
+        changed[index] = bytes(32)
+        damaged = consistency_file(before, after, changed)
+        assert iv.check_consistency_file(old, new, damaged, SIGNER.public.raw) != "CONSISTENT"
+        with pytest.raises(VerificationError):
+            check_consistency(old, new, damaged, [SIGNER.public])
+    if before != after:
+        swapped = consistency_file(after, before, hashes)
+        assert iv.check_consistency_file(new, old, swapped, SIGNER.public.raw) != "CONSISTENT"
+        with pytest.raises(VerificationError):
+            check_consistency(new, old, swapped, [SIGNER.public])
