@@ -31,7 +31,7 @@ def test_demo_runs_against_a_local_server_and_verifies(tmp_path: Path) -> None:
             main, ["demo", "--db", str(db), "--base-url", server.url, "--model", "local-model"]
         )
         assert result.exit_code == 0, result.output
-        assert result.output.count("VALID_UNSIGNED") == 2
+        assert result.output.count("\nVALID ") == 2  # sealed by the demo's own key
         assert len(server.requests) == 3
         assert all(json.loads(r.body)["model"] == "local-model" for r in server.requests)
     with af.SqliteStore(db, readonly=True) as store:

@@ -134,7 +134,9 @@ def test_demo_records_a_verified_two_turn_conversation(demo_db: Path, runner: Cl
     again = runner.invoke(main, ["demo", "--db", str(demo_db)])
     assert again.exit_code == EXIT_OK
     assert "368.00 EUR" in again.output and "292.50 EUR" in again.output
-    assert again.output.count("VALID_UNSIGNED") == 2
+    assert again.output.count("\nVALID ") == 2 and "sealed by pinned key" in again.output
+    key = again.output.split("--key ", 1)[1].split()[0]  # the demo's own public key
+    assert key.startswith("ed25519:") and "PRIVATE" not in again.output
     assert "stages: seed x1" in again.output and "call-llm x4" in again.output
     assert len(run_ids(demo_db)) == 4
     # the replay command the demo suggests works as printed: both calls identical
@@ -151,7 +153,7 @@ def test_runs_show_served(demo_db: Path, runner: CliRunner) -> None:
     listing = runner.invoke(main, ["runs", str(demo_db)])
     assert listing.exit_code == 0
     assert first in listing.output and f"parent={first}" in listing.output
-    assert "answered" in listing.output
+    assert listing.output.count(" sealed  conversation=") == 2 and "answered" in listing.output
     shown = runner.invoke(main, ["show", str(demo_db), first])
     assert shown.exit_code == 0
     assert "seed#1" in shown.output and "route#1 -> tool-calls" in shown.output

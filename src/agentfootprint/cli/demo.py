@@ -1,4 +1,4 @@
-"""``demo``: record a scripted two-turn agent run, then verify what was recorded."""
+"""``demo``: record a scripted two-turn agent run, sealed, then verify what was recorded."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import click
 from agentfootprint.cli._boundary import EXIT_OK, one_line
 from agentfootprint.cli.verifying import report, severity
 from agentfootprint.errors import VerificationError
+from agentfootprint.seal.signer import Ed25519Signer
 from agentfootprint.store.base import EventReader
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.verify.canonical import parse
@@ -61,10 +62,12 @@ def _account(store: EventReader, run_id: str) -> None:
 )
 @click.option("--model", default=None, metavar="NAME", help="The model to ask (with --base-url).")
 def demo(db: Path, base_url: str | None, model: str | None) -> None:
-    """Record a two-tool, two-turn agent run, then verify it.
+    """Record a two-tool, two-turn agent run, seal it, then verify it.
 
     By default no model or network is used: the scripted provider plays the model, and
-    everything else (stages, store, receipts, verifier) is the real thing. With --base-url
+    everything else (stages, store, receipts, seals, verifier) is the real thing. Each run
+    is sealed with a key made for this demo and verified under its public key (printed;
+    `agentfootprint keys generate` makes a key to keep). With --base-url
     and --model a real model answers, through the OpenAI-compatible adapter, and each call's
     HTTP exchange is recorded by digest too.
     Exit codes as for `verify` (2 also when --db cannot be written or is not a log, or the
@@ -79,8 +82,9 @@ def demo(db: Path, base_url: str | None, model: str | None) -> None:
         from agentfootprint.providers import openai
 
         real = {"provider": openai(base_url=base_url), "model": model}
+    signer = Ed25519Signer.generate()  # the demo's own: printed public, never written
     with SqliteStore(db) as store:
-        agent = build_demo_agent(store, **real)
+        agent = build_demo_agent(store, signer=signer, **real)
         results: list[RunResult] = []
         for question in DEMO_QUESTIONS:
             parent = results[-1] if results else None
@@ -89,7 +93,7 @@ def demo(db: Path, base_url: str | None, model: str | None) -> None:
             click.echo(f"agent> {result.answer}")
             results.append(result)
         click.echo("")
-        verifier = Verifier(store)
+        verifier = Verifier(store, trusted_keys=[signer.public])
         worst = EXIT_OK
         for result in results:
             _account(store, result.run_id)
@@ -105,6 +109,8 @@ def demo(db: Path, base_url: str | None, model: str | None) -> None:
         f"  agentfootprint show {db} {last}\n"
         f"  agentfootprint served {db} {last} 0\n"
         f"  agentfootprint verify {db}\n"
+        f"Its runs are sealed by a key made for this demo; prove who sealed them with:\n"
+        f"  agentfootprint verify {db} --key {signer.public.text}\n"
         f"Replay it against today's code (no model call):\n"
         f"  agentfootprint replay {db} {last} --agent agentfootprint.demo:replay_agent"
     )

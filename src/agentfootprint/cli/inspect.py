@@ -67,14 +67,17 @@ def runs(db: Path) -> None:
                 click.echo(f"{one_line(run_id)}  (events but no row in the run index)")
                 continue
             status = "closed" if info.closed else "open"
+            sealed = info.last_type == "run.seal"  # the run.close is the row before its seal
             if info.closed:
-                last = next(iter(source.read(run_id, start=info.events - 1)), None)
-                outcome = _body(last.body).get("outcome") if last is not None else None
+                start = max(info.events - (2 if sealed else 1), 0)
+                close = next((r for r in source.read(run_id, start=start)), None)
+                outcome = _body(close.body).get("outcome") if close is not None else None
                 status = outcome if isinstance(outcome, str) else status
             parent = f" parent={one_line(info.parent_run_id)}" if info.parent_run_id else ""
             click.echo(
                 f"{one_line(run_id)}  {when(info.opened_at)}  {info.events:>5} events  "
-                f"{one_line(status):<13} conversation={one_line(info.conversation_id)}{parent}"
+                f"{one_line(status):<13} {'sealed  ' if sealed else ''}"
+                f"conversation={one_line(info.conversation_id)}{parent}"
             )
 
 
