@@ -1295,33 +1295,10 @@ def _mth(leaves: list[bytes]) -> bytes:
 def check_checkpoint(path: str | os.PathLike[str], note: bytes, public_key: bytes) -> str:
     """``"CONSISTENT"`` or the failure code of checking ``note`` (signed by the Ed25519 key
     ``public_key``, raw 32 bytes) against the database at ``path``."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    text_bytes, sep, sigs = note.partition(b"\n\n")
-    if not sep:
-        return "note/malformed"
-    text = text_bytes.decode() + "\n"
-    lines = text.split("\n")[:-1]
-    if len(lines) < 3 or not lines[1].isdigit():
-        return "note/malformed"
-    origin, size, root = lines[0], int(lines[1]), base64.b64decode(lines[2])
-    key_id = hashlib.sha256(origin.encode() + b"\n\x01" + public_key).digest()[:4]
-    trusted = False
-    for line in sigs.decode().split("\n"):
-        if not line:
-            continue
-        name, _, blob = line.removeprefix("\u2014 ").partition(" ")
-        raw = base64.b64decode(blob)
-        if name != origin or raw[:4] != key_id:
-            continue  # a key the caller did not pin: ignored
-        try:
-            Ed25519PublicKey.from_public_bytes(public_key).verify(raw[4:], text.encode())
-        except InvalidSignature:
-            return "note/signature"
-        trusted = True
-    if not trusted:
-        return "note/unverified"
+    opened = _note_verdict(note, public_key)
+    if isinstance(opened, str):
+        return opened
+    _, size, root = opened
     source = open_source(path)
     try:
         verifier = Verifier(source)

@@ -17,6 +17,7 @@ from agentfootprint.errors import FileError, UsageError
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SQLITE_HEADER
 from agentfootprint.store.transfer import open_log as open_reading
+from agentfootprint.verify.note import MAX_NOTE_BYTES
 
 __all__ = [
     "DB",
@@ -96,3 +97,11 @@ def short(value: Any, limit: int = 72) -> str:
 def echo_json(document: Any, *, sort_keys: bool = False) -> None:
     option = orjson.OPT_INDENT_2 | (orjson.OPT_SORT_KEYS if sort_keys else 0)
     click.echo(orjson.dumps(document, option=option).decode())
+
+
+def read_small(path: Path, what: str, limit: int = MAX_NOTE_BYTES) -> bytes:
+    """The bytes of a small input file (a signed note, a proof), refused above ``limit``
+    before it is read."""
+    if path.stat().st_size > limit:
+        raise UsageError(f"{what} {path} is larger than a {what.strip('-')} may be")
+    return path.read_bytes()

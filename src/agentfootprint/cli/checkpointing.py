@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, invalid_line, one_line
-from agentfootprint.cli._common import DB, check_output, open_log
+from agentfootprint.cli._common import DB, check_output, open_log, read_small
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import UsageError, VerificationError
 from agentfootprint.seal.signer import load_public_key, load_signer
@@ -25,18 +25,11 @@ from agentfootprint.verify.checkpoint import (
     leaves_of,
     prove_consistency,
 )
-from agentfootprint.verify.note import MAX_NOTE_BYTES
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["checkpoint_command", "consistency_command", "default_origin"]
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-
-
-def _small(path: Path, what: str, limit: int = MAX_NOTE_BYTES) -> bytes:
-    if path.stat().st_size > limit:
-        raise UsageError(f"{what} {path} is larger than a {what.strip('-')} may be")
-    return path.read_bytes()
 
 
 def default_origin(db: Path) -> str:
@@ -104,7 +97,7 @@ def checkpoint_command(
     if proof_out is not None:
         check_output(proof_out, db)
     signer = load_signer(key_path, _passphrase(passphrase_env))
-    old = _small(since, "--since") if since is not None else None
+    old = read_small(since, "--since") if since is not None else None
     with open_log(db) as source:
         try:
             leaves = leaves_of(source, Verifier(source).verify_all())
@@ -146,9 +139,9 @@ def consistency_command(old: Path, new: Path, proof: Path, keys: tuple[str, ...]
       2  usage error: a file missing or too large, a --key that is not a public key
     """
     trusted = [load_public_key(key) for key in keys]
-    notes = _small(old, "OLD"), _small(new, "NEW")
+    notes = read_small(old, "OLD"), read_small(new, "NEW")
     try:
-        first, second = check_consistency(*notes, _small(proof, "PROOF", 64 * 1024), trusted)
+        first, second = check_consistency(*notes, read_small(proof, "PROOF", 64 * 1024), trusted)
     except VerificationError as exc:
         click.echo(invalid_line(exc))
         raise click.exceptions.Exit(EXIT_INVALID) from None

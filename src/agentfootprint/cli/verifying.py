@@ -20,13 +20,12 @@ from agentfootprint.cli._boundary import (
     invalid_line,
     one_line,
 )
-from agentfootprint.cli._common import DB, open_log, short
+from agentfootprint.cli._common import DB, open_log, read_small, short
 from agentfootprint.errors import StoreError, UsageError, VerificationError
 from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.store.vault import read_disclosures
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of
 from agentfootprint.verify.commitments import Disclosure
-from agentfootprint.verify.note import MAX_NOTE_BYTES
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
 __all__ = ["report", "severity", "verify"]
@@ -128,9 +127,7 @@ def _checkpoint_note(
         raise UsageError(
             "--checkpoint proves the whole seal log: give no --run", option="--checkpoint"
         )
-    if path.stat().st_size > MAX_NOTE_BYTES:
-        raise UsageError(f"--checkpoint {path}: larger than a signed note may be")
-    return path.read_bytes()
+    return read_small(path, "--checkpoint")
 
 
 def _check_checkpoint(

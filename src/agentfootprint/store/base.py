@@ -24,6 +24,7 @@ import orjson
 
 from agentfootprint.errors import StoreError
 from agentfootprint.verify.canonical import parse
+from agentfootprint.verify.chain import CLOSING_TYPES
 
 __all__ = [
     "EventReader",
@@ -84,7 +85,7 @@ class RunInfo:
 
     @property
     def closed(self) -> bool:
-        return self.last_type in ("run.close", "run.seal")
+        return self.last_type in CLOSING_TYPES
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -69,7 +69,7 @@ from agentfootprint.store.sqlite_layout import (
     _orphan_name,
     _rebuilt,
 )
-from agentfootprint.verify.chain import GENESIS
+from agentfootprint.verify.chain import CLOSING_TYPES, GENESIS
 
 #: The first 16 bytes of every SQLite 3 database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -622,7 +622,7 @@ class SqliteStore(EventStore):
         """After the transaction committed: the run's next seq (forgotten once it closed),
         and in schema 2 its key and head."""
         last = events[-1]
-        if last.type in ("run.close", "run.seal"):
+        if last.type in CLOSING_TYPES:
             self._next_seq.pop(last.run_id, None)
             self._heads.pop(last.run_id, None)
         else:

@@ -123,7 +123,10 @@ class RunWriter:
         seq, head = self.seq, self.head
         self._before = (seq, head)
         batch: list[StoredEvent] = []
+        wires: list[Any] = []
         for type_, body in events:
+            if type_ == "event" and type(body) is dict and body.get("name") == WIRE_EVENT:
+                wires.append(body["payload"])
             self._check_envelope(seq, type_, ts)
             data = _compact(canon(body))
             self._check_body(seq, type_, data)
@@ -146,11 +149,7 @@ class RunWriter:
         else:
             self.store.append(batch)
         self.seq, self.head = seq, head
-        self.wire_payloads += [
-            body["payload"]
-            for type_, body in events
-            if type_ == "event" and type(body) is dict and body.get("name") == WIRE_EVENT
-        ]
+        self.wire_payloads += wires  # kept once the batch is (a refused batch adds none)
         return batch
 
     def retract(self, batch: list[StoredEvent]) -> None:

@@ -46,7 +46,7 @@ from agentfootprint.errors import (
 )
 from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import MAX_SAFE_INT
-from agentfootprint.verify.chain import open_body, stored_kind
+from agentfootprint.verify.chain import CLOSING_TYPES, open_body, stored_kind
 from agentfootprint.verify.hashing import is_hex_digest
 
 __all__ = [
@@ -109,7 +109,7 @@ class BundleRun:
 
     @property
     def closed(self) -> bool:
-        return self.last_type in ("run.close", "run.seal")
+        return self.last_type in CLOSING_TYPES
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

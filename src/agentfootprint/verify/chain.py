@@ -23,6 +23,7 @@ from agentfootprint.verify.hashing import ZERO, digest
 from agentfootprint.verify.limits import MAX_BODY_BYTES
 
 __all__ = [
+    "CLOSING_TYPES",
     "DERIVED",
     "EVENT_TYPES",
     "GENESIS",
@@ -48,6 +49,8 @@ GENESIS: Final = ZERO
 EVENT_TYPES: Final = frozenset(
     {"run.open", "write", "receipt", "commit", "event", "run.close", "run.seal"}
 )
+#: the types a closed run's log ends with: its run.close, or (format v4) the seal after it
+CLOSING_TYPES: Final = frozenset({"run.close", "run.seal"})
 
 
 class Row(Protocol):
