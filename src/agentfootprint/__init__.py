@@ -33,6 +33,8 @@ _LAZY: dict[str, str] = {
     "same_recording": "agentfootprint.audit.diff",
     "BundleSource": "agentfootprint.verify.bundle",
     "DisclosureVault": "agentfootprint.store.vault",
+    "MemoryVault": "agentfootprint.store.memory_vault",
+    "Vault": "agentfootprint.store.vault_base",
     "DescriptionClassifier": "agentfootprint.classifiers",
     "ProvenValue": "agentfootprint.verify.verifier",
     "RedactionPolicy": "agentfootprint.store.redaction",
@@ -173,7 +175,9 @@ if TYPE_CHECKING:
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
     from agentfootprint.store.transfer import export_runs, import_bundle
+    from agentfootprint.store.memory_vault import MemoryVault
     from agentfootprint.store.vault import DisclosureVault
+    from agentfootprint.store.vault_base import Vault
     from agentfootprint.verify.bundle import BundleSource
     from agentfootprint.verify.request import build_request
     from agentfootprint.verify.verifier import (
@@ -203,6 +207,7 @@ __all__ = [
     "LLMResponse",
     "LLMStart",
     "MemoryStore",
+    "MemoryVault",
     "Message",
     "MockProvider",
     "ModelRequestsBlocked",
@@ -248,6 +253,7 @@ __all__ = [
     "TurnStart",
     "Usage",
     "UsageError",
+    "Vault",
     "VerificationError",
     "Verifier",
     "WireAttempt",

@@ -23,7 +23,7 @@ from agentfootprint.core.run import ReplayInput
 from agentfootprint.errors import ReplayDivergence
 from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
 from agentfootprint.features.turn import SEED_STAGE
-from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.calls import commit_calls
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
@@ -61,7 +61,7 @@ class Recording:
     the run recorded are kept for the replay's boundary (:attr:`salts`).
     """
 
-    def __init__(self, store: RowSource, run_id: str, *, vault: DisclosureVault | None = None):
+    def __init__(self, store: RowSource, run_id: str, *, vault: Vault | None = None):
         self.store = store
         self.run_id = run_id
         self.vault = vault

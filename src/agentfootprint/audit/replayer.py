@@ -61,6 +61,7 @@ from agentfootprint.features.registry import live_only_kinds
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.calls import commit_calls
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.commitments import (
@@ -571,7 +572,7 @@ async def replay(
     run_id: str,
     *,
     until: int | None = None,
-    disclosures: DisclosureVault | str | os.PathLike[str] | None = None,
+    disclosures: Vault | str | os.PathLike[str] | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` from ``store`` with ``agent``; raise at the first divergence.
 
@@ -595,17 +596,17 @@ async def replay(
 
 @contextlib.contextmanager
 def _original_vault(
-    disclosures: DisclosureVault | str | os.PathLike[str] | None, agent: Agent
-) -> Iterator[DisclosureVault | None]:
+    disclosures: Vault | str | os.PathLike[str] | None, agent: Agent
+) -> Iterator[Vault | None]:
     """The original's vault: given, the agent's own, or opened read-only from a path (and
     closed afterwards). A replay only reads it."""
-    if disclosures is None or isinstance(disclosures, DisclosureVault):
+    if disclosures is None or isinstance(disclosures, Vault):
         yield disclosures if disclosures is not None else agent.vault
         return
     if not isinstance(disclosures, str | os.PathLike):
         raise UsageError(
-            "disclosures: expected the original's vault (a DisclosureVault or the path of "
-            f"one), got {type(disclosures).__name__}",
+            "disclosures: expected the original's vault (a DisclosureVault or another Vault, "
+            f"or the path of one), got {type(disclosures).__name__}",
             option="disclosures",
         )
     path = os.fspath(disclosures)
@@ -630,7 +631,7 @@ async def _replay(
     store: RowSource,
     run_id: str,
     until: int | None,
-    vault: DisclosureVault | None,
+    vault: Vault | None,
 ) -> ReplayResult:
     # the original is evidence first: a log that does not verify is not replayed
     with naming_run():
@@ -700,7 +701,7 @@ def replay_sync(
     run_id: str,
     *,
     until: int | None = None,
-    disclosures: DisclosureVault | str | os.PathLike[str] | None = None,
+    disclosures: Vault | str | os.PathLike[str] | None = None,
 ) -> ReplayResult:
     """:func:`replay` for code without an event loop."""
     import asyncio

@@ -41,7 +41,8 @@ from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
 from agentfootprint.store.sqlite import DURABILITY, SqliteStore
-from agentfootprint.store.vault import DisclosureVault, open_vault
+from agentfootprint.store.vault import open_vault
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify import limits
 from agentfootprint.verify.calls import LOG_FORMAT_V4, SEALED_FORMATS
@@ -173,7 +174,7 @@ def _naming(exc: FileError, option: str) -> FileError:
     return type(exc)(f"option {option!r}: {exc}", path=exc.path, option=option)
 
 
-def open_disclosures(disclosures: Any, store: Any) -> DisclosureVault | None:
+def open_disclosures(disclosures: Any, store: Any) -> Vault | None:
     """The ``disclosures`` option as a vault, never the log: the same file as ``store`` (by
     any path, a link included) or any other log is refused before anything is opened (the
     vault holds what the log must not)."""
@@ -224,15 +225,15 @@ class Agent:
         #: the features taking part, and the chart, budget and projection they make
         self.seam = Seam.build(self.config.options)
         self._described = self._provider_info()  # checked once, recorded in every run.open
-        self.vault: DisclosureVault | None = open_disclosures(disclosures, store)
+        self.vault: Vault | None = open_disclosures(disclosures, store)
         try:
             self.store: EventStore = open_store(store, durability)
         except BaseException:
-            if self.vault is not None and not isinstance(disclosures, DisclosureVault):
+            if self.vault is not None and not isinstance(disclosures, Vault):
                 self.vault.close()
             raise
         self._owns_store = not isinstance(store, EventStore)
-        self._owns_vault = not isinstance(disclosures, DisclosureVault)
+        self._owns_vault = not isinstance(disclosures, Vault)
         self.chart = self.seam.chart
         self._bus = EventBus()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
@@ -501,7 +502,7 @@ class Agent:
 
     # -- conversations ------------------------------------------------------------------
     def _reopen(
-        self, committed: dict[str, Any], vault: DisclosureVault | None
+        self, committed: dict[str, Any], vault: Vault | None
     ) -> tuple[dict[str, Any], dict[int, tuple[Any, Any]]]:
         """Live state from recorded state: commitments the vault can open are opened.
 
@@ -520,7 +521,7 @@ class Agent:
         while len(self._lineages) > _LINEAGE_CACHE:
             self._lineages.popitem(last=False)
 
-    def _lineage(self, parent: str | RunResult, vault: DisclosureVault | None = None) -> Lineage:
+    def _lineage(self, parent: str | RunResult, vault: Vault | None = None) -> Lineage:
         """What continuing ``parent`` starts from; ``vault`` opens its state instead of the
         agent's own (a replay reading the original's vault: such a lineage is not kept)."""
         parent_id = parent.run_id if isinstance(parent, RunResult) else parent

@@ -35,7 +35,7 @@ from agentfootprint.seal.facts import SEAL_ROW, final_answer_digest, seal_body, 
 from agentfootprint.seal.signer import Signer
 from agentfootprint.seal.statement import SealFacts, seal_run
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
-from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.calls import WRITE_AHEAD_FORMATS
 from agentfootprint.verify.fold import apply_write, compress_digests
@@ -164,7 +164,7 @@ class RunState:
         lineage: Lineage | None,
         message: Any,
         boundary: Boundary | None = None,
-        vault: DisclosureVault | None = None,
+        vault: Vault | None = None,
         ports: Ports | None = None,
         log_format: str = LOG_FORMAT,
         spares: Spares | None = None,

@@ -6,6 +6,10 @@ log or of an export. Erasing an entry (with ``PRAGMA secure_delete``, so the byt
 are overwritten in the file) makes that value unrecoverable by anyone, while the
 log, which never held it, still verifies. Without a vault, salts are discarded at
 the boundary and redacted values can be recovered by no one.
+
+:class:`DisclosureVault` implements the vault contract
+(:class:`~agentfootprint.store.vault_base.Vault`); its SQLite errors are translated in one
+place (:meth:`DisclosureVault._errors`, via :func:`~agentfootprint.store.sqlite.translate_errors`).
 """
 
 from __future__ import annotations
@@ -14,8 +18,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 import orjson
 
@@ -32,13 +35,9 @@ from agentfootprint.store.sqlite import (
     translate_errors,
     writer_files,
 )
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import (
-    COMMIT_KEY,
-    Disclosure,
-    is_commitment,
-    parse_json_container,
-)
+from agentfootprint.verify.commitments import Disclosure
 
 __all__ = ["DisclosureVault", "open_vault"]
 
@@ -55,7 +54,7 @@ CREATE INDEX IF NOT EXISTS disclosures_by_run ON disclosures (run_id);
 _VAULT = "a disclosure vault"
 
 
-class DisclosureVault:
+class DisclosureVault(Vault):
     """Disclosures by commitment, in their own SQLite file (secure delete on).
 
     ``DisclosureVault(path)`` opens a vault for writing, creating it when the file is
@@ -156,6 +155,7 @@ class DisclosureVault:
             conn.executemany("INSERT OR IGNORE INTO disclosures VALUES (?, ?, ?, ?, ?)", rows)
 
     def get(self, commitment: str) -> Disclosure | None:
+        """The disclosure kept for ``commitment``, or None (never kept, or erased)."""
         with self._lock, self._errors():
             row = self._conn.execute(
                 "SELECT commitment, key, salt, value FROM disclosures WHERE commitment = ?",
@@ -165,63 +165,8 @@ class DisclosureVault:
             return None
         return Disclosure(commitment=row[0], key=row[1], salt=row[2], value=parse(row[3]))
 
-    def reveal(self, value: Any, memo: dict[int, tuple[Any, Any]] | None = None) -> Any:
-        """``value`` with every commitment this vault can open replaced by its value (JSON
-        text inside strings too). Erased or unknown commitments stay in place. ``memo``
-        collects, for each container that changed, ``id(opened) -> (opened, recorded)``:
-        recording the opened container again then keeps its commitments.
-
-        Walked with a stack, however deep the value (commitments are looked up depth first,
-        members in order; ``memo`` is filled children first)."""
-        stack: list[_Opening] = []
-        result = self._reveal_step(value, stack)
-        while stack:
-            frame = stack[-1]
-            if result is not _PENDING:  # what frame.child opened to
-                frame.take(result)
-            child = next(frame.children, _PENDING)
-            if child is _PENDING:
-                stack.pop()
-                result = frame.finish(memo)
-            else:
-                frame.key, frame.child = child
-                result = self._reveal_step(frame.child, stack)
-        return result
-
-    def _reveal_step(self, value: Any, stack: list[_Opening]) -> Any:
-        """What ``value`` opens to, or ``_PENDING`` with its frame pushed (a container, or
-        a string holding walkable JSON text)."""
-        if is_commitment(value):
-            found = self.get(value[COMMIT_KEY])
-            return value if found is None or not found.opens() else found.value
-        kind = type(value)
-        if kind is dict:
-            stack.append(_Opening(value, {}, iter(value.items())))
-        elif kind is list:
-            stack.append(_Opening(value, [], enumerate(value)))
-        elif kind is str:
-            inner = parse_json_container(value)
-            if inner is None:
-                return value
-            stack.append(_Opening(value, None, iter(((None, inner),))))
-        else:
-            return value
-        return _PENDING
-
-    def disclose(self, commitments: Iterable[str]) -> list[Disclosure]:
-        """The disclosures for these commitments; a missing one is a :class:`UsageError`."""
-        out = []
-        for commitment in commitments:
-            found = self.get(commitment)
-            if found is None:
-                raise UsageError(
-                    f"the vault holds no disclosure for commitment {commitment} "
-                    "(never kept, or erased)"
-                )
-            out.append(found)
-        return out
-
     def commitments(self, run_id: str | None = None) -> list[str]:
+        """The commitments held (of one run), in the order they were kept."""
         query = "SELECT commitment FROM disclosures"
         args: tuple[str, ...] = ()
         if run_id is not None:
@@ -253,74 +198,23 @@ class DisclosureVault:
         return translate_errors(f"vault {self.path}", path=self.path, wrong_kind=NotAVaultError)
 
     def close(self) -> None:
+        """Close the connection; later use is a :class:`StoreError` (SQLite refuses it)."""
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
 
-    def __enter__(self) -> DisclosureVault:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-_PENDING: Any = object()
-
-
-def _unchanged(opened: Any, value: Any) -> bool:
-    """``opened == value`` for what :meth:`DisclosureVault.reveal` made of ``value``, without
-    a deep comparison: a container is only replaced by one that differs from it."""
-    if opened is value:
-        return True
-    kind = type(value)
-    if kind is list or (kind is dict and not is_commitment(value)):
-        return False
-    return bool(opened == value)  # a commitment or a string: a shallow comparison
-
-
-class _Opening:
-    """A container (or a string holding JSON text) :meth:`DisclosureVault.reveal` is in."""
-
-    __slots__ = ("changed", "child", "children", "key", "opened", "value")
-
-    def __init__(self, value: Any, opened: Any, children: Iterator[tuple[Any, Any]]) -> None:
-        self.value = value
-        self.opened = opened  # the dict or list being built; for a string, the opened text
-        self.children = children
-        self.key: Any = None
-        self.child: Any = None
-        self.changed = False
-
-    def take(self, result: Any) -> None:
-        kind = type(self.value)
-        if kind is dict:
-            self.opened[self.key] = result
-        elif kind is list:
-            self.opened.append(result)
-        else:
-            self.opened = result
-        if not self.changed and not _unchanged(result, self.child):
-            self.changed = True
-
-    def finish(self, memo: dict[int, tuple[Any, Any]] | None) -> Any:
-        if not self.changed:
-            return self.value
-        if type(self.value) is str:
-            return canon(self.opened).decode("utf-8")
-        if memo is not None:
-            memo[id(self.opened)] = (self.opened, self.value)
-        return self.opened
-
-
-def open_vault(
-    vault: object, *, log: str | os.PathLike[str] | None = None
-) -> DisclosureVault | None:
-    """``None``, a path, or a :class:`DisclosureVault` (the ``disclosures`` option).
+def open_vault(vault: object, *, log: str | os.PathLike[str] | None = None) -> Vault | None:
+    """``None``, a path, or a :class:`~agentfootprint.store.vault_base.Vault` (a
+    :class:`DisclosureVault`, a :class:`~agentfootprint.store.memory_vault.MemoryVault`, any
+    backend of the contract): the ``disclosures`` option.
 
     ``log`` is the log's path, when the log is a file: a vault that is the same file is
     refused (the secrets would be put in the log), before anything is opened.
     """
     if vault is None:
         return None
+    if isinstance(vault, Vault) and not isinstance(vault, DisclosureVault):
+        return vault  # not a file of this library's: nothing to compare with the log
     if isinstance(vault, DisclosureVault | str | os.PathLike):
         where = vault.path if isinstance(vault, DisclosureVault) else vault
         if log is not None and same_file(where, log):
@@ -332,7 +226,8 @@ def open_vault(
             )
         return vault if isinstance(vault, DisclosureVault) else DisclosureVault(vault)
     raise UsageError(
-        f"option 'disclosures': expected a path or a DisclosureVault, got {vault!r}",
+        "option 'disclosures': expected a path or a vault (a DisclosureVault, a MemoryVault "
+        f"or another agentfootprint Vault), got {vault!r}",
         option="disclosures",
     )
 
