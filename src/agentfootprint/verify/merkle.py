@@ -39,6 +39,7 @@ __all__ = [
     "consistency_proof_size",
     "inclusion_proof",
     "inclusion_proof_size",
+    "inclusion_proofs",
     "leaf_hash",
     "node_hash",
     "root",
@@ -110,14 +111,25 @@ def _checked_leaves(leaves: Sequence[bytes], what: str) -> Sequence[bytes]:
     return leaves
 
 
-def _mth(leaves: Sequence[bytes], lo: int, hi: int) -> bytes:
+def _mth(
+    leaves: Sequence[bytes], lo: int, hi: int, memo: dict[tuple[int, int], bytes] | None = None
+) -> bytes:
+    """MTH(D[lo:hi]); with ``memo``, each subtree is hashed once however many proofs ask
+    for it (the proofs of k leaves of one tree cost O(n + k log n), not O(k n))."""
     n = hi - lo
     if n == 0:
         return EMPTY_ROOT
     if n == 1:
         return leaves[lo]
+    if memo is not None:
+        found = memo.get((lo, hi))
+        if found is not None:
+            return found
     k = _split(n)
-    return node_hash(_mth(leaves, lo, lo + k), _mth(leaves, lo + k, hi))
+    node = node_hash(_mth(leaves, lo, lo + k, memo), _mth(leaves, lo + k, hi, memo))
+    if memo is not None:
+        memo[(lo, hi)] = node
+    return node
 
 
 def root(leaves: Sequence[bytes]) -> bytes:
@@ -127,25 +139,32 @@ def root(leaves: Sequence[bytes]) -> bytes:
 
 def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
     """RFC 9162 §2.1.3.1 PATH(index, D[n]) over the leaf hashes ``leaves``, lowest level first."""
+    return inclusion_proofs(leaves, [index])[0]
+
+
+def inclusion_proofs(leaves: Sequence[bytes], indexes: Sequence[int]) -> list[list[bytes]]:
+    """:func:`inclusion_proof` of each of ``indexes`` in the one tree over ``leaves``, every
+    subtree hashed once (what an export of many sealed runs needs)."""
     _checked_leaves(leaves, "inclusion_proof")
-    if type(index) is not int or not 0 <= index < len(leaves):
-        raise UsageError(
-            f"inclusion_proof: index {index!r} is not a leaf of a tree of {len(leaves)}"
-        )
-    path: list[bytes] = []
-    lo, hi, m = 0, len(leaves), index
-    siblings: list[tuple[int, int]] = []
-    while hi - lo > 1:
-        k = _split(hi - lo)
-        if m < k:
-            siblings.append((lo + k, hi))
-            hi = lo + k
-        else:
-            siblings.append((lo, lo + k))
-            lo, m = lo + k, m - k
-    for a, b in reversed(siblings):
-        path.append(_mth(leaves, a, b))
-    return path
+    memo: dict[tuple[int, int], bytes] = {}
+    proofs = []
+    for index in indexes:
+        if type(index) is not int or not 0 <= index < len(leaves):
+            raise UsageError(
+                f"inclusion_proof: index {index!r} is not a leaf of a tree of {len(leaves)}"
+            )
+        lo, hi, m = 0, len(leaves), index
+        siblings: list[tuple[int, int]] = []
+        while hi - lo > 1:
+            k = _split(hi - lo)
+            if m < k:
+                siblings.append((lo + k, hi))
+                hi = lo + k
+            else:
+                siblings.append((lo, lo + k))
+                lo, m = lo + k, m - k
+        proofs.append([_mth(leaves, a, b, memo) for a, b in reversed(siblings)])
+    return proofs
 
 
 def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
