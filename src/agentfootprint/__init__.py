@@ -172,10 +172,10 @@ if TYPE_CHECKING:
     from agentfootprint.features.permission_checker import Decision, PermissionRequest
     from agentfootprint.providers import anthropic, openai
     from agentfootprint.store.memory import MemoryStore
+    from agentfootprint.store.memory_vault import MemoryVault
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
     from agentfootprint.store.transfer import export_runs, import_bundle
-    from agentfootprint.store.memory_vault import MemoryVault
     from agentfootprint.store.vault import DisclosureVault
     from agentfootprint.store.vault_base import Vault
     from agentfootprint.verify.bundle import BundleSource

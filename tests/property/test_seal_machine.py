@@ -1,17 +1,22 @@
 """A Hypothesis state machine over sealed evidence (issue 14): record (sealed, unsealed,
-continued), checkpoint, export, import. In every state the machine reaches, the verifier
-accepts the database and the imported copy, and every checkpoint taken so far is consistent;
-and any single-byte change to stored evidence (a row's body, a seal log row) is rejected by
-whole-file verification or by a checkpoint taken before it."""
+continued), checkpoint, export (plain, and with inclusion proofs under a signed checkpoint),
+import. In every state the machine reaches, the verifier accepts the database, the imported
+copy and every bundle, every checkpoint taken so far is consistent, and every sealed run of a
+proven bundle is a leaf of its signed checkpoint; any single-byte change to stored evidence
+(a row's body, a seal log row) is rejected by whole-file verification or by a checkpoint
+taken before it, and any one-character change to a bundle's proof, leaf index or checkpoint
+(its trailer recomputed, as anyone can) leaves some sealed run unproven or INVALID."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -45,6 +50,36 @@ def _accepts(path: Path, notes: list[bytes]) -> bool:
         return True
     finally:
         store.close()
+
+
+def _proven(bundle: Path) -> bool:
+    """The bundle opens, every run verifies, and every sealed run is VALID and a leaf of the
+    bundle's checkpoint as signed by the pinned key."""
+    try:
+        with af.BundleSource(bundle) as source:
+            results = list(af.Verifier(source, trusted_keys=[SIGNER.public]).verify_all())
+    except af.VerificationError:
+        return False
+    for _, result in results:
+        if not isinstance(result, af.RunVerification):
+            return False
+        if result.seal_digest is not None and (
+            result.outcome is not af.Outcome.VALID
+            or result.inclusion is None
+            or result.inclusion.signed_by != (SIGNER.key_id,)
+        ):
+            return False
+    return True
+
+
+def _reframed(manifest: dict[str, Any], lines: list[bytes]) -> bytes:
+    body = orjson.dumps(manifest) + b"\n" + b"".join(line + b"\n" for line in lines)
+    trailer = {"end": True, "events": len(lines), "sha256": hashlib.sha256(body).hexdigest()}
+    return body + orjson.dumps(trailer) + b"\n"
+
+
+def _other_char(data: st.DataObject, old: str, alphabet: str) -> str:
+    return data.draw(st.sampled_from([c for c in alphabet if c != old]))
 
 
 class SealedEvidence(RuleBasedStateMachine):
@@ -109,6 +144,45 @@ class SealedEvidence(RuleBasedStateMachine):
         finally:
             into.close()
         assert _accepts(self.copy, [])
+
+    @precondition(lambda self: bool(self.sealed))
+    @rule(data=st.data())
+    def export_with_proofs(self, data: st.DataObject) -> None:
+        chosen = data.draw(st.lists(st.sampled_from(self.answered), max_size=2))
+        chosen.append(data.draw(st.sampled_from(self.sealed)))
+        bundle = self.folder / f"proven-{self.turn}.afp"
+        store = af.SqliteStore(self.db, readonly=True)
+        try:
+            af.export_runs(store, sorted(set(chosen)), bundle, signer=SIGNER, origin=ORIGIN)
+        finally:
+            store.close()
+        assert _proven(bundle)
+        lines = bundle.read_bytes().rstrip(b"\n").split(b"\n")
+        manifest = orjson.loads(lines[0])
+        claims = [e["inclusion"] for e in manifest["runs"] if e["inclusion"] is not None]
+        claim = data.draw(st.sampled_from(claims))
+        where = data.draw(st.sampled_from(["proof", "leaf", "checkpoint"]))
+        if where == "proof" and claim["proof"]:
+            index = data.draw(st.integers(0, len(claim["proof"]) - 1))
+            text = claim["proof"][index]
+            at = data.draw(st.integers(0, 63))
+            new = _other_char(data, text[at], "0123456789abcdef")
+            claim["proof"][index] = text[:at] + new + text[at + 1 :]
+        elif where == "leaf" or where == "proof":
+            claim["leaf"] = data.draw(
+                st.integers(0, 2**53 - 1).filter(lambda n: n != claim["leaf"])
+            )
+        else:
+            note = manifest["checkpoint"]
+            at = data.draw(st.integers(0, len(note) - 1))
+            alphabet = "0123456789abcdefABCDEF+/=./ \n"
+            manifest["checkpoint"] = (
+                note[:at] + _other_char(data, note[at], alphabet) + note[at + 1 :]
+            )
+        forged = self.folder / "forged.afp"
+        forged.write_bytes(_reframed(manifest, lines[1:-1]))
+        assert not _proven(forged)
+        event(f"one character of a bundle's {where} changed: not proven")
 
     @invariant()
     def the_verifier_accepts_every_state(self) -> None:

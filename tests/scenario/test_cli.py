@@ -88,12 +88,20 @@ def run_ids(db: Path) -> list[str]:
         ),
         (
             ["export"],
-            ["--run", "--out", "ancestors", "salts and the vault never", "1  a run does not"],
+            ["--run", "--out", "ancestors", "salts and the vault never", "1  a run, or DB's"],
+        ),
+        (
+            ["export"],
+            ["--key", "--origin", "--checkpoint", "inclusion proof", "a run sealed"],
         ),
         (["import"], ["BUNDLE", "already in DB", "exit 1", "DB is not a log"]),
         (
             ["verify"],
             ["--key", "--require-signature", "--checkpoint", "--json", "VALID", "pinned"],
+        ),
+        (
+            ["verify"],
+            ["--require-inclusion", "export --key", "which leaf of which"],
         ),
         (
             ["checkpoint"],

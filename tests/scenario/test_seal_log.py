@@ -20,19 +20,16 @@ from click.testing import CliRunner
 import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import VerificationError
-from agentfootprint.seal import Ed25519Signer, generate_key_file, parse_envelope, seal_run
-from agentfootprint.seal.facts import final_answer_digest
-from agentfootprint.seal.statement import SealFacts, parse_statement
+from agentfootprint.seal import Ed25519Signer, generate_key_file
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.testing.tamper import (
     new_file_schema,
     plain,
     read_rows,
-    reencoded,
+    resealed,
     rewrite,
     tampering,
 )
-from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.checkpoint import (
     check_checkpoint,
     check_consistency,
@@ -253,31 +250,7 @@ def _reorder(path: Path, ids: list[str]) -> None:
 def _resigned(path: Path, ids: list[str]) -> None:
     """The key holder's rewrite: an edited run, re-hashed and sealed again with the very
     signing key. Every run still verifies VALID; only the checkpoint tells."""
-    with tampering(path) as conn:
-        rows = read_rows(conn, ids[0])
-        *kept, seal = rows
-
-        def change(body: dict[str, Any]) -> None:
-            body["value"] = "a better answer"
-
-        at = next(
-            i for i, r in enumerate(kept) if r.type == "write" and r.value["path"] == "final_answer"
-        )
-        triples = plain(kept)
-        triples[at] = reencoded(kept[at], change)
-        rewrite(conn, ids[0], triples)
-        closed = read_rows(conn, ids[0])
-        facts = parse_statement(parse_envelope(seal.value["dsse"]).payload)
-        forged = SealFacts(
-            **{
-                **facts.__dict__,
-                "head": closed[-1].chain_hash.hex(),
-                "final_answer_digest": final_answer_digest({"final_answer": "a better answer"}),
-            }
-        )
-        envelope = seal_run(forged, SIGNER)
-        body = canon({"dsse": envelope.decode()})
-        rewrite(conn, ids[0], [*triples, ("run.seal", seal.ts, body)])
+    resealed(path, ids[0], SIGNER)
 
 
 @pytest.mark.parametrize(

@@ -461,6 +461,7 @@ def test_cli_verify_with_keys_require_signature_and_json(
                 "signed_by": [SIGNER.key_id],
                 "seal_key_id": SIGNER.key_id,
                 "note": None,
+                "inclusion": None,  # a database's run: its place is --checkpoint's business
             }
         ],
         "exit": 0,
@@ -486,16 +487,26 @@ def test_the_private_key_is_never_in_the_log_the_output_or_an_error(tmp_path: Pa
     store = af.SqliteStore(path)
     af.export_runs(store, [result.run_id], bundle)
     store.close()
+    proven = tmp_path / "planted-proven.afp"  # a checkpoint signed with the planted key
     runner = CliRunner()
+    export = ["export", str(path), "--run", result.run_id, "--out", str(proven)]
     outputs = [
+        runner.invoke(cli, [*export, "--key", str(key_path)]).output,
+        runner.invoke(cli, ["verify", str(proven), "--key", signer.public.text]).output,
         runner.invoke(cli, ["verify", str(path), "--key", str(key_path)]).output,
         runner.invoke(cli, ["verify", str(bundle), "--json"]).output,
         runner.invoke(cli, ["keys", "show", str(key_path)]).output,
         runner.invoke(cli, ["show", str(path), result.run_id]).output,
     ]
-    written = [path.read_bytes(), bundle.read_bytes(), *(o.encode() for o in outputs)]
+    assert "inclusion proofs of 1 sealed runs" in outputs[0] and "pinned key" in outputs[1]
+    written = [
+        path.read_bytes(),
+        bundle.read_bytes(),
+        proven.read_bytes(),
+        *(o.encode() for o in outputs),
+    ]
     for blob in written:
         for secret in secrets:
             assert secret not in blob
     # a private key file given where a public key is asked for is refused without quoting it
-    assert "private key" in outputs[0] and outputs[0].count("BEGIN") == 0
+    assert "private key" in outputs[2] and outputs[2].count("BEGIN") == 0

@@ -86,3 +86,23 @@ def test_sealing_and_verifying_runs_as_section_7_shows(
         result = runner.invoke(main, shlex.split(line)[1:])
         assert result.exit_code == int(code.removeprefix("exit ")), (command, result.output)
         assert shown in result.output, (command, result.output)
+
+
+def test_a_bundle_proves_inclusion_as_section_8_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python, console = _blocks("python")[1], _blocks("console")[2]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(python, str(PAGE), "exec"), namespace)
+    commands = [line[2:] for line in console.splitlines() if line.startswith("$ ")]
+    assert len(commands) == 3
+    runner = CliRunner()
+    for command in commands:
+        line, _, comment = command.partition("  # ")
+        code, _, shown = comment.partition(": ")
+        words = [namespace["result"].run_id if w == "RUN_ID" else w for w in shlex.split(line)]
+        result = runner.invoke(main, words[1:])
+        assert result.exit_code == int(code.removeprefix("exit ")), (command, result.output)
+        assert shown in result.output, (command, result.output)
+

@@ -61,8 +61,9 @@ def test_the_index_lists_every_file() -> None:
     present = {
         p.name
         for p in VECTORS.iterdir()
-        if p.suffix in (".db", ".afp") and not p.name.startswith(("sealed-", "checkpoint-"))
-    }  # the sealed vectors have their own index (seals.json, test_seal_vectors.py)
+        if p.suffix in (".db", ".afp")
+        and not p.name.startswith(("sealed-", "checkpoint-", "proven-"))
+    }  # the sealed and proven vectors have their own indexes (seals.json, proven.json)
     assert listed == present
     assert {entry["kind"] for entry in INDEX} == {"db", "bundle", "file"}
 

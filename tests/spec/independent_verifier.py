@@ -1,6 +1,6 @@
 """An independent verifier of the agentfootprint log formats v1 to v4 (and request
-projections v1, v2 and v3), written from ``docs/log-format.md`` alone (it imports nothing of
-``agentfootprint``).
+projections v1, v2 and v3, export bundles of versions 1 and 2), written from
+``docs/log-format.md`` and ``docs/merkle.md`` alone (it imports nothing of ``agentfootprint``).
 
 :func:`verify_file` (section 9.5) gives the verdicts ``(run_id, outcome_or_code, seq)`` of a
 database or an export bundle: an outcome is ``"VALID_UNSIGNED"`` or ``"UNSEALED"``, a failure
@@ -9,6 +9,11 @@ gives the one verdict ``(None, "bundle", None)``. A file that is not a log, or i
 this reader knows, gives ``(None, "usage", None)``, a missing or unreadable path
 ``(None, "file", None)``: neither is a verification verdict (section 4). :func:`explain_file`
 adds a reason to each verdict. Section numbers in comments are the page's.
+
+Keys: ``keys`` (raw 32-byte Ed25519 public keys) pin the signers of checkpoints only: the
+seals' signatures are not checked here (a sealed run that passes is VALID_UNSIGNED), a version
+2 bundle's checkpoint is opened under them (section 13.4). A run's proven inclusion is in
+:func:`inclusions` and in the reason :func:`explain_file` gives a verified run.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +54,7 @@ KINDS = (
     ("messages", "history", "piece/message"),
     ("tools", "tool_schemas", "piece/tool"),
 )
-KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 3, 1  # 3: the seal log (section 4.3)
+KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 3, 2  # 3: the seal log (section 4.3); 2: 13.4
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUNDLE_PREFIX = b'{"agentfootprint_bundle":'
 BUNDLE_VERSION = re.compile(rb'\{"agentfootprint_bundle":(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
@@ -557,7 +563,7 @@ def nonneg(x: Any) -> bool:
     return is_int(x) and x >= 0
 
 
-MANIFEST = {"agentfootprint_bundle": lambda x: x == 1 and is_int(x),
+MANIFEST = {"agentfootprint_bundle": lambda x: x == 1 and is_int(x),  # version 1
             "format": lambda x: x == MANIFEST_FORMAT, "canon": lambda x: x == "RFC8785",
             "hash": lambda x: x == "SHA-256", "library": is_str,
             "runs": lambda x: isinstance(x, list), "policies": is_obj,
@@ -569,19 +575,31 @@ ENTRY = {"run_id": is_str, "conversation_id": or_null(is_str), "parent_run_id": 
 EVENT_LINE = {"run": is_str, "seq": is_int, "type": is_str, "ts": is_int, "body": is_str,
               "event_hash": is_hex, "chain_hash": is_hex}  # fmt: skip
 TRAILER = {"end": lambda x: x is True, "events": is_int, "sha256": is_hex}
+MAX_CHECKPOINT_BYTES = 262_144  # section 13.1: the manifest's checkpoint, in UTF-8 bytes
+MAX_PROOF_HASHES = 54
+MANIFEST_V2 = MANIFEST | {
+    "agentfootprint_bundle": lambda x: x == 2 and is_int(x),
+    "checkpoint": lambda x: is_str(x) and len(x.encode("utf-8")) <= MAX_CHECKPOINT_BYTES,
+}
+INCLUSION = {
+    "leaf": nonneg,  # a bundle integer: at most 2^53 - 1
+    "proof": lambda x: isinstance(x, list) and len(x) <= MAX_PROOF_HASHES and all(map(is_hex, x)),
+}
+ENTRY_V2 = ENTRY | {"inclusion": or_null(lambda x: exact(x, INCLUSION))}
+SHAPES = {1: (MANIFEST, ENTRY), 2: (MANIFEST_V2, ENTRY_V2)}  # section 13.1, per bundle version
 
 
-def read_line(line: bytes, shape: dict[str, Any]) -> dict[str, Any] | None:
+def read_line(line: bytes, shape: dict[str, Any] | None) -> dict[str, Any] | None:
     """A line as section 13.1 says (one JSON text, no member name twice, no lone surrogate,
-    its members exactly ``shape``), or None."""
+    an object with exactly the members of ``shape``; any object when it is None), or None."""
     flags: set[str] = set()
     try:
         value = decoder(flags, bundle=True).decode(line.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
-    if flags or depth_and_surrogates(value)[1] or not exact(value, shape):
+    if flags or depth_and_surrogates(value)[1] or not is_obj(value):
         return None
-    return value
+    return value if shape is None or exact(value, shape) else None
 
 
 class BundleSource:
@@ -590,6 +608,9 @@ class BundleSource:
     def __init__(self, path: Path) -> None:
         self.runs: dict[str, list[Row]] = {}
         self.entries: list[dict[str, Any]] = []
+        self.version = 1
+        self.checkpoint: str | None = None  # version 2: the manifest's note (section 13.4)
+        self.inclusion: dict[str, Any] = {}  # version 2: each run entry's inclusion
         self.frame(path.read_bytes())
 
     def frame(self, data: bytes) -> None:
@@ -612,13 +633,18 @@ class BundleSource:
             raise bad("the last line is not a trailer")
         if hashlib.sha256(data[: len(data) - len(lines[-1]) - 1]).hexdigest() != trailer["sha256"]:
             raise bad("the SHA-256 of the bytes before the trailer differs from its sha256")
-        manifest = read_line(lines[0], MANIFEST)
-        if manifest is None or not lines[0].startswith(BUNDLE_PREFIX + b"1"):
-            raise bad(
-                'the manifest is not as in 13.1 (or does not begin {"agentfootprint_bundle":1)'
-            )
-        if not all(exact(e, ENTRY) for e in manifest["runs"]):
-            raise bad("a run entry lacks, adds or mistypes a member")
+        manifest = read_line(lines[0], None)
+        version = None if manifest is None else manifest.get("agentfootprint_bundle")
+        if not (is_int(version) and version in SHAPES):  # the version before the rest (6.1)
+            raise bad("the manifest is not a JSON object of bundle version 1 or 2")
+        shape, entry_shape = SHAPES[version]
+        if not exact(manifest, shape) or not lines[0].startswith(
+            b"%s%d" % (BUNDLE_PREFIX, version)
+        ):
+            raise bad(f"the manifest is not as in 13.1 for version {version} (or does not "
+                      f'begin {{"agentfootprint_bundle":{version})')  # fmt: skip
+        if not all(exact(e, entry_shape) for e in manifest["runs"]):
+            raise bad(f"a run entry lacks, adds or mistypes a member (version {version})")
         listed = [e["run_id"] for e in manifest["runs"]]
         if len(set(listed)) != len(listed) or manifest["counts"]["runs"] != len(listed):
             raise bad("a run listed twice, or counts.runs is not the number of entries")
@@ -647,6 +673,10 @@ class BundleSource:
         if not len(lines) - 2 == trailer["events"] == manifest["counts"]["events"]:
             raise bad("the number of event lines differs from the trailer's or counts.events")
         self.entries = manifest["runs"]
+        self.version = version
+        if version == 2:
+            self.checkpoint = manifest["checkpoint"]
+            self.inclusion = {e["run_id"]: e["inclusion"] for e in self.entries}
 
     def close(self) -> None:
         pass
@@ -692,6 +722,10 @@ class RunResult:
     opened_at: int
     sealed: bool = False
     seal: bytes = b""  # the run.seal envelope's bytes (its UTF-8 text)
+    #: a version 2 bundle's proven inclusion (section 13.4): leaf, size, origin, root (hex)
+    #: and signed_by (the key ids of the pinned keys that signed the checkpoint; empty:
+    #: unproven); None for a run without a seal and outside version 2 bundles
+    inclusion: dict[str, Any] | None = None
 
 
 def apply_write(state: dict[str, Any], path: str, verb: Any, value: Any) -> str | None:
@@ -870,14 +904,19 @@ def structure(seq: int, why: str) -> Failure:
 class Verifier:
     """Verifies the runs of one source, each once (results and failures are cached)."""
 
-    def __init__(self, source: DbSource | BundleSource) -> None:
+    def __init__(self, source: DbSource | BundleSource, keys: Iterable[bytes] = ()) -> None:
         self.source = source
         self.cache: dict[Any, RunResult | Failure] = {}
+        version_2 = isinstance(source, BundleSource) and source.checkpoint is not None
+        self.inclusions = InclusionJudge(source, keys) if version_2 else None
 
     def verify(self, run: Any) -> RunResult:
         if run not in self.cache:
             try:
-                self.cache[run] = self.verify_run(run)
+                result = self.verify_run(run)
+                if self.inclusions is not None:  # section 13.4, once the run verified
+                    result.inclusion = self.inclusions.judge(run, result)
+                self.cache[run] = result
             except Failure as f:
                 self.cache[run] = f
         got = self.cache[run]
@@ -1223,8 +1262,11 @@ def index_findings(source: Any, results: dict[Any, RunResult | Failure]) -> list
 
 
 def seal_log_findings(source: Any, results: dict[Any, RunResult | Failure]) -> list[Any]:
-    """Section 9.5 step 4: the seal log's rows in leaf order against the sealed runs."""
-    log = source.seal_log() if isinstance(source, DbSource) else []
+    """Section 9.5 step 4: the seal log's rows in leaf order against the sealed runs (a
+    database's only: a bundle has no seal log, section 13.4 judges its proofs instead)."""
+    if not isinstance(source, DbSource):
+        return []
+    log = source.seal_log()
     out: list[tuple[Verdict, str]] = []
     listed: set[Any] = set()
     for index, (leaf, rid) in enumerate(log):
@@ -1248,31 +1290,68 @@ def seal_log_findings(source: Any, results: dict[Any, RunResult | Failure]) -> l
     return out
 
 
-def explain_file(path: str | os.PathLike[str]) -> list[tuple[Verdict, str]]:
-    """The verdicts of :func:`verify_file`, each with its reason."""
+def _verified_file(
+    path: str | os.PathLike[str], keys: Iterable[bytes]
+) -> tuple[list[tuple[Verdict, str]], dict[Any, RunResult | Failure]]:
+    """Section 9.5 on the file: its verdicts with their reasons, and each run's result."""
     try:
         source = open_source(path)
     except Failure as e:
-        return [((None, e.code, None), e.reason)]
+        return [((None, e.code, None), e.reason)], {}
     try:
-        verifier = Verifier(source)
+        verifier = Verifier(source, keys)
         runs = source.run_keys()
         out: list[tuple[Verdict, str]] = []
         for run in runs:
             try:
-                out.append(((run, verifier.verify(run).outcome, None), ""))
+                result = verifier.verify(run)
+                out.append(((run, result.outcome, None), inclusion_text(result.inclusion)))
             except Failure as f:
                 out.append(((run, f.code, f.seq), f.reason))
         results = {run: verifier.cache[run] for run in runs}
-        return out + index_findings(source, results) + seal_log_findings(source, results)
+        out += index_findings(source, results) + seal_log_findings(source, results)
+        judge = verifier.inclusions
+        if judge is not None and isinstance(judge.opened, Failure) and not judge.relied_on:
+            # section 13.4: a checkpoint no run relies on, that cannot be opened: once
+            out.append((("", judge.opened.code, None), judge.opened.reason))
+        return out, results
+    except Failure as e:  # usage: two pinned keys a note cannot tell apart
+        return [((None, e.code, None), e.reason)], {}
     except sqlite3.DatabaseError as e:
-        return [((None, "file", None), f"the database cannot be read: {e}")]
+        return [((None, "file", None), f"the database cannot be read: {e}")], {}
     finally:
         source.close()
 
 
-def verify_file(path: str | os.PathLike[str]) -> list[Verdict]:
-    return [verdict for verdict, _ in explain_file(path)]
+def explain_file(
+    path: str | os.PathLike[str], keys: Iterable[bytes] = ()
+) -> list[tuple[Verdict, str]]:
+    """The verdicts of :func:`verify_file`, each with its reason (a verified run of a version
+    2 bundle: its inclusion, section 9.6)."""
+    return _verified_file(path, keys)[0]
+
+
+def verify_file(path: str | os.PathLike[str], keys: Iterable[bytes] = ()) -> list[Verdict]:
+    """Section 9.5's verdicts; ``keys`` pin the checkpoint signers (section 13.4)."""
+    return [verdict for verdict, _ in explain_file(path, keys)]
+
+
+def inclusions(
+    path: str | os.PathLike[str], keys: Iterable[bytes] = ()
+) -> dict[Any, dict[str, Any] | None]:
+    """Each verified run's proven inclusion (section 13.4, as :attr:`RunResult.inclusion`);
+    None for a run without a seal and for every run of a database or a version 1 bundle."""
+    results = _verified_file(path, keys)[1]
+    return {run: r.inclusion for run, r in results.items() if isinstance(r, RunResult)}
+
+
+def inclusion_text(inclusion: dict[str, Any] | None) -> str:
+    """Section 9.6: a verified run's line names its leaf, the tree, and who signed it."""
+    if inclusion is None:
+        return ""
+    where = f"leaf {inclusion['leaf']} of {inclusion['size']} in checkpoint {inclusion['origin']}"
+    keys = ", ".join(inclusion["signed_by"])
+    return f"{where}, signed by pinned key {keys}" if keys else f"{where}, signed by no pinned key"
 
 
 def failure_codes(verdicts: list[Verdict]) -> set[str]:
@@ -1280,6 +1359,19 @@ def failure_codes(verdicts: list[Verdict]) -> set[str]:
 
 
 # --- checkpoints (section 9.7; docs/merkle.md sections 1, 2 and 5) -------------------------
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def leaf_hash(run_id: str, res: RunResult) -> bytes:
+    """docs/merkle.md section 2: a sealed run's leaf, from its verified rows."""
+    data = b"afp/v1/runleaf\x00" + canon(
+        {"v": 1, "run": run_id, "events": res.events, "head": res.head.hex(),
+         "seal": hashlib.sha256(res.seal).hexdigest()}
+    )  # fmt: skip
+    return hashlib.sha256(b"\x00" + data).digest()
 
 
 def _mth(leaves: list[bytes]) -> bytes:
@@ -1315,11 +1407,7 @@ def check_checkpoint(path: str | os.PathLike[str], note: bytes, public_key: byte
             res = results[rid]
             if not isinstance(res, RunResult):
                 return res.code
-            data = b"afp/v1/runleaf\x00" + canon(
-                {"v": 1, "run": rid, "events": res.events, "head": res.head.hex(),
-                 "seal": hashlib.sha256(res.seal).hexdigest()}
-            )  # fmt: skip
-            leaves.append(hashlib.sha256(b"\x00" + data).digest())
+            leaves.append(leaf_hash(rid, res))
     finally:
         source.close()
     if len(leaves) < size or _mth(leaves[:size]) != root:
@@ -1387,25 +1475,204 @@ def check_consistency_file(old: bytes, new: bytes, proof: bytes, public_key: byt
 def _note_verdict(note: bytes, public_key: bytes) -> str | tuple[str, int, bytes]:
     """A note's origin, size and root when it verifies under ``public_key`` (named by its
     origin), else its failure code (docs/merkle.md section 5)."""
+    try:
+        opened = open_checkpoint(note, [public_key])
+    except Failure as f:
+        return f.code
+    return (opened.origin, opened.size, opened.root) if opened.signed_by else "note/unverified"
+
+
+# --- inclusion proofs of a version 2 bundle (section 13.4; docs/merkle.md 3 and 5) ---------
+
+MAX_NOTE_BYTES, MAX_NOTE_SIGNATURES = 256 * 1024, 100
+DECIMAL = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+
+
+@dataclass
+class Checkpoint:
+    """An opened checkpoint note: its tree, and the pinned keys (key ids) that signed it."""
+
+    origin: str
+    size: int
+    root: bytes
+    signed_by: tuple[str, ...]
+
+
+def _canonical_b64(text: str) -> bytes | None:
+    """Standard padded base64 (RFC 4648 section 4) in its one spelling, else None."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+    return raw if base64.b64encode(raw).decode("ascii") == text else None
+
+
+def _note_name(name: str) -> bool:
+    return bool(name) and "+" not in name and not any(ch.isspace() for ch in name)
+
+
+def open_checkpoint(note: bytes, keys: Iterable[bytes]) -> Checkpoint:
+    """docs/merkle.md section 5: parse the note strictly (``note/malformed``), then verify
+    each signature line of a pinned key named by the origin (``note/signature``). A note no
+    pinned key signed opens with an empty ``signed_by``: unproven, not a failure (13.4)."""
+
+    def bad(why: str) -> Failure:
+        return Failure("note/malformed", None, f"checkpoint: {why}")
+
+    if len(note) > MAX_NOTE_BYTES:
+        raise bad(f"longer than {MAX_NOTE_BYTES} bytes")
+    try:
+        whole = note.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad("not UTF-8") from None
+    if any(ch < " " and ch != "\n" for ch in whole):  # ASCII controls, as Go's note does
+        raise bad("a control character other than newline")
+    split = whole.rfind("\n\n")
+    if split < 0:
+        raise bad("no blank line before the signatures")
+    text, block = whole[: split + 1], whole[split + 2 :]
+    if not block or not block.endswith("\n"):
+        raise bad("no signature line, or a signature block not ending in a newline")
+    lines = block[:-1].split("\n")
+    if len(lines) > MAX_NOTE_SIGNATURES:
+        raise bad(f"more than {MAX_NOTE_SIGNATURES} signature lines")
+    signatures: list[tuple[str, bytes]] = []
+    for line in lines:
+        name, space, blob = line.removeprefix("\u2014 ").partition(" ")
+        raw = _canonical_b64(blob)
+        if not line.startswith("\u2014 ") or not space or not _note_name(name):
+            raise bad(f"a signature line that is not '\u2014 name base64': {line!r}")
+        if raw is None or len(raw) < 5:
+            raise bad("a signature that is not canonical base64 of at least 5 bytes")
+        signatures.append((name, raw))
+    body = text[:-1].split("\n")
+    if len(body) < 3:
+        raise bad("fewer than 3 lines of text")
+    origin, size, root_line, extensions = body[0], body[1], body[2], body[3:]
+    if not origin or origin != origin.strip():
+        raise bad("an empty origin, or one with surrounding spaces")
+    if not DECIMAL.fullmatch(size) or int(size) > MAX_SAFE_INT:
+        raise bad(f"the size {size!r} is not canonical decimal up to 2^53 - 1")
+    root = _canonical_b64(root_line)
+    if root is None or len(root) != 32:
+        raise bad("the root is not canonical base64 of 32 bytes")
+    if not all(extensions):
+        raise bad("an empty extension line")
+    return Checkpoint(origin, int(size), root, _signed_by(origin, text, signatures, keys))
+
+
+def _signed_by(
+    origin: str, text: str, signatures: list[tuple[str, bytes]], keys: Iterable[bytes]
+) -> tuple[str, ...]:
+    """The key ids (seals.md: SHA-256 of the raw key) of the pinned keys whose signature
+    lines verify; a line of a pinned key (its name the origin, its key ID the key's) that
+    does not verify rejects the note, repeated lines included."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    text_bytes, sep, sigs = note.partition(b"\n\n")
-    lines = text_bytes.decode("utf-8", "replace").split("\n")
-    if not sep or len(lines) < 3 or not lines[1].isdigit():
-        return "note/malformed"
-    origin, size, root = lines[0], int(lines[1]), base64.b64decode(lines[2])
-    key_id = hashlib.sha256(origin.encode() + b"\n\x01" + public_key).digest()[:4]
-    trusted = False
-    for line in sigs.decode().split("\n"):
-        name, _, blob = line.removeprefix("\u2014 ").partition(" ")
-        raw = base64.b64decode(blob) if blob else b""
-        if not line or name != origin or raw[:4] != key_id:
-            continue
+    pinned: dict[bytes, bytes] = {}
+    for key in keys:
+        kid = hashlib.sha256(origin.encode() + b"\n\x01" + key).digest()[:4]
+        if pinned.setdefault(kid, key) != key:
+            raise usage("two pinned keys with the same name and key ID")
+    signed: list[str] = []
+    for name, raw in signatures:
+        key = pinned.get(raw[:4]) if name == origin else None
+        if key is None:
+            continue  # another key's line: ignored (rotation, witnesses)
         try:
-            key = Ed25519PublicKey.from_public_bytes(public_key)
-            key.verify(raw[4:], text_bytes + b"\n")
+            if len(raw) != 68:
+                raise InvalidSignature
+            Ed25519PublicKey.from_public_bytes(key).verify(raw[4:], text.encode("utf-8"))
         except InvalidSignature:
-            return "note/signature"
-        trusted = True
-    return (origin, size, root) if trusted else "note/unverified"
+            raise Failure("note/signature", None, "checkpoint: a pinned key's signature "
+                          "does not verify") from None  # fmt: skip
+        kid_hex = hashlib.sha256(key).hexdigest()
+        if kid_hex not in signed:
+            signed.append(kid_hex)
+    return tuple(signed)
+
+
+def inclusion_holds(leaf: bytes, index: Any, size: Any, proof: list[bytes], root: bytes) -> bool:
+    """docs/merkle.md section 3: the checks before hashing, then RFC 9162 2.1.3.2."""
+    if not (is_int(index) and is_int(size) and 0 <= index < size <= MAX_SAFE_INT):
+        return False
+    if len(leaf) != 32 or len(root) != 32 or any(len(p) != 32 for p in proof):
+        return False
+    inner = (index ^ (size - 1)).bit_length()
+    if len(proof) != inner + bin(index >> inner).count("1"):
+        return False
+    fn, sn, r = index, size - 1, leaf
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = _node(p, r)
+            while fn != 0 and not fn & 1:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            r = _node(r, p)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and r == root
+
+
+class InclusionJudge:
+    """Section 13.4 for the runs of one version 2 bundle: the checkpoint is opened once
+    (step 1); each run that verified is judged (steps 2 and 3)."""
+
+    def __init__(self, source: BundleSource, keys: Iterable[bytes]) -> None:
+        self.source = source
+        self.relied_on = False  # a sealed run came to use the checkpoint (step 3)
+        self.opened: Checkpoint | Failure
+        try:
+            self.opened = open_checkpoint(str(source.checkpoint).encode("utf-8"), list(keys))
+        except Failure as f:
+            if f.code == "usage":
+                raise
+            self.opened = f
+
+    def judge(self, run: str, res: RunResult) -> dict[str, Any] | None:
+        claim = self.source.inclusion.get(run)
+        if not res.sealed:  # step 2: UNSEALED, or closed without run.seal
+            if claim is not None:
+                raise Failure("inclusion", None, "a run without a seal has an inclusion proof")
+            return None
+        if claim is None:  # step 3
+            raise Failure("inclusion", None, "a sealed run without an inclusion proof")
+        self.relied_on = True
+        cp = self.opened
+        if isinstance(cp, Failure):
+            raise Failure(cp.code, None, cp.reason)
+        proof = [bytes.fromhex(h) for h in claim["proof"]]
+        if not inclusion_holds(leaf_hash(run, res), claim["leaf"], cp.size, proof, cp.root):
+            raise Failure("merkle/inclusion", None, f"the proof of leaf {claim['leaf']} in a "
+                          f"tree of {cp.size} does not lead to the checkpoint's root")  # fmt: skip
+        return {"leaf": claim["leaf"], "size": cp.size, "origin": cp.origin,
+                "root": cp.root.hex(), "signed_by": cp.signed_by}  # fmt: skip
+
+
+def check_bundle_checkpoint(path: str | os.PathLike[str], note: bytes, public_key: bytes) -> str:
+    """``"CONSISTENT"`` or the failure code of checking that the bundle at ``path`` carries
+    the tree of ``note``, a checkpoint kept elsewhere signed by ``public_key`` (section 13.4,
+    "Against a checkpoint kept elsewhere"): the note opens under the key named by its origin,
+    and the bundle's checkpoint has its origin, size and root (a version 1 bundle has none).
+    The runs themselves are judged by :func:`verify_file`."""
+    try:
+        kept = open_checkpoint(note, [public_key])
+        if not kept.signed_by:
+            return "note/unverified"
+        source = open_source(path)
+    except Failure as f:
+        return f.code
+    try:
+        if not isinstance(source, BundleSource):
+            raise usage("not a bundle: check a database with check_checkpoint")
+        if source.checkpoint is None:
+            return "checkpoint"  # version 1: no checkpoint, no proofs
+        carried = open_checkpoint(source.checkpoint.encode("utf-8"), ())
+    except Failure as f:
+        return f.code
+    finally:
+        source.close()
+    same = (carried.origin, carried.size, carried.root) == (kept.origin, kept.size, kept.root)
+    return "CONSISTENT" if same else "checkpoint"

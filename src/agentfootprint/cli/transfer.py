@@ -8,8 +8,11 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, fail, one_line, verification_message
-from agentfootprint.cli._common import DB, check_output
-from agentfootprint.errors import FileError, VerificationError
+from agentfootprint.cli._common import DB, check_output, read_small
+from agentfootprint.cli.checkpointing import default_origin
+from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
+from agentfootprint.errors import FileError, UsageError, VerificationError
+from agentfootprint.seal.signer import load_signer
 from agentfootprint.store.sqlite import SQLITE_HEADER, SqliteStore
 from agentfootprint.store.transfer import export_runs, import_bundle
 from agentfootprint.verify.bundle import BundleSource, is_bundle
@@ -35,7 +38,36 @@ __all__ = ["export_command", "import_command"]
     help="The bundle file to write (in an existing folder; never DB itself or another "
     "SQLite file).",
 )
-def export_command(db: Path, run_ids: tuple[str, ...], out: Path) -> None:
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Sign a checkpoint of DB's sealed runs with this private key file (as `checkpoint "
+    "--key`) and put it in the bundle, with each sealed run's inclusion proof under it.",
+)
+@click.option("--passphrase-env", "passphrase_env", metavar="VAR", help=_PASSPHRASE_HELP)
+@click.option(
+    "--origin",
+    metavar="NAME",
+    help="With --key: the log's name in the checkpoint (default: agentfootprint/ and the "
+    "file name), the same as for `checkpoint`.",
+)
+@click.option(
+    "--checkpoint",
+    "checkpoint_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Instead of --key: a checkpoint of DB signed earlier (from `checkpoint`, e.g. the "
+    "one an auditor keeps); the proofs are made under its tree.",
+)
+def export_command(
+    db: Path,
+    run_ids: tuple[str, ...],
+    out: Path,
+    key_path: Path | None,
+    passphrase_env: str | None,
+    origin: str | None,
+    checkpoint_path: Path | None,
+) -> None:
     """Write runs of DB to one bundle file an auditor can verify offline.
 
     The bundle holds each run's events exactly as stored (with their hashes), the
@@ -43,21 +75,46 @@ def export_command(db: Path, run_ids: tuple[str, ...], out: Path) -> None:
     commitments; salts and the vault never are. Each run is verified before export.
     DB is opened read-only and never changed.
 
+    With --key (or --checkpoint) the bundle also carries a signed checkpoint of DB's
+    Merkle log of sealed runs and each sealed run's inclusion proof under it: `verify
+    BUNDLE --key PUB` then proves those runs were in DB's log, as the bundle holds them,
+    when the checkpoint was signed. Every run of DB is verified first.
+
     \b
     Exit codes:
       0  the bundle was written
-      1  a run does not verify (nothing is written)
+      1  a run, or DB's seal log, does not verify; the --checkpoint is not a checkpoint
+         of DB's log (nothing is written)
       2  usage error: DB missing, not a log or of a newer schema version; an unknown
-         run; --out in a missing or read-only folder, or an input or SQLite file
+         run; --out in a missing or read-only folder, or an input or SQLite file; a bad
+         key file; --key with --checkpoint; no run to export is sealed; a run sealed
+         after the --checkpoint
     """
     check_output(out, db)
+    if key_path is not None and checkpoint_path is not None:
+        raise UsageError("give --key (a new checkpoint) or --checkpoint, not both", option="--key")
+    if origin is not None and key_path is None:
+        raise UsageError("--origin names the checkpoint --key signs", option="--origin")
+    signer = load_signer(key_path, _passphrase(passphrase_env)) if key_path else None
+    note = read_small(checkpoint_path, "--checkpoint") if checkpoint_path else None
     with contextlib.closing(SqliteStore(db, readonly=True)) as store:
         try:
-            manifest = export_runs(store, list(run_ids), out)
+            manifest = export_runs(
+                store,
+                list(run_ids),
+                out,
+                signer=signer,
+                origin=(origin or default_origin(db)) if signer else None,
+                checkpoint=note,
+            )
         except VerificationError as exc:
             fail(f"not exported: {verification_message(exc)}", EXIT_INVALID)
     counts = manifest["counts"]
-    click.echo(f"exported {counts['runs']} runs ({counts['events']} events) to {out}")
+    proven = ""
+    if "checkpoint" in manifest:
+        sealed = sum(entry["inclusion"] is not None for entry in manifest["runs"])
+        proven = f", with the inclusion proofs of {sealed} sealed runs under its checkpoint"
+    click.echo(f"exported {counts['runs']} runs ({counts['events']} events) to {out}{proven}")
 
 
 def _not_a_bundle(path: Path) -> FileError:

@@ -24,7 +24,9 @@ from agentfootprint.cli._common import DB, open_log, read_small, short
 from agentfootprint.errors import StoreError, UsageError, VerificationError
 from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.store.vault import read_disclosures
-from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of
+from agentfootprint.verify.bundle import BundleSource
+from agentfootprint.verify.bundle_proofs import Inclusion
+from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of, same_tree
 from agentfootprint.verify.commitments import Disclosure
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
@@ -38,18 +40,39 @@ def severity(code: int) -> int:
     return _SEVERITY[code]
 
 
-def exit_code(result: RunVerification | VerificationError, *, require_signature: bool) -> int:
+def exit_code(
+    result: RunVerification | VerificationError,
+    *,
+    require_signature: bool,
+    require_inclusion: bool = False,
+) -> int:
     """0 VALID or VALID_UNSIGNED, 1 INVALID, 3 UNSEALED; with ``require_signature`` anything
-    but VALID is 1."""
+    but VALID is 1, with ``require_inclusion`` also a run not proven in a checkpoint signed
+    by a pinned key."""
     if isinstance(result, VerificationError):
         return EXIT_INVALID
-    if require_signature and result.outcome is not Outcome.VALID:
+    if (require_signature or require_inclusion) and result.outcome is not Outcome.VALID:
+        return EXIT_INVALID
+    if require_inclusion and (result.inclusion is None or not result.inclusion.signed_by):
         return EXIT_INVALID
     return EXIT_UNSEALED if result.outcome is Outcome.UNSEALED else EXIT_OK
 
 
+def _included(inclusion: Inclusion | None) -> str:
+    if inclusion is None:
+        return ""
+    where = f"leaf {inclusion.leaf} of {inclusion.size} in checkpoint {one_line(inclusion.origin)}"
+    if inclusion.signed_by:
+        return f"; {where}, signed by pinned key {', '.join(inclusion.signed_by)}"
+    return f"; {where} (signed by no pinned key: inclusion unproven)"
+
+
 def report(
-    run_id: str, result: RunVerification | VerificationError, *, require_signature: bool = False
+    run_id: str,
+    result: RunVerification | VerificationError,
+    *,
+    require_signature: bool = False,
+    require_inclusion: bool = False,
 ) -> int:
     """Print one verdict line; returns its exit code."""
     if isinstance(result, VerificationError):
@@ -65,8 +88,11 @@ def report(
     click.echo(
         f"{result.outcome.value:<15} run {one_line(run_id)}: {result.events} events, "
         f"{result.receipts} receipts checked against rebuilt requests{ancestry}{sealed}"
+        f"{_included(result.inclusion)}"
     )
-    return exit_code(result, require_signature=require_signature)
+    return exit_code(
+        result, require_signature=require_signature, require_inclusion=require_inclusion
+    )
 
 
 def as_json(run_id: str, result: RunVerification | VerificationError) -> dict[str, Any]:
@@ -85,6 +111,15 @@ def as_json(run_id: str, result: RunVerification | VerificationError) -> dict[st
         "signed_by": list(result.signed_by),
         "seal_key_id": result.seal_key_id,
         "note": result.seal_note,
+        "inclusion": None
+        if result.inclusion is None
+        else {
+            "leaf": result.inclusion.leaf,
+            "size": result.inclusion.size,
+            "origin": result.inclusion.origin,
+            "root": result.inclusion.root.hex(),
+            "signed_by": list(result.inclusion.signed_by),
+        },
     }
 
 
@@ -140,13 +175,24 @@ def _check_checkpoint(
 ) -> dict[str, Any]:
     """The checkpoint line (or JSON member): CONSISTENT, or INVALID with where and why."""
     try:
-        leaves = leaves_of(source, results)
-        checkpoint = check_checkpoint(note, trusted, leaves)
+        if isinstance(source, BundleSource):
+            checkpoint = same_tree(source, note, trusted)
+            size = checkpoint.size
+        else:
+            leaves = leaves_of(source, results)
+            checkpoint = check_checkpoint(note, trusted, leaves)
+            size = len(leaves)
     except VerificationError as exc:
         if not quiet:
             click.echo(invalid_line(exc))
         return {"outcome": "INVALID", "code": exc.code, "reason": str(exc)}
-    size = len(leaves)
+    if isinstance(source, BundleSource):
+        if not quiet:
+            click.echo(
+                f"{'CONSISTENT':<15} checkpoint {one_line(checkpoint.origin)} of size "
+                f"{checkpoint.size}: the bundle's inclusion proofs are under its tree"
+            )
+        return {"outcome": "CONSISTENT", "origin": checkpoint.origin, "size": checkpoint.size}
     if not quiet:
         click.echo(
             f"{'CONSISTENT':<15} checkpoint {one_line(checkpoint.origin)} of size "
@@ -189,11 +235,18 @@ def _check_checkpoint(
     help="Exit 1 unless every run is VALID (sealed by a --key).",
 )
 @click.option(
+    "--require-inclusion",
+    is_flag=True,
+    help="For a bundle: exit 1 unless every run is VALID and proven in the bundle's "
+    "checkpoint, signed by a --key (implies --require-signature).",
+)
+@click.option(
     "--checkpoint",
     "checkpoint_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A signed checkpoint (from `checkpoint`) kept elsewhere: prove DB's sealed runs "
-    "only grew since. Its signer's public key must be a --key.",
+    "only grew since (for a bundle: that its inclusion proofs are under this very tree). "
+    "Its signer's public key must be a --key.",
 )
 @click.option("--json", "json_out", is_flag=True, help="Print the verdicts as one JSON object.")
 def verify(
@@ -202,6 +255,7 @@ def verify(
     disclosures: Path | None,
     keys: tuple[str, ...],
     require_signature: bool,
+    require_inclusion: bool,
     checkpoint_path: Path | None,
     json_out: bool,
 ) -> None:
@@ -222,13 +276,19 @@ def verify(
     hold the checkpoint's tree (every run sealed by then in place, unchanged): CONSISTENT,
     or INVALID when a sealed run was dropped, rewritten or reordered since.
 
+    A bundle exported with a checkpoint (`export --key`) proves each sealed run's place in
+    its database's log: the line says which leaf of which checkpoint, and whether a --key
+    signed it. A proof that does not lead to the checkpoint's root is INVALID. With
+    --checkpoint, the bundle's checkpoint must be that very tree.
+
     \b
     Exit codes:
       0  every run verified and closed (VALID, or VALID_UNSIGNED: no seal by a --key),
          or DB is a log with no runs
       1  a run, the run index, the seal log, the bundle, a disclosure or the
          --checkpoint failed verification (INVALID lines say where and why); with
-         --require-signature, also any run that is not VALID
+         --require-signature, also any run that is not VALID; with
+         --require-inclusion, also any run not proven in a checkpoint a --key signed
       2  usage error: DB is missing, not a log (it says what it is instead), of a newer
          schema version, or unreadable; an unknown --run; a bad disclosures file; a
          --key that is not a public key; --checkpoint without --key or with --run
@@ -245,11 +305,15 @@ def verify(
         for run_id, result in _results(verifier, run_ids):
             results.append((run_id, result))
             seen += 1
+            demands = {
+                "require_signature": require_signature,
+                "require_inclusion": require_inclusion,
+            }
             if json_out:
                 verdicts.append(as_json(run_id, result))
-                code = exit_code(result, require_signature=require_signature)
+                code = exit_code(result, **demands)
             else:
-                code = report(run_id, result, require_signature=require_signature)
+                code = report(run_id, result, **demands)
             worst = max(worst, code, key=severity)
         if not seen and not json_out:
             click.echo("no runs to verify")

@@ -14,10 +14,13 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.seal.signer import Signer, checked_signer
 from agentfootprint.store.base import EventReader, EventStore, StoredEvent, run_index_from_open
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.verify.bundle import BundleSource, is_bundle
+from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.bundle_write import write_bundle
+from agentfootprint.verify.checkpoint import checkpoint_of, leaves_of
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["export_runs", "import_bundle", "open_log"]
@@ -31,11 +34,26 @@ def open_log(path: str | os.PathLike[str]) -> SqliteStore | BundleSource:
 
 
 def export_runs(
-    store: EventStore, run_ids: Sequence[str], out: str | os.PathLike[str]
+    store: EventStore,
+    run_ids: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    signer: Signer | None = None,
+    origin: str | None = None,
+    checkpoint: bytes | None = None,
 ) -> dict[str, Any]:
     """Write a bundle of the runs and every ancestor they continue; returns its manifest.
 
     Each run is verified before it is exported: a bundle never carries a broken log.
+
+    With ``signer`` (and ``origin``, the log's name in its checkpoints), or with
+    ``checkpoint`` (a signed note of this database's seal log, as ``agentfootprint
+    checkpoint`` prints it: its tree must be a prefix of the log), the bundle is of version
+    2 and proves each sealed run's inclusion under that checkpoint (docs/log-format.md
+    section 13.4). Either way every run of the database is verified first (the tree is
+    built over its whole seal log). A sealed run the checkpoint's tree does not hold (sealed
+    after it) is a :class:`UsageError`; so is asking for a checkpoint when no run exported
+    is sealed.
     """
     if not isinstance(store, EventReader):
         raise UsageError(
@@ -52,10 +70,58 @@ def export_runs(
             f"run_ids must be a non-empty list of run id strings, not {run_ids!r}",
             option="run_ids",
         )
+    if signer is not None and checkpoint is not None:
+        raise UsageError(
+            "export_runs(): give signer (to sign a new checkpoint) or checkpoint (an existing "
+            "one), not both",
+            option="checkpoint",
+        )
+    if checkpoint is not None and type(checkpoint) is not bytes:
+        raise UsageError(
+            f"export_runs(): checkpoint must be the note's bytes, not {type(checkpoint).__name__}",
+            option="checkpoint",
+        )
+    if signer is None and origin is not None:
+        raise UsageError(
+            "export_runs(): origin names the checkpoint a signer signs", option="origin"
+        )
+    if signer is not None and (type(origin) is not str or not origin):
+        raise UsageError(
+            "export_runs(): a signer needs origin, the log's name in its checkpoints",
+            option="origin",
+        )
     verifier = Verifier(store)
     for run_id in run_ids:
         verifier.verify(run_id)
-    return write_bundle(store, run_ids, out, library=f"agentfootprint {__version__}")
+    proven = None
+    if signer is not None or checkpoint is not None:
+        proven = _export_checkpoint(store, run_ids, signer, origin, checkpoint)
+    return write_bundle(
+        store, run_ids, out, library=f"agentfootprint {__version__}", checkpoint=proven
+    )
+
+
+def _export_checkpoint(
+    store: EventStore,
+    run_ids: Sequence[str],
+    signer: Signer | None,
+    origin: str | None,
+    note: bytes | None,
+) -> ExportCheckpoint:
+    """The checkpoint a version 2 bundle carries, over the store's whole verified log."""
+    order = [str(run_id) for _, run_id in store.seal_log() or ()]
+    if not set(run_ids) & set(order):
+        raise UsageError(
+            "none of the runs to export is sealed: a checkpoint proves sealed runs only "
+            "(export without one)",
+            option="checkpoint",
+        )
+    leaves = leaves_of(store, Verifier(store).verify_all())  # the log's order checked here
+    if signer is not None:
+        assert origin is not None
+        note = checkpoint_of(leaves, checked_signer(signer), origin)
+    assert note is not None
+    return ExportCheckpoint(note, leaves, order)
 
 
 def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:

@@ -39,6 +39,7 @@ __all__ = [
     "plain",
     "read_rows",
     "reencoded",
+    "resealed",
     "rewrite",
     "scratch_copy",
     "tampering",
@@ -213,3 +214,36 @@ def verification_error(path: Path, run_id: str) -> VerificationError:
     error = info.value
     assert error.run_id == run_id
     return error
+
+
+def resealed(path: Path, run_id: str, signer: Any, answer: str = "a better answer") -> None:
+    """The signing key holder's rewrite: the run's final answer edited, every hash
+    recomputed and the run sealed again with ``signer``. The run still verifies VALID under
+    that key; only a checkpoint taken before the rewrite shows it (its leaf changed)."""
+    from agentfootprint.seal import parse_envelope, seal_run  # the runtime's, not the verifier's
+    from agentfootprint.seal.facts import final_answer_digest
+    from agentfootprint.seal.statement import SealFacts, parse_statement
+
+    with tampering(path) as conn:
+        *kept, seal = read_rows(conn, run_id)
+
+        def change(body: dict[str, Any]) -> None:
+            body["value"] = answer
+
+        at = next(
+            i for i, r in enumerate(kept) if r.type == "write" and r.value["path"] == "final_answer"
+        )
+        triples = plain(kept)
+        triples[at] = reencoded(kept[at], change)
+        rewrite(conn, run_id, triples)
+        closed = read_rows(conn, run_id)
+        facts = parse_statement(parse_envelope(seal.value["dsse"]).payload)
+        forged = SealFacts(
+            **{
+                **facts.__dict__,
+                "head": closed[-1].chain_hash.hex(),
+                "final_answer_digest": final_answer_digest({"final_answer": answer}),
+            }
+        )
+        body = canon({"dsse": seal_run(forged, signer).decode()})
+        rewrite(conn, run_id, [*triples, ("run.seal", seal.ts, body)])

@@ -5,7 +5,9 @@ A bundle is UTF-8 JSON Lines (docs/log-format.md, section 13):
 1. a manifest line: ``{"agentfootprint_bundle": 1, "format", "canon", "hash", "library",
    "runs": [{"run_id", "conversation_id", "parent_run_id", "opened_at", "events",
    "last_type", "head", "policy_digest", "requested"}], "policies": {digest: policy},
-   "counts": {"runs", "events"}}``;
+   "counts": {"runs", "events"}}``; version 2 adds a signed ``checkpoint`` note and, per
+   run, its ``inclusion`` proof under it (null without a seal: section 13.4,
+   :mod:`agentfootprint.verify.bundle_proofs`);
 2. one line per event, runs in dependency order (a parent before its children), each
    run's rows together and in seq order: ``{"run", "seq", "type", "ts", "body",
    "event_hash", "chain_hash"}`` where ``body`` is the stored canonical body as a JSON
@@ -22,7 +24,6 @@ from its source while it writes it. Salts and disclosures are never in a bundle.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import io
 import json
@@ -38,16 +39,27 @@ from typing import Any, NamedTuple
 import orjson
 
 from agentfootprint.errors import (
-    FileError,
     NewerVersionError,
     RunNotFoundError,
     UsageError,
     VerificationError,
 )
 from agentfootprint.verify import limits
-from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.verify.bundle_json import (
+    _file_error,
+    _hex,
+    _LineError,
+    _members,
+    _no_constant,
+    _no_duplicates,
+    _no_lone_surrogates,
+    _parse,
+    _safe_int,
+    _sound_text,
+    _text_of,
+)
+from agentfootprint.verify.bundle_proofs import InclusionClaim, check_note_text, claim_of
 from agentfootprint.verify.chain import CLOSING_TYPES, open_body, stored_kind
-from agentfootprint.verify.hashing import is_hex_digest
 
 __all__ = [
     "BUNDLE_MAGIC",
@@ -62,13 +74,20 @@ __all__ = [
 BUNDLE_MAGIC = b'{"agentfootprint_bundle":1'
 #: how every bundle version begins (the version number follows)
 _PREFIX = b'{"agentfootprint_bundle":'
-BUNDLE_VERSION = 1
+#: the newest version this reader knows; it reads every version from 1 on
+BUNDLE_VERSION = 2
+#: the version a writer writes without a checkpoint (readable by every earlier reader)
+PLAIN_VERSION = 1
 _HEADER = {"format": "agentfootprint/log/v1", "canon": "RFC8785", "hash": "SHA-256"}
 _MANIFEST_KEYS = frozenset(
     {"agentfootprint_bundle", "library", "runs", "policies", "counts", *_HEADER}
 )
 _INDEXED = ("run_id", "conversation_id", "parent_run_id", "opened_at")
 _ENTRY_KEYS = frozenset({*_INDEXED, "events", "last_type", "head", "policy_digest", "requested"})
+#: version 2 (section 13.4): the checkpoint, and each run's proof under it
+_MANIFEST_KEYS_V2 = _MANIFEST_KEYS | {"checkpoint"}
+_ENTRY_KEYS_V2 = _ENTRY_KEYS | {"inclusion"}
+_ENTRY_KEY_SETS = (_ENTRY_KEYS, _ENTRY_KEYS_V2)
 _ROW_KEYS = frozenset(["run", "seq", "type", "ts", "body", "event_hash", "chain_hash"])
 _TRAILER_KEYS = frozenset({"end", "events", "sha256"})
 #: the version number right after the prefix (a JSON integer, then what may follow it)
@@ -150,55 +169,11 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
         raise _file_error(exc, checked, "read") from exc
 
 
-# -- files ------------------------------------------------------------------------------------
-
-
-def _file_error(exc: OSError, path: Path, doing: str) -> FileError:
-    """A FileError that names the file and says what was wrong with it."""
-    code = exc.errno
-    done = "read" if doing == "read" else "written"
-    if isinstance(exc, IsADirectoryError) or code == errno.EISDIR:
-        why = "is a folder: name a file"
-    elif isinstance(exc, FileNotFoundError) or code == errno.ENOENT:
-        why = (
-            "does not exist"
-            if doing == "read"
-            else f"cannot be written: the folder {path.parent} does not exist"
-        )
-    elif isinstance(exc, PermissionError) or code in (errno.EACCES, errno.EPERM):
-        why = f"cannot be {done}: permission denied"
-    elif code == errno.EROFS:
-        why = "cannot be written: the file system is read-only"
-    elif code in (errno.ENOSPC, errno.EDQUOT):
-        why = "cannot be written: no room left on the device"
-    else:
-        why = f"cannot be {done}: {exc.strerror or exc}"
-    return FileError(f"{path} {why}", path=str(path))
-
-
 # -- parsing one line -------------------------------------------------------------------------
 
 
-class _LineError(Exception):
-    """Internal: why a line is not what its place in the bundle requires."""
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        seen: set[str] = set()
-        for name, _ in pairs:
-            if name in seen:
-                raise _LineError(f"member {name!r} appears twice in one object")
-            seen.add(name)
-    return found
-
-
-def _no_constant(name: str) -> Any:
-    raise _LineError(f"{name} is not a JSON number")
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+#: an entry of a version 1 manifest, which has no inclusion member
+_NO_MEMBER = "absent"
 
 
 class _Entry(NamedTuple):
@@ -208,6 +183,8 @@ class _Entry(NamedTuple):
     events: int
     head: bytes
     requested: bool
+    #: its claimed place in the log (version 2), None without a seal, or _NO_MEMBER
+    inclusion: InclusionClaim | str | None = _NO_MEMBER
 
 
 def _entry_or_object(pairs: list[tuple[str, Any]]) -> Any:
@@ -215,7 +192,7 @@ def _entry_or_object(pairs: list[tuple[str, Any]]) -> Any:
     :class:`_Entry` at once (so the entries of a large manifest are never all dicts);
     anything else stays an object, to be judged where it stands."""
     found = _no_duplicates(pairs)
-    if found.keys() == _ENTRY_KEYS:
+    if found.keys() in _ENTRY_KEY_SETS:
         with contextlib.suppress(_LineError):
             return _expected_of(found)
     return found
@@ -223,7 +200,7 @@ def _entry_or_object(pairs: list[tuple[str, Any]]) -> Any:
 
 def _index_or_object(pairs: list[tuple[str, Any]]) -> Any:
     found = _no_duplicates(pairs)
-    if found.keys() == _ENTRY_KEYS:
+    if found.keys() in _ENTRY_KEY_SETS:
         return BundleIndexEntry(**{name: found[name] for name in _INDEXED})
     return found
 
@@ -232,85 +209,6 @@ _MANIFEST_DECODER = json.JSONDecoder(
     object_pairs_hook=_entry_or_object, parse_constant=_no_constant
 )
 _INDEX_DECODER = json.JSONDecoder(object_pairs_hook=_index_or_object, parse_constant=_no_constant)
-
-
-def _text_of(line: bytes) -> str:
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _LineError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from exc
-
-
-def _parse(line: bytes | str, decoder: json.JSONDecoder = _DECODER) -> Any:
-    """The line's one JSON value (RFC 8259, no duplicate member names), nothing after it
-    but whitespace."""
-    text = line if isinstance(line, str) else _text_of(line)
-    try:
-        return decoder.decode(text)
-    except json.JSONDecodeError as exc:
-        raise _LineError(f"not JSON: {exc.msg} at character {exc.pos}") from exc
-    except RecursionError as exc:
-        raise _LineError("nested too deeply") from exc
-    except ValueError as exc:  # an integer of more digits than Python converts
-        raise _LineError(f"not readable JSON: {exc}") from exc
-
-
-def _sound_text(value: Any) -> bool:
-    """A string that is Unicode text (JSON escapes can spell lone surrogates)."""
-    if type(value) is not str:
-        return False
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _no_lone_surrogates(value: Any) -> bool:
-    """Every string in ``value`` (member names too) is Unicode text."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) is str:
-            if not _sound_text(item):
-                return False
-        elif type(item) is dict:
-            stack.extend(item)
-            stack.extend(item.values())
-        elif type(item) is list:
-            stack.extend(item)
-    return True
-
-
-def _safe_int(value: Any) -> bool:
-    return type(value) is int and -MAX_SAFE_INT <= value <= MAX_SAFE_INT
-
-
-def _hex(value: Any) -> bytes | None:
-    if is_hex_digest(value):
-        return bytes.fromhex(value)
-    return None
-
-
-def _members(item: Any, keys: frozenset[str], what: str) -> dict[str, Any]:
-    if type(item) is not dict:
-        raise _LineError(f"{what} is not a JSON object")
-    if item.keys() != keys:
-        missing, extra = sorted(keys - item.keys()), sorted(item.keys() - keys)
-        raise _LineError(
-            f"{what} has "
-            + "; ".join(
-                part
-                for part in (
-                    f"no member {', '.join(missing)}" if missing else "",
-                    f"members it may not have: {', '.join(map(repr, extra))}" if extra else "",
-                )
-                if part
-            )
-        )
-    return item
 
 
 def _row_of(item: Any) -> BundleRow:
@@ -357,8 +255,10 @@ def _checked_row(line: bytes) -> BundleRow | None:
 
 
 def _expected_of(item: Any) -> _Entry:
-    """A manifest run entry checked: ``(run_id, events, head, requested)``."""
-    item = _members(item, _ENTRY_KEYS, "a manifest run entry")
+    """A manifest run entry checked: ``(run_id, events, head, requested, inclusion)``
+    (which version's members it must have is checked with the manifest's version)."""
+    keys = _ENTRY_KEYS_V2 if type(item) is dict and "inclusion" in item else _ENTRY_KEYS
+    item = _members(item, keys, "a manifest run entry")
     if not _sound_text(item["run_id"]):
         raise _LineError(f"a run entry's run_id is {stored_kind(item['run_id'])}, not a string")
     run_id = item["run_id"]
@@ -377,18 +277,30 @@ def _expected_of(item: Any) -> _Entry:
         raise _LineError(f"run {run_id}: head is not 64 lowercase hex digits")
     if type(item["requested"]) is not bool:
         raise _LineError(f"run {run_id}: requested is not true or false")
-    return _Entry(run_id, events, head, item["requested"])
+    if "inclusion" not in item:
+        return _Entry(run_id, events, head, item["requested"])
+    try:
+        claim = claim_of(item["inclusion"])
+    except ValueError as exc:
+        raise _LineError(f"run {run_id}: {exc}") from None
+    return _Entry(run_id, events, head, item["requested"], claim)
 
 
-def _check_version(members: dict[str, Any]) -> None:
+def _check_version(members: dict[str, Any]) -> int:
     version = members.get("agentfootprint_bundle")
-    if type(version) is not int or version != BUNDLE_VERSION:
-        raise _LineError(f"unknown bundle version {version!r} (this reader knows 1)")
+    if type(version) is not int or not 1 <= version <= BUNDLE_VERSION:
+        raise _LineError(f"unknown bundle version {version!r} (this reader knows 1 and 2)")
+    return version
 
 
-def _check_header(members: dict[str, Any], entries: int) -> None:
+def _check_header(members: dict[str, Any], entries: int, version: int) -> None:
     """The manifest's members other than ``runs`` (after :func:`_check_version`)."""
-    _members(members, _MANIFEST_KEYS, "the manifest")
+    _members(members, _MANIFEST_KEYS_V2 if version == 2 else _MANIFEST_KEYS, "the manifest")
+    if version == 2:
+        try:
+            check_note_text(members["checkpoint"])
+        except ValueError as exc:
+            raise _LineError(str(exc)) from None
     for name, value in _HEADER.items():
         if members[name] != value:
             raise _LineError(f"{name} is {members[name]!r}, not {value!r}")
@@ -473,6 +385,10 @@ class _Opening:
         self.current_id: str | None = None
         self.events = 0
         self.library = ""
+        self.version = 0
+        #: version 2: the checkpoint note, and each run's claimed inclusion under it
+        self.checkpoint: bytes | None = None
+        self.claims: dict[str, InclusionClaim | None] = {}
         self.counts: dict[str, Any] = {}
         self.order: Iterator[_Entry] = iter(())
 
@@ -500,10 +416,10 @@ class _Opening:
                 f"{BUNDLE_VERSION} this reader knows: upgrade agentfootprint to read it",
                 path=str(self.path),
             )
-        if version is None or int(version[1]) != BUNDLE_VERSION:
+        if version is None or not 1 <= int(version[1]) <= BUNDLE_VERSION:
             self.fail(
-                'the manifest is malformed: it does not begin with {"agentfootprint_bundle":1 '
-                "followed by ',' or '}' (the bytes a version 1 bundle begins with)"
+                'the manifest is malformed: it does not begin with {"agentfootprint_bundle": '
+                "and the version 1 or 2 followed by ',' or '}' (the bytes a bundle begins with)"
             )
         size = os.fstat(self.handle.fileno()).st_size  # the last line is the trailer
         manifest = self.line(1, head)
@@ -539,18 +455,29 @@ class _Opening:
             members = _parse(text, _MANIFEST_DECODER)
             if type(members) is not dict:
                 raise _LineError("it is not a JSON object")
-            _check_version(members)  # before anything a later version may write otherwise
+            version = _check_version(members)  # before what a later version may write
             if type(members.get("runs")) is list:
                 for item in members["runs"]:
                     entry = item if type(item) is _Entry else _expected_of(item)  # says why
                     if entry.run_id in self.expected:
                         raise _LineError(f"it lists run {entry.run_id} twice")
+                    if (entry.inclusion != _NO_MEMBER) != (version == 2):
+                        raise _LineError(
+                            f"run {entry.run_id}: a version {version} run entry "
+                            + ("has no member inclusion" if version == 2 else "has no inclusion")
+                        )
                     self.expected[entry.run_id] = entry
                 members["runs"] = []
-            _check_header(members, len(self.expected))
+            _check_header(members, len(self.expected), version)
         except _LineError as exc:
             self.fail(f"the manifest is malformed: {exc} (docs/log-format.md, bundles)")
             return
+        self.version = version
+        if version == 2:
+            self.checkpoint = members["checkpoint"].encode("utf-8")
+            for entry in self.expected.values():
+                assert entry.inclusion != _NO_MEMBER
+                self.claims[entry.run_id] = entry.inclusion  # type: ignore[assignment]
         self.counts = members["counts"]
         self.library = members["library"]
         self.order = iter(self.expected.values())
@@ -683,6 +610,11 @@ class BundleSource:
         self._spans = opening.spans
         #: the ``library`` member of the manifest (who wrote the bundle, as it says)
         self.library: str = opening.library
+        #: the bundle's version (1, or 2 with a checkpoint)
+        self.version: int = opening.version
+        #: version 2: the signed checkpoint note the manifest carries (its bytes), else None
+        self.checkpoint_note: bytes | None = opening.checkpoint
+        self._claims = opening.claims
 
     def _bad(self, reason: str) -> VerificationError:
         return VerificationError("", None, reason, code="bundle", where=f"bundle {self.path}")
@@ -768,6 +700,11 @@ class BundleSource:
 
     def run_info(self, run_id: str) -> BundleRun:
         return self._info(run_id, self._span(run_id))
+
+    def inclusion_of(self, run_id: str) -> InclusionClaim | None:
+        """What the manifest claims of the run's leaf and proof under ``checkpoint_note``
+        (None: no claim, or a version 1 bundle). Not evidence: the verifier checks it."""
+        return self._claims.get(run_id)
 
     def close(self) -> None:
         """Release the file (reading a run afterwards is a :class:`UsageError`)."""

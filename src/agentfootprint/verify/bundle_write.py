@@ -29,14 +29,9 @@ from agentfootprint.errors import (
     VerificationError,
 )
 from agentfootprint.verify import limits
-from agentfootprint.verify.bundle import (
-    _HEADER,
-    _SQLITE_MAGIC,
-    BUNDLE_VERSION,
-    _file_error,
-    _path_argument,
-    _safe_int,
-)
+from agentfootprint.verify.bundle import _HEADER, _SQLITE_MAGIC, PLAIN_VERSION, _path_argument
+from agentfootprint.verify.bundle_json import _file_error, _safe_int
+from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.chain import open_body, stored_kind
 from agentfootprint.verify.verifier import Row, RowSource
 
@@ -205,9 +200,18 @@ def _check_output(out: Path, source: RowSource) -> None:
 
 
 def write_bundle(
-    source: RowSource, run_ids: Sequence[str], out: str | os.PathLike[str], *, library: str
+    source: RowSource,
+    run_ids: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    library: str,
+    checkpoint: ExportCheckpoint | None = None,
 ) -> dict[str, Any]:
     """Write the runs (ancestors included) to ``out``; returns the manifest.
+
+    Without ``checkpoint`` the bundle is of version 1; with it, of version 2: the manifest
+    carries the checkpoint's note and each run's inclusion proof under it (null for a run
+    without a seal; a sealed run its tree does not hold is a :class:`UsageError`).
 
     Built by reading events through the source, never by copying database files, so
     nothing but the log's own rows (no free pages, no WAL, no vault) can reach it. Each run
@@ -233,21 +237,32 @@ def write_bundle(
         raise UsageError("write_bundle() argument 'run_ids' must hold strings", option="run_ids")
     if type(library) is not str:
         raise UsageError("write_bundle() argument 'library' must be a string", option="library")
+    if checkpoint is not None and not isinstance(checkpoint, ExportCheckpoint):
+        raise UsageError(
+            "write_bundle() argument 'checkpoint' must be an ExportCheckpoint or None",
+            option="checkpoint",
+        )
     target = _path_argument(out, "out", "write_bundle")
     _check_output(target, source)
     planned, policies = _plan(source, list(dict.fromkeys(run_ids)))
     requested = set(run_ids)
     for entry in planned:
         entry["requested"] = entry["run_id"] in requested
+    if checkpoint is not None:
+        proofs = checkpoint.inclusions([entry["run_id"] for entry in planned])
+        for entry in planned:
+            entry["inclusion"] = proofs[entry["run_id"]]
     total = sum(entry["events"] for entry in planned)
     manifest = {
-        "agentfootprint_bundle": BUNDLE_VERSION,
+        "agentfootprint_bundle": PLAIN_VERSION if checkpoint is None else 2,
         **_HEADER,
         "library": library,
         "runs": planned,
         "policies": policies,
         "counts": {"runs": len(planned), "events": total},
     }
+    if checkpoint is not None:
+        manifest["checkpoint"] = checkpoint.note.decode("utf-8")
     # the manifest line starts with the magic: keys are written in this order
     first = orjson.dumps(manifest) + b"\n"
     if len(first) - 1 > limits.MAX_BUNDLE_LINE_BYTES:

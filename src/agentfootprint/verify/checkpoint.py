@@ -21,10 +21,10 @@ from agentfootprint.verify.merkle import consistency_proof, root, verify_consist
 from agentfootprint.verify.note import (
     Checkpoint,
     NoteSignature,
-    VerifierKey,
     ed25519_verify,
     format_checkpoint,
     key_id,
+    keys_named,
     open_checkpoint,
     parse_checkpoint,
     parse_note,
@@ -44,6 +44,7 @@ __all__ = [
     "make_checkpoint",
     "parse_consistency_file",
     "prove_consistency",
+    "same_tree",
     "sign_checkpoint_with",
 ]
 
@@ -118,7 +119,7 @@ def check_checkpoint(
         raise UsageError("check a checkpoint against at least one trusted public key")
     text, _ = parse_note(note)
     origin = parse_checkpoint(text).origin
-    checkpoint, _ = open_checkpoint(note, [VerifierKey(origin, key.raw) for key in keys])
+    checkpoint, _ = open_checkpoint(note, keys_named(origin, [key.raw for key in keys]))
     where = f"checkpoint {origin} of size {checkpoint.size}"
     if len(leaves) < checkpoint.size:
         raise VerificationError(
@@ -139,6 +140,46 @@ def check_checkpoint(
             where=where,
         )
     return checkpoint
+
+
+def same_tree(bundle: Any, note: bytes, trusted: Iterable[PublicKey] | Sequence[Any]) -> Checkpoint:
+    """Prove that a bundle's inclusion proofs are under ``note``'s tree (a checkpoint the
+    caller kept elsewhere, signed by a trusted key): the bundle's own checkpoint names the
+    same log, size and root. Raises :class:`VerificationError` (``note/...``,
+    ``checkpoint``)."""
+    keys = [key if isinstance(key, PublicKey) else PublicKey(key) for key in trusted]
+    if not keys:
+        raise UsageError("check a checkpoint against at least one trusted public key")
+    origin = parse_checkpoint(parse_note(note)[0]).origin
+    kept, _ = open_checkpoint(note, keys_named(origin, [key.raw for key in keys]))
+    where = f"checkpoint {origin} of size {kept.size}"
+    carried = getattr(bundle, "checkpoint_note", None)
+    if type(carried) is not bytes:
+        raise VerificationError(
+            "",
+            None,
+            "the bundle carries no checkpoint, so no inclusion proof: export its runs with "
+            "`export --checkpoint` (this checkpoint) or `export --key`",
+            code=CODE,
+            where=where,
+        )
+    theirs = parse_checkpoint(parse_note(carried)[0])
+    if (theirs.origin, theirs.size, theirs.root) != (kept.origin, kept.size, kept.root):
+        same_size = theirs.size == kept.size and theirs.origin == kept.origin
+        raise VerificationError(
+            "",
+            None,
+            f"the bundle's proofs are under checkpoint {theirs.origin!r} of size "
+            f"{theirs.size}"
+            + (
+                " with another root: the two checkpoints fork (one log cannot have both)"
+                if same_size
+                else ": export the runs again with `export --checkpoint` and this checkpoint"
+            ),
+            code=CODE,
+            where=where,
+        )
+    return kept
 
 
 # -- consistency between two checkpoints (an auditor without the database) ---------------------
@@ -208,7 +249,7 @@ def check_consistency(
     if not keys:
         raise UsageError("check checkpoints against at least one trusted public key")
     origin = parse_checkpoint(parse_note(old_note)[0]).origin
-    named = [VerifierKey(origin, key.raw) for key in keys]
+    named = keys_named(origin, [key.raw for key in keys])
     old, _ = open_checkpoint(old_note, named)
     new, _ = open_checkpoint(new_note, named, origin=origin)
     old_size, new_size, hashes = parse_consistency_file(proof_file)

@@ -49,6 +49,7 @@ __all__ = [
     "format_checkpoint",
     "format_note",
     "key_id",
+    "keys_named",
     "open_checkpoint",
     "open_note",
     "parse_checkpoint",
@@ -99,6 +100,16 @@ def _b64(raw: bytes) -> str:
 def _valid_name(name: str) -> bool:
     """Key names: non-empty, no Unicode space, no ``+`` (and, being note text, no controls)."""
     return bool(name) and "+" not in name and not any(ch.isspace() or ord(ch) < 0x20 for ch in name)
+
+
+def keys_named(name: str, public_keys: Iterable[bytes]) -> list[VerifierKey]:
+    """The caller's pinned raw Ed25519 keys under the key name ``name`` (a checkpoint's
+    origin). A name no key can have (empty, a space, a ``+``) gives none: the note is then
+    signed by no pinned key (``note/unverified``), a verdict on the evidence, never a usage
+    error."""
+    if not _valid_name(name):
+        return []
+    return [VerifierKey(name, raw) for raw in public_keys]
 
 
 def key_id(name: str, public_key: bytes) -> bytes:

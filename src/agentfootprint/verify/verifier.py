@@ -32,13 +32,11 @@ runs repeat it. The checks, their order and every finding are the general loop's
 from __future__ import annotations
 
 import contextlib
-import enum
 import hashlib
 import itertools
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import orjson
@@ -62,6 +60,7 @@ from agentfootprint.verify.body_checks import (
     open_members,
     policy_matcher,
 )
+from agentfootprint.verify.bundle_proofs import InclusionJudge
 from agentfootprint.verify.calls import (
     LOG_FORMAT_V1,
     LOG_FORMAT_V2,
@@ -97,6 +96,7 @@ from agentfootprint.verify.request import (
     RequestHasher,
     json_kind,
 )
+from agentfootprint.verify.results import Outcome, RunVerification
 from agentfootprint.verify.seal_check import (
     SealWitness,
     judge,
@@ -136,47 +136,6 @@ _CHAIN_PREFIX = domain_prefix("chain")
 #: the bodies a verifier remembers as proven canonical: how long each, and how many
 _PROVEN_BODY_BYTES = 1024
 _PROVEN_BODIES = 4096
-
-
-class Outcome(enum.Enum):
-    """What a verified run proves."""
-
-    VALID = "VALID"  #: closed, every check passed, sealed by a key the caller pinned
-    VALID_UNSIGNED = "VALID_UNSIGNED"  #: closed, every check passed, no seal by a pinned key
-    UNSEALED = "UNSEALED"  #: never closed (the process died); the prefix is consistent
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunVerification:
-    """The result of verifying one run (a failure raises instead)."""
-
-    run_id: str
-    conversation_id: str
-    outcome: Outcome
-    events: int
-    commits: int
-    receipts: int
-    head: bytes
-    close: Mapping[str, Any] | None
-    final_state: Mapping[str, Any]
-    receipt_lists: Mapping[str, tuple[str, ...]]
-    ancestors: tuple[str, ...]
-    #: the redaction policy document the run recorded (None: no policy)
-    policy: Mapping[str, Any] | None = None
-    #: the ``ts`` of the run's ``run.open`` row
-    opened_at: int = 0
-    #: the projection version the run was served under (a child may record another)
-    projection: int = 1
-    #: the run's log format (``run.open.format``); a replay records in it
-    log_format: str = LOG_FORMAT_V1
-    #: the pinned keys the run's seal verified under (VALID when not empty)
-    signed_by: tuple[str, ...] = ()
-    #: the key id ``run.open`` names as the run's signer (format v4), or None
-    seal_key_id: str | None = None
-    #: why a closed run is VALID_UNSIGNED (no seal, or a seal by a key not pinned)
-    seal_note: str | None = None
-    #: SHA-256 of the seal envelope's bytes (its Merkle leaf's ``seal``), None unsealed
-    seal_digest: bytes | None = None
 
 
 #: one run verified: its verification, hasher, commitment sightings and last digest lists
@@ -221,6 +180,9 @@ class Verifier:
         #: the public keys whose seals make a run VALID, pinned by the caller (never read
         #: from the evidence)
         self.trusted_keys: tuple[PublicKey, ...] = pinned_keys(trusted_keys)
+        note = getattr(source, "checkpoint_note", None)
+        #: a version 2 bundle's checkpoint, against which each sealed run's proof is checked
+        self._inclusions = InclusionJudge(note, self.trusted_keys) if type(note) is bytes else None
         self._done: OrderedDict[str, tuple[RunVerification, RequestHasher]] = OrderedDict()
         #: each cached run's last receipt digest lists as verified (its receipt_lists are
         #: tuples of them): a continued run goes on from the lists themselves, which are
@@ -291,6 +253,9 @@ class Verifier:
         if stored is not None:
             for finding in seal_log_findings(stored, sealed):
                 yield finding.run_id, finding
+        judge = self._inclusions
+        if judge is not None and judge.error is not None and not judge.used:
+            yield "", judge.error  # a checkpoint no run's proof relied on, that cannot be used
 
     def hasher_after(self, run_id: str) -> RequestHasher:
         """A hasher primed with the pieces of a verified run's last request (for its children),
@@ -603,6 +568,16 @@ class Verifier:
                 final_state=check.state,
             )
             outcome = Outcome.VALID if verdict.signed_by else Outcome.VALID_UNSIGNED
+        seal = hashlib.sha256(witness.envelope).digest() if witness.envelope else None
+        inclusion = None
+        if self._inclusions is not None:
+            inclusion = self._inclusions.judge(
+                run_id,
+                self.source.inclusion_of(run_id),  # type: ignore[attr-defined]
+                events=events,
+                head=head,
+                seal=seal,
+            )
         result = RunVerification(
             run_id=run_id,
             conversation_id=check.conversation_id,
@@ -622,7 +597,8 @@ class Verifier:
             signed_by=verdict.signed_by if verdict else (),
             seal_key_id=witness.key_id,
             seal_note=verdict.note if verdict else None,
-            seal_digest=hashlib.sha256(witness.envelope).digest() if witness.envelope else None,
+            seal_digest=seal,
+            inclusion=inclusion,
         )
         return result, check.hasher, check.sightings, check.previous
 

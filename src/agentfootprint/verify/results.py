@@ -1,0 +1,57 @@
+"""What verifying a run gives: its :class:`Outcome` and :class:`RunVerification` (a failure
+raises :class:`~agentfootprint.errors.VerificationError` instead)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentfootprint.verify.bundle_proofs import Inclusion
+from agentfootprint.verify.calls import LOG_FORMAT_V1
+
+__all__ = ["Outcome", "RunVerification"]
+
+
+class Outcome(enum.Enum):
+    """What a verified run proves."""
+
+    VALID = "VALID"  #: closed, every check passed, sealed by a key the caller pinned
+    VALID_UNSIGNED = "VALID_UNSIGNED"  #: closed, every check passed, no seal by a pinned key
+    UNSEALED = "UNSEALED"  #: never closed (the process died); the prefix is consistent
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunVerification:
+    """The result of verifying one run (a failure raises instead)."""
+
+    run_id: str
+    conversation_id: str
+    outcome: Outcome
+    events: int
+    commits: int
+    receipts: int
+    head: bytes
+    close: Mapping[str, Any] | None
+    final_state: Mapping[str, Any]
+    receipt_lists: Mapping[str, tuple[str, ...]]
+    ancestors: tuple[str, ...]
+    #: the redaction policy document the run recorded (None: no policy)
+    policy: Mapping[str, Any] | None = None
+    #: the ``ts`` of the run's ``run.open`` row
+    opened_at: int = 0
+    #: the projection version the run was served under (a child may record another)
+    projection: int = 1
+    #: the run's log format (``run.open.format``); a replay records in it
+    log_format: str = LOG_FORMAT_V1
+    #: the pinned keys the run's seal verified under (VALID when not empty)
+    signed_by: tuple[str, ...] = ()
+    #: the key id ``run.open`` names as the run's signer (format v4), or None
+    seal_key_id: str | None = None
+    #: why a closed run is VALID_UNSIGNED (no seal, or a seal by a key not pinned)
+    seal_note: str | None = None
+    #: SHA-256 of the seal envelope's bytes (its Merkle leaf's ``seal``), None unsealed
+    seal_digest: bytes | None = None
+    #: a bundle's proof of the run's leaf under the checkpoint it carries (section 13.4)
+    inclusion: Inclusion | None = None
