@@ -12,11 +12,16 @@
    what is measured here), the time to compute the root, a signed checkpoint, an inclusion
    proof and its verification (at 200 random leaves), a consistency proof from a random
    older size and its verification; proof sizes in hashes and bytes against
-   ``ceil(log2 n)``. The tree functions rebuild from the leaves (no cached nodes), so root and
-   proof building are O(n); verifying a proof is O(log n).
+   ``ceil(log2 n)``. The tree functions rebuild from the leaves (no stored nodes), so the root
+   and one proof are O(n), k proofs in one walk O(n + k log n); verifying a proof is O(log n).
 4. **A checkpoint of a real database**: ``agentfootprint checkpoint``'s work
    (``make_checkpoint``: verify every run, recompute every leaf, the root, one signature) on
    the sealed file of part 1, per sealed run.
+5. **Bundles with inclusion proofs** (``export --key``, bundle version 2): 50 sealed runs of
+   that file exported plain and with proofs under a fresh signed checkpoint, alternating, and
+   each bundle verified with the key pinned: export and verify time, and bytes per run. The
+   proofs of all runs exported share one walk of the tree (``inclusion_proofs``), which part
+   3 also times against one proof at a time.
 
 Usage::
 
@@ -148,6 +153,7 @@ def tree_figures(n: int, rng: random.Random) -> dict[str, Any]:
         build.append(t1 - t0)
         check.append(t2 - t1)
         sizes.append(len(proof))
+    batch_s, _ = timed(lambda: merkle.inclusion_proofs(leaves, indices), repeat=1)
     old = rng.randrange(1, n)
     consistency_s, proof = timed(lambda: merkle.consistency_proof(leaves, old), repeat=1)
     old_root = merkle.root(leaves[:old])
@@ -163,6 +169,8 @@ def tree_figures(n: int, rng: random.Random) -> dict[str, Any]:
         "inclusion_verify_us": median(check) * 1e6,
         "inclusion_hashes_max": max(sizes),
         "inclusion_hashes_median": median(sizes),
+        "inclusion_200_one_walk_ms": batch_s * 1000,
+        "inclusion_200_one_by_one_ms": sum(build) * 1000,
         "consistency_old": old,
         "consistency_build_ms": consistency_s * 1000,
         "consistency_verify_us": check_s * 1e6,
@@ -178,6 +186,44 @@ def checkpoint_of_file(path: Path) -> dict[str, Any]:
     finally:
         store.close()
     return {"sealed_runs": sealed, "ms": seconds * 1000, "ms_per_run": seconds * 1000 / sealed}
+
+
+def bundle_figures(path: Path, directory: Path, count: int = 50, pairs: int = 3) -> dict[str, Any]:
+    """Export ``count`` sealed runs plain and with proofs, alternating; verify each bundle."""
+    from agentfootprint.store.transfer import export_runs
+
+    store = af.SqliteStore(path, readonly=True)
+    try:
+        run_ids = [str(run_id) for _, run_id in store.seal_log()][:count]
+        rows: list[dict[str, float]] = []
+        for pair in range(pairs):
+            figures: dict[str, float] = {}
+            order = [("proven", {"signer": SIGNER, "origin": "bench/db"}), ("plain", {})]
+            if pair % 2:
+                order.reverse()
+            for name, kwargs in order:
+                out = directory / f"{name}-{pair}.afp"
+                t0 = time.perf_counter()
+                export_runs(store, run_ids, out, **kwargs)
+                figures[f"{name}_export_ms"] = (time.perf_counter() - t0) * 1000
+                figures[f"{name}_bytes"] = out.stat().st_size / len(run_ids)
+                with af.BundleSource(out) as source:
+                    verifier = af.Verifier(source, trusted_keys=[SIGNER.public])
+                    t0 = time.perf_counter()
+                    results = [r for _, r in verifier.verify_all()]
+                    figures[f"{name}_verify_ms"] = (time.perf_counter() - t0) * 1000 / len(run_ids)
+                assert all(isinstance(r, af.RunVerification) for r in results)
+                if name == "proven":
+                    assert all(r.inclusion and r.inclusion.signed_by for r in results)
+            rows.append(figures)
+    finally:
+        store.close()
+    out: dict[str, Any] = {"runs": len(run_ids)}
+    for key in rows[0]:
+        out[key] = median(r[key] for r in rows)
+    ratios = [r["proven_verify_ms"] / r["plain_verify_ms"] for r in rows]
+    out["verify_ratio"], out["verify_ratio_range"] = median(ratios), (min(ratios), max(ratios))
+    return out
 
 
 def main() -> None:
@@ -221,6 +267,24 @@ def main() -> None:
             f"{made['sealed_runs']} sealed runs: {made['ms']:.1f} ms, "
             f"{made['ms_per_run']:.3f} ms per sealed run"
         )
+        print("\n## 5. bundles of 50 sealed runs: plain (v1) against with proofs (v2, --key)")
+        bundles = bundle_figures(directory / "sealed-0.db", directory)
+        figures["bundles"] = bundles
+        vlow, vhigh = bundles["verify_ratio_range"]
+        print(
+            f"export: plain {bundles['plain_export_ms']:.1f} ms, with proofs "
+            f"{bundles['proven_export_ms']:.1f} ms (a checkpoint of the whole file first)"
+        )
+        extra = bundles["proven_bytes"] - bundles["plain_bytes"]
+        print(
+            f"bytes per run: plain {bundles['plain_bytes']:.0f}, with proofs "
+            f"{bundles['proven_bytes']:.0f} (+{extra:.0f})"
+        )
+        print(
+            f"verify per run: plain {bundles['plain_verify_ms']:.3f} ms, with proofs "
+            f"{bundles['proven_verify_ms']:.3f} ms ({bundles['verify_ratio']:.3f}x, "
+            f"{vlow:.3f}-{vhigh:.3f}x)"
+        )
     print("\n## 3. the Merkle log (leaf hashes in memory)")
     rng = random.Random(14)
     header = (
@@ -244,6 +308,12 @@ def main() -> None:
         "length, 32 bytes each; a signed checkpoint note is "
         f"{figures['trees'][0]['note_bytes']} bytes)"
     )
+    for tree in figures["trees"]:
+        print(
+            f"{tree['n']:>8} leaves: 200 inclusion proofs in one walk "
+            f"{tree['inclusion_200_one_walk_ms']:.1f} ms, one by one "
+            f"{tree['inclusion_200_one_by_one_ms']:.1f} ms"
+        )
     write_figures(args.json, figures)
 
 
