@@ -16,6 +16,7 @@ from typing import Any
 
 from agentfootprint.errors import FileError, RunNotFoundError, UsageError
 from agentfootprint.store.transfer import open_log
+from agentfootprint.store.urls import is_store_url, parse_store_url
 from agentfootprint.verify.verifier import RowSource
 
 __all__ = ["check_index", "check_run_id", "is_source", "naming_run", "opened", "renamed"]
@@ -49,6 +50,14 @@ def opened(source: Any, argument: str = "source") -> Iterator[RowSource]:
     path = os.fspath(source)
     if not isinstance(path, str) or not path:
         raise UsageError(f"{argument}: expected a file path, got {source!r}", option=argument)
+    named = path
+    if is_store_url(path):  # sqlite:///PATH: its file (memory: and others are refused)
+        path = parse_store_url(path, option=argument).path or ""
+        if not path:
+            raise UsageError(
+                f"{argument}: {named} holds no runs to read: name a database or bundle file",
+                option=argument,
+            )
     if not os.path.exists(path):
         raise FileError(
             f"{argument}: no such file {path} (name a database or bundle that exists)",

@@ -63,7 +63,8 @@ Exit codes (each command's --help says which apply):
 \b
 Read-only commands (runs, show, served, state, tool-calls, verify, checkpoint's DB,
 consistency, diff, export's DB, replay's DB and VAULT, disclose's VAULT)
-never create, migrate or change a file.
+never create, migrate or change a file. DB and VAULT are file paths or
+sqlite:///PATH URLs (sqlite:////PATH for an absolute path; docs/stores.md).
 Set {DEBUG_VARIABLE}=1 to get the Python traceback of an internal error."""
 
 

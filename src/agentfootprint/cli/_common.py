@@ -8,7 +8,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -17,11 +17,14 @@ from agentfootprint.errors import FileError, UsageError
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SQLITE_HEADER
 from agentfootprint.store.transfer import open_log as open_reading
+from agentfootprint.store.urls import is_store_url, parse_store_url, refusal
 from agentfootprint.verify.note import MAX_NOTE_BYTES
 
 __all__ = [
     "DB",
+    "TARGET_DB",
     "check_output",
+    "db_file",
     "echo_json",
     "open_log",
     "short",
@@ -29,14 +32,88 @@ __all__ = [
     "write_output",
 ]
 
-#: an existing file (a folder or a missing path is a click usage error, exit 2)
-DB = click.Path(exists=True, dir_okay=False, path_type=Path)
+if TYPE_CHECKING:  # generic from click 8.4 on; the package supports click 8.1
+    _PathType = click.ParamType[Path]
+else:
+    _PathType = click.ParamType
+
+
+class _Database(_PathType):
+    """A database argument: a file path, or a ``sqlite:///PATH`` URL (percent-decoded;
+    :mod:`agentfootprint.store.urls`), converted to the file's :class:`Path`, so that the
+    commands (and :func:`check_output`, comparing an output with its inputs) see the real
+    file. ``memory:`` and every other URL are click usage errors (exit 2), and so is a file
+    that must exist and does not, or a folder, with ``click.Path``'s own messages.
+
+    A URL's ``durability=`` is checked but does not apply here: reading never writes, and a
+    command that writes (import) writes its one transaction at full durability.
+    """
+
+    name = "db"
+
+    def __init__(self, *, exists: bool, memory_refusal: str) -> None:
+        self._file = click.Path(exists=exists, dir_okay=False, path_type=Path)
+        self.memory_refusal = memory_refusal
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        if not is_store_url(value):
+            return self._file.convert(value, param, ctx)
+        refused = refusal(value)
+        if refused is not None:
+            self.fail(refused, param, ctx)
+        location = parse_store_url(value)
+        if location.kind == "memory":
+            self.fail(self.memory_refusal, param, ctx)
+        assert location.path is not None
+        try:
+            return self._file.convert(location.path, param, ctx)
+        except click.BadParameter as exc:
+            self.fail(f"{exc.message} (the file of {value})", param, ctx)
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[Any]:
+        return self._file.shell_complete(ctx, param, incomplete)
+
+
+#: an existing file, or a sqlite:///PATH URL naming one (a folder, a missing file,
+#: memory: or another URL is a click usage error, exit 2)
+DB = _Database(
+    exists=True,
+    memory_refusal="memory: is a new, empty in-memory store: there is nothing in it to "
+    "read; name a database file (a path or sqlite:///PATH)",
+)
+
+#: a database to write into (created if missing): a path or a sqlite:///PATH URL
+TARGET_DB = _Database(
+    exists=False,
+    memory_refusal="memory: is an in-memory store that ends with this command: name a "
+    "database file to write (a path or sqlite:///PATH)",
+)
+
+
+def db_file(value: str, what: str) -> Path:
+    """The file a database argument names when it is not parsed by click (a path, or a
+    ``sqlite:///PATH`` URL); ``memory:`` and other URLs are a :class:`UsageError` naming
+    ``what`` (a URL itself is not echoed: it may hold a password). The caller checks that
+    the file is one."""
+    if not is_store_url(value):
+        return Path(value)
+    reason = refusal(value)
+    location = parse_store_url(value) if reason is None else None
+    if location is not None and location.path is not None:
+        return Path(location.path)
+    raise UsageError(
+        f"{what}: {reason or DB.memory_refusal}",
+        option=what,
+    )
 
 
 @contextlib.contextmanager
-def open_log(path: Path) -> Iterator[Any]:
+def open_log(path: Path | str) -> Iterator[Any]:
     """A database (opened read-only: never created, migrated or changed) or an export
-    bundle, read the same way (``read``, ``runs``, ``run_ids``, ``index_entries``)."""
+    bundle, read the same way (``read``, ``runs``, ``run_ids``, ``index_entries``); a path
+    or a store URL (:func:`agentfootprint.store.transfer.open_log`)."""
     source = open_reading(path)
     with contextlib.closing(source):
         yield source

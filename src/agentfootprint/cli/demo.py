@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentfootprint.cli._boundary import EXIT_OK, one_line
+from agentfootprint.cli._common import TARGET_DB
 from agentfootprint.cli.verifying import report, severity
 from agentfootprint.errors import VerificationError
 from agentfootprint.seal.signer import Ed25519Signer
 from agentfootprint.store.base import EventReader
-from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.urls import open_store_url
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import Verifier
 
@@ -45,7 +47,7 @@ def _account(store: EventReader, run_id: str) -> None:
 @click.command()
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=TARGET_DB,
     default=Path("agentfootprint.db"),
     show_default=True,
     help="SQLite file to record into (created if missing; runs are appended; a file "
@@ -83,7 +85,7 @@ def demo(db: Path, base_url: str | None, model: str | None) -> None:
 
         real = {"provider": openai(base_url=base_url), "model": model}
     signer = Ed25519Signer.generate()  # the demo's own: printed public, never written
-    with SqliteStore(db) as store:
+    with contextlib.closing(open_store_url(db, option="--db")) as store:
         agent = build_demo_agent(store, signer=signer, **real)
         results: list[RunResult] = []
         for question in DEMO_QUESTIONS:

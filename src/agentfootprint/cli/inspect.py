@@ -156,7 +156,7 @@ def show(db: Path, run_id: str) -> None:
 @click.option(
     "--disclosures",
     "vault",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=DB,
     metavar="VAULT",
     help="With --wire, for a run recorded under a redaction policy: the vault that opens its "
     "commitments (read-only). The body is then not printed (it holds the redacted values); "

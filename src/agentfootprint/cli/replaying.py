@@ -21,7 +21,7 @@ from agentfootprint.cli._boundary import (
     one_line,
     verification_message,
 )
-from agentfootprint.cli._common import DB, echo_json, open_log
+from agentfootprint.cli._common import DB, db_file, echo_json, open_log
 from agentfootprint.cli._factory import build_agent, cwd_on_path
 from agentfootprint.errors import ReplayDivergence, RunError, VerificationError
 from agentfootprint.store.vault import DisclosureVault
@@ -83,7 +83,7 @@ def _echo_diff(diff: str, labels: tuple[str, str] | None = None) -> None:
 @click.option(
     "--disclosures",
     "vault",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=DB,
     metavar="VAULT",
     help="The disclosure vault the original was recorded with: a run recorded under a "
     "redaction policy replays byte for byte when its commitments can be opened (opened "
@@ -253,7 +253,7 @@ def diff_command(db_a: Path, rest: tuple[str, ...], as_json: bool, limit: int | 
         (run_a, run_b), db_b = rest, None
     elif len(rest) == 3:
         run_a, db_name, run_b = rest
-        db_b = Path(db_name)
+        db_b = db_file(db_name, "DB_B")
         if not db_b.is_file():
             fail(f"DB_B {db_name!r} is not a file", EXIT_USAGE)
     else:

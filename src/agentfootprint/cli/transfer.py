@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, fail, one_line, verification_message
-from agentfootprint.cli._common import DB, check_output, read_small
+from agentfootprint.cli._common import DB, TARGET_DB, check_output, read_small
 from agentfootprint.cli.checkpointing import default_origin
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import FileError, UsageError, VerificationError
 from agentfootprint.seal.signer import load_signer
-from agentfootprint.store.sqlite import SQLITE_HEADER, SqliteStore
+from agentfootprint.store.sqlite import SQLITE_HEADER
 from agentfootprint.store.transfer import export_runs, import_bundle
+from agentfootprint.store.urls import open_store_url
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.verifier import Verifier
 
@@ -97,7 +98,7 @@ def export_command(
         raise UsageError("--origin names the checkpoint --key signs", option="--origin")
     signer = load_signer(key_path, _passphrase(passphrase_env)) if key_path else None
     note = read_small(checkpoint_path, "--checkpoint") if checkpoint_path else None
-    with contextlib.closing(SqliteStore(db, readonly=True)) as store:
+    with contextlib.closing(open_store_url(db, option="DB", readonly=True)) as store:
         try:
             manifest = export_runs(
                 store,
@@ -139,7 +140,7 @@ def _verify(source: BundleSource) -> None:
 
 @click.command("import")
 @click.argument("bundle", type=DB)
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=TARGET_DB)
 def import_command(bundle: Path, db: Path) -> None:
     """Verify BUNDLE, then load its runs into DB (created if missing).
 
@@ -169,7 +170,7 @@ def import_command(bundle: Path, db: Path) -> None:
         try:
             if not db.exists():  # verified before DB is created: a refusal leaves no file
                 _verify(source)
-            with contextlib.closing(SqliteStore(db)) as store:
+            with contextlib.closing(open_store_url(db, option="DB")) as store:
                 imported = import_bundle(source, store)
         except VerificationError as exc:
             fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)

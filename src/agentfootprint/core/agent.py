@@ -41,6 +41,7 @@ from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
 from agentfootprint.store.sqlite import DURABILITY, SqliteStore
+from agentfootprint.store.urls import is_store_url, open_store_url, parse_store_url, store_file
 from agentfootprint.store.vault import open_vault
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
@@ -119,13 +120,23 @@ def check_durability(durability: Any, store: Any) -> str | None:
             f"option 'durability': must be 'full' or 'normal', got {durability!r}",
             option="durability",
         )
-    if not isinstance(store, str | os.PathLike):
+    in_memory = store is None
+    if is_store_url(store):  # sqlite:///PATH?durability=... must agree; memory: has none
+        location = parse_store_url(store, option="store")
+        in_memory = location.kind == "memory"
+        if location.durability not in (None, durability):
+            raise UsageError(
+                f"option 'durability' is {durability!r} but the store URL says "
+                f"durability={location.durability}: give one of them, or the same",
+                option="durability",
+            )
+    if in_memory or not isinstance(store, str | os.PathLike):
         raise UsageError(
             "option 'durability' applies to a store the agent opens from a path "
             "(store='runs.db'); "
             + (
                 "the in-memory store keeps nothing across a crash"
-                if store is None
+                if in_memory
                 else "a store object keeps the durability it was opened with "
                 "(SqliteStore(path, durability=...))"
             ),
@@ -135,10 +146,16 @@ def check_durability(durability: Any, store: Any) -> str | None:
 
 
 def open_store(store: Any, durability: str | None = None) -> EventStore:
-    """``None`` -> in memory; a path -> SQLite file (at ``durability``, default "full"); an
-    :class:`EventStore` as is."""
+    """``None`` or ``"memory:"`` -> in memory; a path or ``"sqlite:///PATH"`` -> SQLite
+    file (at ``durability``, else the URL's ``durability=``, default "full"); an
+    :class:`EventStore` as is. Other URLs are refused (:mod:`agentfootprint.store.urls`)."""
     if store is None:
         return MemoryStore()
+    if is_store_url(store):
+        try:
+            return open_store_url(store, option="store", durability=durability)
+        except FileError as exc:
+            raise _naming(exc, "store") from exc
     if isinstance(store, EventStore):
         if getattr(store, "readonly", False) is True:
             raise UsageError(
@@ -181,7 +198,9 @@ def open_disclosures(disclosures: Any, store: Any) -> Vault | None:
     if isinstance(disclosures, str | os.PathLike):
         disclosures = _file_path(disclosures, "disclosures")
     log: str | os.PathLike[str] | None = None
-    if isinstance(store, str | os.PathLike):
+    if is_store_url(store):
+        log = store_file(store)  # the file of a sqlite: URL (None: memory: is no file)
+    elif isinstance(store, str | os.PathLike):
         log = _file_path(store, "store")
     elif isinstance(store, SqliteStore):
         log = store.path

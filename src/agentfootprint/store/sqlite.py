@@ -298,7 +298,8 @@ _COLUMNS = "SELECT name FROM pragma_table_info(?)"
 
 
 def _uri(path: Path, query: str) -> str:
-    return "file:" + urllib.parse.quote(os.path.abspath(path), safe="/") + "?" + query
+    # file:// and an empty authority: a path that starts with // (POSIX allows it) stays a path
+    return "file://" + urllib.parse.quote(os.path.abspath(path), safe="/") + "?" + query
 
 
 def connect_readonly(

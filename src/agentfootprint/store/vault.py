@@ -213,6 +213,18 @@ def open_vault(vault: object, *, log: str | os.PathLike[str] | None = None) -> V
     """
     if vault is None:
         return None
+    from agentfootprint.store.urls import is_store_url, open_vault_url, store_file
+
+    if is_store_url(vault):  # sqlite:///PATH is a vault file, memory: a MemoryVault
+        where_url = store_file(vault)
+        if log is not None and where_url is not None and same_file(where_url, log):
+            raise UsageError(
+                f"option 'disclosures': the vault {where_url} is the log file itself; the "
+                "vault keeps the redacted values and must be a separate file, never the log "
+                "or part of an export",
+                option="disclosures",
+            )
+        return open_vault_url(vault)
     if isinstance(vault, Vault) and not isinstance(vault, DisclosureVault):
         return vault  # not a file of this library's: nothing to compare with the log
     if isinstance(vault, DisclosureVault | str | os.PathLike):
