@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -100,11 +101,26 @@ def reply(
     )
 
 
-def _chars(request: Mapping[str, Any]) -> int:
-    total = sum(len(p.get("text", "")) for p in request.get("system", []))
-    for message in request.get("messages", []):
-        total += len(message.get("content") or "")
-    return total
+class _Counted:
+    """The message objects the last request held (a tuple: the caller's list is not kept
+    alive, so the agent may still reuse it) and their characters. The history a
+    conversation serves only grows, so the next request usually starts with these very
+    objects: then only the new ones are counted, and the estimate costs one identity
+    comparison per message (in C) instead of a count of every message's text."""
+
+    __slots__ = ("messages", "total")
+
+    def __init__(self, messages: Sequence[Any], total: int) -> None:
+        self.messages = tuple(messages)
+        self.total = total
+
+    def prefix_of(self, messages: Sequence[Any]) -> bool:
+        held = self.messages
+        return len(messages) >= len(held) and all(map(operator.is_, held, messages))
+
+
+def _content_chars(messages: Iterable[Any]) -> int:
+    return sum(len(message.get("content") or "") for message in messages)
 
 
 class MockProvider:
@@ -162,6 +178,20 @@ class MockProvider:
         self._record = record
         self.position = 0
         self.requests: list[dict[str, Any]] = []
+        self._counted: _Counted | None = None
+
+    def _chars(self, request: Mapping[str, Any]) -> int:
+        """The characters of the request's system text and message contents (the usage
+        estimate), counting only what the last request did not already hold."""
+        total = sum(len(p.get("text", "")) for p in request.get("system", []))
+        messages = request.get("messages", [])
+        counted = self._counted
+        if counted is not None and counted.prefix_of(messages):
+            chars = counted.total + _content_chars(messages[len(counted.messages) :])
+        else:
+            chars = _content_chars(messages)
+        self._counted = _Counted(messages, chars) if messages else None
+        return total + chars
 
     @property
     def recording(self) -> bool:
@@ -202,7 +232,9 @@ class MockProvider:
         out_chars = len(response.content) + sum(len(str(c.arguments)) for c in calls)
         usage = response.usage
         if usage is _ESTIMATE or usage == Usage():  # not given: estimated
-            usage = Usage(input=math.ceil(_chars(request) / 4), output=math.ceil(out_chars / 4))
+            usage = Usage(
+                input=math.ceil(self._chars(request) / 4), output=math.ceil(out_chars / 4)
+            )
         return LLMResponse(
             content=response.content,
             tool_calls=calls,
