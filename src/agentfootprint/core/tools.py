@@ -19,11 +19,7 @@ may return (documented in the README):
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import copy
-import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -35,7 +31,7 @@ import orjson
 from jsonschema.exceptions import SchemaError
 
 from agentfootprint.core.fast_schema import compile_check
-
+from agentfootprint.core.tool_threads import run_in_thread
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.store.redaction import refuse_reserved_key
 from agentfootprint.verify import limits
@@ -367,26 +363,13 @@ def _refused(tool_name: str, exc: CanonicalFormError) -> ToolOutcome:
     )
 
 
-_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    """One process-wide pool for sync tools (a pool per event loop would start a thread per
-    ``run_sync``)."""
-    global _EXECUTOR
-    if _EXECUTOR is None:
-        _EXECUTOR = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="agentfootprint-tool")
-    return _EXECUTOR
-
-
 async def call_tool(tool: Tool, arguments: Any, ctx: ToolContext) -> Any:
     """Run ``execute``: coroutine functions awaited, sync ones in a worker thread."""
     fn = tool.execute
     args = (arguments, ctx) if tool.takes_context else (arguments,)
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
-    call = functools.partial(contextvars.copy_context().run, fn, *args)
-    result = await asyncio.get_running_loop().run_in_executor(_executor(), call)
+    result = await run_in_thread(fn, *args)
     if inspect.isawaitable(result):
         return await _await(result)
     return result

@@ -25,13 +25,13 @@ the original's side effects, left out of what a replay compares (see docs/tools.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentfootprint.core.events import AgentEvent
+from agentfootprint.core.tool_threads import run_in_thread
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
 
 if TYPE_CHECKING:
@@ -96,10 +96,7 @@ async def _invoke(fn: Callable[[], Any]) -> None:
     if inspect.iscoroutinefunction(fn):
         await fn()
         return
-    from agentfootprint.core.tools import _executor
-
-    loop = asyncio.get_running_loop()
-    result = await loop.run_in_executor(_executor(), contextvars.copy_context().run, fn)
+    result = await run_in_thread(fn)
     if inspect.isawaitable(result):
         await result
 
