@@ -574,6 +574,16 @@ class SqliteStore(EventStore):
             )
 
     def append(self, events: Sequence[StoredEvent]) -> None:
+        self._append(events, hashed=False)
+
+    def append_hashed(self, events: Sequence[StoredEvent]) -> None:
+        """:meth:`append` of rows whose ``event_hash`` the caller computed from these very
+        fields a moment ago (:class:`~agentfootprint.store.writer.RunWriter` does): schema 2
+        still checks every chain link against the stored head, but does not hash each row
+        again. Anything else appends with :meth:`append`, which recomputes every hash."""
+        self._append(events, hashed=True)
+
+    def _append(self, events: Sequence[StoredEvent], *, hashed: bool) -> None:
         self._writable()
         self.check_batch(events)
         first = events[0]
@@ -584,7 +594,7 @@ class SqliteStore(EventStore):
             translate_errors(context, path=self.path),
             atomic(self._conn) as conn,
         ):
-            self._insert(conn, events, pending=pending)
+            self._insert(conn, events, pending=pending, hashed=hashed)
             self._seal(conn, events)
         self._appended(events, pending)
 
@@ -638,9 +648,10 @@ class SqliteStore(EventStore):
         earlier: Sequence[Sequence[StoredEvent]] = (),
         *,
         pending: dict[str, tuple[int, bytes]],
+        hashed: bool = False,
     ) -> None:
         if self._layout == 2:
-            self._insert_v2(conn, events, pending)
+            self._insert_v2(conn, events, pending, hashed=hashed)
             return
         first = events[0]
         count = self._next_seq.get(first.run_id)
@@ -695,6 +706,8 @@ class SqliteStore(EventStore):
         conn: sqlite3.Connection,
         events: Sequence[StoredEvent],
         pending: dict[str, tuple[int, bytes]],
+        *,
+        hashed: bool = False,
     ) -> None:
         first = events[0]
         run_id = first.run_id
@@ -721,7 +734,7 @@ class SqliteStore(EventStore):
         previous_ts: Any = None
         for offset, event in enumerate(events):
             last = offset == len(events) - 1
-            head = _checked_links(event, head, last=last)
+            head = _checked_links(event, head, last=last, hashed=hashed)
             code = TYPE_CODES.get(event.type) if isinstance(event.type, str) else None
             if code is None:
                 raise StoreError(f"run {run_id} seq {event.seq}: unknown event type")

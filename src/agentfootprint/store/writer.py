@@ -52,6 +52,12 @@ _LINE_FRAME = len(
 
 Clock = Callable[[], int]
 
+#: each event type the runtime writes, as the length of its JSON string
+_QUOTED_TYPES = {
+    t: len(orjson.dumps(t))
+    for t in ("run.open", "write", "receipt", "event", "commit", "run.close", "run.seal")
+}
+
 
 def wall_clock_ms() -> int:
     """Milliseconds since the Unix epoch: the ``ts`` of each row."""
@@ -109,6 +115,9 @@ class RunWriter:
         self.wire_payloads: list[Any] = []
         #: seq and head before the last batch appended (what :meth:`retract` restores)
         self._before: tuple[int, bytes] | None = None
+        #: the bundle envelope's bytes but seq, ts and the type, once the run id is known to
+        #: be Unicode text (computed at the first append: a bad run id fails there, as before)
+        self._frame: int | None = None
 
     def append(self, events: Sequence[tuple[str, Any]]) -> list[StoredEvent]:
         """Hash ``(type, body)`` pairs as one batch; append it atomically (buffered: keep
@@ -147,7 +156,7 @@ class RunWriter:
         if self.buffered:
             self.pending += batch
         else:
-            self.store.append(batch)
+            self._store_append(batch)
         self.seq, self.head = seq, head
         self.wire_payloads += wires  # kept once the batch is (a refused batch adds none)
         return batch
@@ -165,8 +174,14 @@ class RunWriter:
     def flush(self) -> None:
         """Write every pending batch in one atomic append (nothing when none is pending)."""
         if self.pending:
-            self.store.append(self.pending)
+            self._store_append(self.pending)
             self.pending = []
+
+    def _store_append(self, rows: list[StoredEvent]) -> None:
+        """The rows to the store; one that offers ``append_hashed`` is told that this writer
+        hashed them (from the bytes it stores), so it need not hash them again."""
+        append = getattr(self.store, "append_hashed", None)
+        (append if callable(append) else self.store.append)(rows)
 
     def _where(self, seq: int, type_: str) -> str:
         run_id = self.run_id if len(self.run_id) <= 64 else self.run_id[:64] + "…"
@@ -182,8 +197,19 @@ class RunWriter:
             )
 
     def _check_envelope(self, seq: int, type_: str, ts: int) -> None:
+        quoted = _QUOTED_TYPES.get(type_) if type(type_) is str else None
+        frame = self._frame
+        # a known type: the same sum as envelope_bytes, without encoding two strings
+        if (
+            frame is not None
+            and quoted is not None
+            and frame + quoted + len(str(seq)) + len(str(ts)) <= limits.MAX_ENVELOPE_BYTES
+        ):
+            return
         try:
             envelope = envelope_bytes(self.run_id, seq, type_, ts)
+            if self._frame is None:
+                self._frame = _LINE_FRAME + len(orjson.dumps(self.run_id))
         except orjson.JSONEncodeError as exc:  # a lone surrogate: no JSON string holds it
             raise CanonicalFormError(
                 self._where(seq, type_), f"the run id or type is not Unicode text ({exc})"
