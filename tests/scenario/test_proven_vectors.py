@@ -6,38 +6,27 @@ against a checkpoint kept elsewhere."""
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from vector_support import KEYS, files, place, verify_cli
 
 import agentfootprint as af
-from agentfootprint.testing.seals import OTHER, SIGNER
+from agentfootprint.testing.seals import SIGNER
 from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.checkpoint import same_tree
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 INDEX: list[dict[str, Any]] = orjson.loads((VECTORS / "proven.json").read_bytes())
-KEYS = {"signer": SIGNER.public, "other": OTHER.public}
 ENTRIES = [pytest.param(e, id=e["file"]) for e in INDEX]
 
 
 @pytest.fixture
 def placed(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
-    entry = request.param
-    shutil.copyfile(VECTORS / entry["file"], tmp_path / entry["file"])
-    if entry["checkpoint"]:
-        shutil.copyfile(VECTORS / entry["checkpoint"], tmp_path / entry["checkpoint"])
-    return tmp_path / entry["file"], entry
-
-
-def _files(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+    return place(tmp_path, VECTORS, request.param)
 
 
 def test_the_index_lists_every_proven_file() -> None:
@@ -62,7 +51,7 @@ def test_the_vectors_rebuild_byte_for_byte(tmp_path: Path) -> None:
 @pytest.mark.parametrize("placed", ENTRIES, indirect=True)
 def test_proven_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) -> None:
     path, entry = placed
-    before = _files(path.parent)
+    before = files(path.parent)
     keys = [KEYS[k] for k in entry["keys"]]
     with BundleSource(path) as source:
         results = list(af.Verifier(source, trusted_keys=keys).verify_all())
@@ -80,29 +69,18 @@ def test_proven_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) 
             except af.VerificationError as exc:
                 verdict = exc.code
             assert verdict == entry["checkpoint_code"], entry["about"]
-    assert _files(path.parent) == before
-
-
-def _cli(path: Path, entry: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
-    keys = [arg for k in entry["keys"] for arg in ("--key", KEYS[k].text)]
-    return subprocess.run(
-        [sys.executable, "-c", "from agentfootprint.cli import main; main()", "verify",
-         str(path), *keys, *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )  # fmt: skip
+    assert files(path.parent) == before
 
 
 @pytest.mark.parametrize("placed", ENTRIES, indirect=True)
-def test_proven_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> None:
+def test_proven_vector_through_theverify_cli(placed: tuple[Path, dict[str, Any]]) -> None:
     path, entry = placed
-    before = _files(path.parent)
-    done = _cli(path, entry)
+    before = files(path.parent)
+    done = verify_cli(path, entry)
     assert done.returncode == entry["exit"], (entry["about"], done.stdout, done.stderr)
-    required = _cli(path, entry, "--require-signature")
+    required = verify_cli(path, entry, "--require-signature")
     assert required.returncode == entry["exit_required"], (entry["about"], required.stdout)
-    included = _cli(path, entry, "--require-inclusion")
+    included = verify_cli(path, entry, "--require-inclusion")
     assert included.returncode == entry["exit_inclusion"], (entry["about"], included.stdout)
     for code in entry["codes"]:
         assert f"[{code}]" in done.stdout, (code, done.stdout)
@@ -110,11 +88,11 @@ def test_proven_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> N
         assert done.stdout.count("of 3 in checkpoint example.com/proven-vectors") == 3
     if entry["checkpoint"]:
         note = str(path.parent / entry["checkpoint"])
-        kept = _cli(path, entry, "--key", SIGNER.public.text, "--checkpoint", note)
+        kept = verify_cli(path, entry, "--key", SIGNER.public.text, "--checkpoint", note)
         if entry["checkpoint_code"]:
             assert kept.returncode == 1 and f"[{entry['checkpoint_code']}]" in kept.stdout
         else:
             assert kept.returncode == 0 and "CONSISTENT" in kept.stdout, kept.stdout
     for out in (done, required, included):
         assert "Traceback" not in out.stdout + out.stderr
-    assert _files(path.parent) == before
+    assert files(path.parent) == before

@@ -7,40 +7,28 @@ verdict. Then the Wycheproof invalid signature classes inside a seal envelope.""
 from __future__ import annotations
 
 import base64
-import hashlib
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from vector_support import KEYS, files, place, verify_cli
 
 import agentfootprint as af
 from agentfootprint.errors import SealError
 from agentfootprint.seal import parse_envelope, verify_envelope
 from agentfootprint.seal.statement import PAYLOAD_TYPE
-from agentfootprint.testing.seals import OTHER, SIGNER, signature_variants
+from agentfootprint.testing.seals import SIGNER, signature_variants
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 INDEX: list[dict[str, Any]] = orjson.loads((VECTORS / "seals.json").read_bytes())
-KEYS = {"signer": SIGNER.public, "other": OTHER.public}
 
 
 @pytest.fixture
 def placed(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
     """The vector (and its checkpoint note) copied alone into an empty folder."""
-    entry = request.param
-    shutil.copyfile(VECTORS / entry["file"], tmp_path / entry["file"])
-    if entry["checkpoint"]:
-        shutil.copyfile(VECTORS / entry["checkpoint"], tmp_path / entry["checkpoint"])
-    return tmp_path / entry["file"], entry
-
-
-def _files(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+    return place(tmp_path, VECTORS, request.param)
 
 
 def test_the_index_lists_every_sealed_file() -> None:
@@ -56,7 +44,7 @@ ENTRIES = [pytest.param(e, id=e["file"]) for e in INDEX]
 @pytest.mark.parametrize("placed", ENTRIES, indirect=True)
 def test_sealed_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) -> None:
     path, entry = placed
-    before = _files(path.parent)
+    before = files(path.parent)
     store = af.SqliteStore(path, readonly=True)
     try:
         keys = [KEYS[k] for k in entry["keys"]]
@@ -77,32 +65,21 @@ def test_sealed_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) 
             assert verdict == entry["checkpoint_code"], entry["about"]
     finally:
         store.close()
-    assert _files(path.parent) == before
-
-
-def _cli(path: Path, entry: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
-    keys = [arg for k in entry["keys"] for arg in ("--key", KEYS[k].text)]
-    return subprocess.run(
-        [sys.executable, "-c", "from agentfootprint.cli import main; main()", "verify",
-         str(path), *keys, *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )  # fmt: skip
+    assert files(path.parent) == before
 
 
 @pytest.mark.parametrize("placed", ENTRIES, indirect=True)
-def test_sealed_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> None:
+def test_sealed_vector_through_theverify_cli(placed: tuple[Path, dict[str, Any]]) -> None:
     path, entry = placed
-    before = _files(path.parent)
-    done = _cli(path, entry)
+    before = files(path.parent)
+    done = verify_cli(path, entry)
     assert done.returncode == entry["exit"], (entry["about"], done.stdout, done.stderr)
-    required = _cli(path, entry, "--require-signature")
+    required = verify_cli(path, entry, "--require-signature")
     assert required.returncode == entry["exit_required"], (entry["about"], required.stdout)
     for code in entry["codes"]:
         assert f"[{code}]" in done.stdout, (code, done.stdout)
     if entry["checkpoint"]:
-        with_note = _cli(path, entry, "--key", SIGNER.public.text, "--checkpoint",
+        with_note = verify_cli(path, entry, "--key", SIGNER.public.text, "--checkpoint",
                          str(path.parent / entry["checkpoint"]))  # fmt: skip
         if entry["checkpoint_code"]:
             assert with_note.returncode == 1
@@ -111,7 +88,7 @@ def test_sealed_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> N
             assert with_note.returncode == entry["exit"] and "CONSISTENT" in with_note.stdout
     for out in (done, required):
         assert "Traceback" not in out.stdout + out.stderr
-    assert _files(path.parent) == before
+    assert files(path.parent) == before
 
 
 @pytest.mark.parametrize("variant", list(signature_variants(bytes(64))))

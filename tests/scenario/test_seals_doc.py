@@ -105,4 +105,3 @@ def test_a_bundle_proves_inclusion_as_section_8_shows(
         result = runner.invoke(main, words[1:])
         assert result.exit_code == int(code.removeprefix("exit ")), (command, result.output)
         assert shown in result.output, (command, result.output)
-

@@ -71,6 +71,7 @@ __all__ = [
 ]
 
 
+#: how a version 1 bundle begins (a version 2 bundle begins with ...":2)
 BUNDLE_MAGIC = b'{"agentfootprint_bundle":1'
 #: how every bundle version begins (the version number follows)
 _PREFIX = b'{"agentfootprint_bundle":'
