@@ -10,7 +10,7 @@ stage's writes, which is what the verifier has folded when it reaches them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from agentfootprint.core.ports import (
     Ports,
     ToolPort,
 )
-from agentfootprint.core.scope import CommitValues, Scope, Write, to_json_value
+from agentfootprint.core.scope import CommitValues, Scope, Write, json_equal, to_json_value
 from agentfootprint.errors import (
     AgentFootprintError,
     CanonicalFormError,
@@ -139,6 +139,20 @@ class StageContext:
             body[kind] = compress_digests(run.receipt_lists[kind], current)
             run.receipt_lists[kind] = current
         self.receipts.append(body)
+
+    def set_derived(self, key: str, source: object, build: Callable[[], Any]) -> None:
+        """``scope.set(key, build())``, where the value is a function of ``source`` alone (a
+        slot's pieces of the agent's configuration). Once a run has set it from this very
+        ``source`` object and the committed value is still the one that set left, it is not
+        built, copied and compared again: the commit would record no write either way."""
+        committed = self.scope.committed.get(key, _UNSET)
+        memo = self.run.memory.get(f"derived:{key}")
+        if memo is not None and memo[0] is source and memo[1] is committed:
+            return
+        self.scope.set(key, build())
+        pending = self.scope.get(key)
+        unchanged = committed is not _UNSET and json_equal(committed, pending)
+        self.run.memory[f"derived:{key}"] = (source, committed if unchanged else pending)
 
     def write_ahead(self) -> None:
         """Before the call leaves the process: its receipts (format v3) and everything the
@@ -437,6 +451,8 @@ class RunState:
 
 
 _LOG_V1 = "agentfootprint/log/v1"
+#: a key absent from the committed state (None is a value)
+_UNSET: Any = object()
 
 
 def error_record(error: BaseException) -> dict[str, Any]:

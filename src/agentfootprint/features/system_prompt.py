@@ -20,8 +20,9 @@ def _system(value: Any, given: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 async def system_prompt(ctx: StageContext) -> None:
-    ctx.scope.set(
-        "system_pieces", [{"source": "base", "text": text} for text in ctx.run.config.system]
+    system = ctx.run.config.system
+    ctx.set_derived(
+        "system_pieces", system, lambda: [{"source": "base", "text": text} for text in system]
     )
 
 

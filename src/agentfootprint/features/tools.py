@@ -26,7 +26,8 @@ def _tools(value: Any, given: Mapping[str, Any]) -> tuple[Tool, ...]:
 
 
 async def tools(ctx: StageContext) -> None:
-    ctx.scope.set("tool_schemas", [tool.schema for tool in ctx.run.config.tools])
+    tools = ctx.run.config.tools
+    ctx.set_derived("tool_schemas", tools, lambda: [tool.schema for tool in tools])
 
 
 FEATURE = Feature(
