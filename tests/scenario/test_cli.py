@@ -95,6 +95,7 @@ def run_ids(db: Path) -> list[str]:
             ["--key", "--origin", "--checkpoint", "inclusion proof", "a run sealed"],
         ),
         (["import"], ["BUNDLE", "already in DB", "exit 1", "DB is not a log"]),
+        (["copy"], ["SRC", "DST", "--run", "losslessly", "read-only", "1  a run does not verify"]),
         (
             ["verify"],
             ["--key", "--require-signature", "--checkpoint", "--json", "VALID", "pinned"],

@@ -35,7 +35,7 @@ from agentfootprint.cli.demo import demo
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.keys import keys
 from agentfootprint.cli.replaying import diff_command, replay_command
-from agentfootprint.cli.transfer import export_command, import_command
+from agentfootprint.cli.transfer import copy_command, export_command, import_command
 from agentfootprint.cli.vault import disclose, erase
 from agentfootprint.cli.verifying import verify
 
@@ -62,7 +62,7 @@ Exit codes (each command's --help says which apply):
 
 \b
 Read-only commands (runs, show, served, state, tool-calls, verify, checkpoint's DB,
-consistency, diff, export's DB, replay's DB and VAULT, disclose's VAULT)
+consistency, diff, export's DB, copy's SRC, replay's DB and VAULT, disclose's VAULT)
 never create, migrate or change a file. DB and VAULT are file paths or
 sqlite:///PATH URLs (sqlite:////PATH for an absolute path; docs/stores.md).
 Set {DEBUG_VARIABLE}=1 to get the Python traceback of an internal error."""
@@ -91,6 +91,7 @@ for _command in (
     verify,
     export_command,
     import_command,
+    copy_command,
     disclose,
     erase,
     replay_command,

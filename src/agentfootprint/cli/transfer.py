@@ -13,13 +13,14 @@ from agentfootprint.cli.checkpointing import default_origin
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import FileError, UsageError, VerificationError
 from agentfootprint.seal.signer import load_signer
+from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SQLITE_HEADER
-from agentfootprint.store.transfer import export_runs, import_bundle
+from agentfootprint.store.transfer import copy_runs, export_runs, import_bundle
 from agentfootprint.store.urls import open_store_url
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.verifier import Verifier
 
-__all__ = ["export_command", "import_command"]
+__all__ = ["copy_command", "export_command", "import_command"]
 
 
 @click.command("export")
@@ -178,4 +179,55 @@ def import_command(bundle: Path, db: Path) -> None:
     click.echo(
         f"imported {len(imported)} runs into {one_line(db)}"
         + (f" ({skipped} already there)" if skipped else "")
+    )
+
+
+@click.command("copy")
+@click.argument("src", type=DB)
+@click.argument("dst", type=TARGET_DB)
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    metavar="ID",
+    help="Copy only this run (and its ancestors). Repeatable. Default: every run of SRC.",
+)
+def copy_command(src: Path, dst: Path, run_ids: tuple[str, ...]) -> None:
+    """Copy runs from database SRC into database DST (created if missing), losslessly.
+
+    An export bundle is the medium: every run is verified in SRC, the bundle is verified
+    and imported in one transaction (runs DST holds with the same rows are skipped), and
+    every run is verified again as DST holds it, with SRC's head. SRC is opened read-only
+    and never changed.
+
+    \b
+    Exit codes:
+      0  copied (runs already in DST are skipped)
+      1  a run does not verify in SRC or, copied, in DST (nothing is copied)
+      2  usage error: SRC missing or not a log; DST not a log or not writable; an
+         unknown --run; a run id DST holds with another log
+    """
+    if dst.exists() and same_file(dst, src):
+        raise UsageError(f"DST {dst} is SRC: name another database to copy into", option="DST")
+    folder = dst.parent if str(dst.parent) else Path(".")
+    if not dst.exists() and not folder.is_dir():
+        raise FileError(
+            f"cannot copy into {dst}: the folder {folder} does not exist", path=str(dst)
+        )
+    created = not dst.exists()
+    with contextlib.closing(open_store_url(src, option="SRC", readonly=True)) as source:
+        try:
+            with contextlib.closing(open_store_url(dst, option="DST")) as target:
+                copied, there = copy_runs(source, target, list(run_ids) or None)
+        except BaseException as exc:
+            if created:  # a refused copy leaves no new file behind
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{dst}{suffix}").unlink(missing_ok=True)
+            if isinstance(exc, VerificationError):
+                fail(f"not copied: {verification_message(exc)}", EXIT_INVALID)
+            raise
+    click.echo(
+        f"copied {len(copied)} runs into {one_line(dst)}"
+        + (f" ({len(there)} already there)" if there else "")
+        + ", every one verified as it holds it"
     )

@@ -24,7 +24,7 @@ from agentfootprint.verify.bundle_write import write_bundle
 from agentfootprint.verify.checkpoint import checkpoint_of, leaves_of
 from agentfootprint.verify.verifier import Verifier
 
-__all__ = ["export_runs", "import_bundle", "open_log"]
+__all__ = ["copy_runs", "export_runs", "import_bundle", "open_log"]
 
 
 def open_log(path: str | os.PathLike[str], *, option: str = "db") -> EventStore | BundleSource:
@@ -132,6 +132,41 @@ def _export_checkpoint(
         note = checkpoint_of(leaves, checked_signer(signer), origin)
     assert note is not None
     return ExportCheckpoint(note, leaves, order)
+
+
+def copy_runs(
+    source: EventStore, target: EventStore, run_ids: Sequence[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """Copy runs (all the source's, found from its events, or ``run_ids`` and their
+    ancestors) into ``target`` losslessly, with an export bundle as the medium: each run is
+    verified in the source, the bundle is verified and imported all-or-nothing (runs the
+    target holds with the same rows are skipped; one held with other rows is a
+    :class:`StoreConflictError` and nothing is copied), and every run is verified again as
+    the target holds it, with the source's head. Returns ``(copied, already_there)``.
+    """
+    import tempfile  # the bundle lives only while it is copied
+
+    _check_store(source, "source")
+    _check_store(target, "target")
+    if run_ids is None:
+        run_ids = [str(run_id) for run_id in source.run_ids()]
+    if not run_ids:
+        return [], []
+    with tempfile.TemporaryDirectory(prefix="agentfootprint-copy-") as folder:
+        path = os.path.join(folder, "runs.afp")
+        export_runs(source, list(run_ids), path)
+        with BundleSource(path) as bundle:
+            every = [run.run_id for run in bundle.runs()]
+            heads = {run.run_id: run.head for run in bundle.runs()}
+            copied = import_bundle(bundle, target)
+    checker = Verifier(target)
+    for run_id in every:
+        held = checker.verify(run_id)
+        if held.head != heads[run_id]:
+            raise StoreConflictError(
+                f"run {run_id}: the target holds it with another head than the source's"
+            )
+    return copied, [run_id for run_id in every if run_id not in copied]
 
 
 def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
