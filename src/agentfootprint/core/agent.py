@@ -378,12 +378,12 @@ class Agent:
             if finish is not None:
                 # a replay that made fewer calls, or would record anything else (its close
                 # included), fails before it closes (it reads the replay's rows: all written)
-                run.flush()
+                await run.flush()
                 finish(self.store, run_id, close)
         except BaseException as exc:
             if run.boundary is not None:  # a close that is not written keeps no disclosures
                 run.boundary.take_disclosures()
-            self._close_failed(run, exc)
+            await self._close_failed(run, exc)
             if isinstance(exc, RunError) and exc.run_id is None:
                 exc.run_id = run_id
             if isinstance(exc, CanonicalFormError):  # something the run made cannot be recorded
@@ -393,7 +393,7 @@ class Agent:
             raise RunError(
                 f"run {run_id} failed: {type(exc).__name__}: {exc}", run_id=run_id
             ) from exc
-        run.write_close(close)
+        await run.write_close(close)
         self._remember(
             Lineage(
                 run_id=run_id,
@@ -456,11 +456,12 @@ class Agent:
                 ) from exc
         return policy
 
-    def _close_failed(self, run: RunState, exc: BaseException) -> None:
+    async def _close_failed(self, run: RunState, exc: BaseException) -> None:
         # if the store itself failed, nothing more can be written
         with contextlib.suppress(AgentFootprintError):
-            run.close("failed", {"error": error_record(exc)})
-        hooks.run_closed(self.store, run.run_id, run.provider)
+            await run.close("failed", {"error": error_record(exc)})
+        if run.writer.broken is None or run.writer.stored:  # a run the store holds any of
+            hooks.run_closed(self.store, run.run_id, run.provider)
 
     def _open_body(
         self,

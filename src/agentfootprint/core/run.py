@@ -154,14 +154,14 @@ class StageContext:
         unchanged = committed is not _UNSET and json_equal(committed, pending)
         self.run.memory[f"derived:{key}"] = (source, committed if unchanged else pending)
 
-    def write_ahead(self) -> None:
+    async def write_ahead(self) -> None:
         """Before the call leaves the process: its receipts (format v3) and everything the
         run committed before it are made durable."""
         run = self.run
         if run.log_format in WRITE_AHEAD_FORMATS and self.written_ahead < len(self.receipts):
             run.writer.append([("receipt", r) for r in self.receipts[self.written_ahead :]])
             self.written_ahead = len(self.receipts)
-        run.writer.flush()
+        await run.writer.aflush()
 
 
 class RunState:
@@ -313,6 +313,8 @@ class RunState:
         decision: str | None,
         error: BaseException | None,
     ) -> None:
+        if error is not None and self.writer.broken is not None:
+            return  # the store failed this run: nothing more is written, its error surfaces
         writes = ctx.scope.net_writes(self.mode)
         marker: dict[str, Any] = {
             "commit": self.commit_index,
@@ -371,9 +373,10 @@ class RunState:
             self.commit_index += 1
             self.receipts += len(ctx.receipts)
 
-    def flush(self) -> None:
-        """Make everything the run committed durable (one transaction)."""
-        self.writer.flush()
+    async def flush(self) -> None:
+        """Make everything the run committed durable (one transaction; awaited where the
+        store is a network database)."""
+        await self.writer.aflush()
 
     def _committed_write(self, write: Write) -> Write:
         if self.boundary is None or write.verb == "delete":
@@ -401,8 +404,8 @@ class RunState:
         if disclosures and self.vault is not None:
             self.vault.put(self.run_id, disclosures)
 
-    def close(self, outcome: str, extra: Mapping[str, Any]) -> None:
-        self.write_close(self.close_body(outcome, extra))
+    async def close(self, outcome: str, extra: Mapping[str, Any]) -> None:
+        await self.write_close(self.close_body(outcome, extra))
 
     def close_body(self, outcome: str, extra: Mapping[str, Any]) -> dict[str, Any]:
         """The ``run.close`` body as it will be recorded (committed under the policy)."""
@@ -414,7 +417,7 @@ class RunState:
             **self.recorded_form(dict(extra)),
         }
 
-    def write_close(self, body: dict[str, Any]) -> None:
+    async def write_close(self, body: dict[str, Any]) -> None:
         """Write ``run.close`` (and, with a signer, the ``run.seal`` after it) and flush: the
         close and its seal reach the store in one transaction. A seal that cannot be made
         takes the close back: the run stays open (UNSEALED) rather than close unsealed."""
@@ -425,7 +428,7 @@ class RunState:
                 envelope = seal_run(self.seal_facts(body), self.signer)
             except BaseException as exc:
                 self.writer.retract(closed)
-                self.writer.flush()  # what the run committed before its close stays
+                await self.writer.aflush()  # what the run committed before its close stays
                 if isinstance(exc, Exception) and not isinstance(exc, AgentFootprintError):
                     raise RunError(
                         f"run {self.run_id} could not be sealed ({type(exc).__name__}: {exc}): "
@@ -434,7 +437,7 @@ class RunState:
                     ) from exc
                 raise
             self.writer.append([(SEAL_ROW, seal_body(envelope))])
-        self.writer.flush()
+        await self.writer.aflush()
 
     def seal_facts(self, close: Mapping[str, Any]) -> SealFacts:
         """What the seal of this run attests, once its ``run.close`` is appended."""

@@ -126,7 +126,8 @@ async def call_llm(ctx: StageContext) -> None:
         model.check(call, digests, recorded)  # a refused request is never served, nor receipted
         if run.config.record_receipt:
             ctx.mint_receipt(digests)
-    ctx.write_ahead()  # the receipt and what came before are durable before the request leaves
+    # the receipt and what came before are durable before the request leaves
+    await ctx.write_ahead()
     run.calls += 1
     ctx.model_calls += 1
     started = time.perf_counter()

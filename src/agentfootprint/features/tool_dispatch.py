@@ -152,7 +152,7 @@ async def _dispatch(
         tool=tool.name,
         teardown_sink=tool_teardown.registrar(run, tool.name, call["id"]),
     )
-    run.flush()  # the reply that asked for this call is durable before the tool acts
+    await run.flush()  # the reply that asked for this call is durable before the tool acts
     try:
         value = await call_tool(tool, arguments, tool_ctx)
     except Exception as exc:

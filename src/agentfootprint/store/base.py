@@ -18,7 +18,7 @@ import abc
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -27,6 +27,7 @@ from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.chain import CLOSING_TYPES
 
 __all__ = [
+    "AsyncAppend",
     "EventReader",
     "EventStore",
     "IndexEntry",
@@ -190,6 +191,10 @@ class EventStore(EventReader):
         was. ``batches`` may be a generator: it is consumed once, inside the unit.
         """
 
+    # A store over the network also offers ``append_async`` (:class:`AsyncAppend`): the run
+    # writer awaits it at the run's flush points (before a model call, before a tool runs,
+    # at the close), so the event loop serves other runs while the database answers.
+
     @staticmethod
     def check_batch(events: Sequence[StoredEvent]) -> None:
         """Shared shape checks every backend applies before writing."""
@@ -203,3 +208,13 @@ class EventStore(EventReader):
                 raise StoreError(f"run {run_id}: batch seqs are not contiguous at {event.seq}")
         if events[0].seq == 0 and events[0].type != "run.open":
             raise StoreError(f"run {run_id}: seq 0 must be run.open")
+
+
+@runtime_checkable
+class AsyncAppend(Protocol):
+    """The part of the store contract a network database adds: :meth:`EventStore.append`,
+    awaited. Same rules (one run's batch, atomic, :class:`StoreConflictError` for a taken
+    position, :class:`StoreError` otherwise); the run writer awaits it where a local store
+    is written synchronously (docs/stores.md, "Stores that answer over the network")."""
+
+    async def append_async(self, events: Sequence[StoredEvent]) -> None: ...

@@ -8,8 +8,10 @@ leaves neither the store nor the writer half-written.
 A *buffered* writer (the runtime's, since log format 3) keeps the batches it hashed and
 writes them to the store in one transaction at :meth:`RunWriter.flush`: the run flushes
 before anything leaves the process (a model call, a tool run) and at its close, so a crash
-loses only commits that had no effect outside it. A flush that fails keeps its batches
-pending (the store took none of them).
+loses only commits that had no effect outside it. A flush that fails leaves the store as it
+was (it took none of the batches) and ends the run's writing: the run's state has gone past
+what the store holds, so anything written after (its close) would not follow from the log;
+the run stays the consistent prefix the store holds, UNSEALED, as after a crash.
 
 It is also where the size limit (``verify.limits``) is enforced: no body over
 ``MAX_BODY_BYTES`` and no bundle-line envelope over ``MAX_ENVELOPE_BYTES`` is ever
@@ -26,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from agentfootprint.errors import CanonicalFormError, RecordTooLargeError
+from agentfootprint.errors import CanonicalFormError, RecordTooLargeError, StoreError
 from agentfootprint.seal.facts import WIRE_EVENT
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.verify import limits
@@ -115,6 +117,12 @@ class RunWriter:
         self.wire_payloads: list[Any] = []
         #: seq and head before the last batch appended (what :meth:`retract` restores)
         self._before: tuple[int, bytes] | None = None
+        #: why a flush failed: the run's commits since its last flush are then in neither the
+        #: store nor a state anything can be added to, so nothing more is written for the
+        #: run (it stays the consistent prefix the store holds: UNSEALED, as after a crash)
+        self.broken: BaseException | None = None
+        #: rows the store has taken (what a reader finds of the run)
+        self.stored = 0
         #: the bundle envelope's bytes but seq, ts and the type, once the run id is known to
         #: be Unicode text (computed at the first append: a bad run id fails there, as before)
         self._frame: int | None = None
@@ -128,6 +136,12 @@ class RunWriter:
         tens of kilobytes), raises :class:`RecordTooLargeError` before anything of the batch
         is appended: the store and this writer's seq and head stay as they were.
         """
+        if self.broken is not None:
+            raise StoreError(
+                f"run {self.run_id}: nothing more is recorded for it: an earlier write of its "
+                f"commits to the store failed ({type(self.broken).__name__}: {self.broken}); "
+                "the store holds the run up to its last flush (it verifies as UNSEALED)"
+            )
         ts = self.clock()
         seq, head = self.seq, self.head
         self._before = (seq, head)
@@ -174,14 +188,37 @@ class RunWriter:
     def flush(self) -> None:
         """Write every pending batch in one atomic append (nothing when none is pending)."""
         if self.pending:
-            self._store_append(self.pending)
+            try:
+                self._store_append(self.pending)
+            except BaseException as exc:
+                self.broken = exc
+                raise
             self.pending = []
+
+    async def aflush(self) -> None:
+        """:meth:`flush` for the event loop: a store that offers ``append_async`` (a network
+        database) is awaited, so the loop goes on serving other runs meanwhile; any other
+        store is written as :meth:`flush` writes it (and a failure ends the writing alike)."""
+        if not self.pending:
+            return
+        append = getattr(self.store, "append_async", None)
+        try:
+            if callable(append):
+                await append(self.pending)
+                self.stored += len(self.pending)
+            else:
+                self._store_append(self.pending)
+        except BaseException as exc:
+            self.broken = exc
+            raise
+        self.pending = []
 
     def _store_append(self, rows: list[StoredEvent]) -> None:
         """The rows to the store; one that offers ``append_hashed`` is told that this writer
         hashed them (from the bytes it stores), so it need not hash them again."""
         append = getattr(self.store, "append_hashed", None)
         (append if callable(append) else self.store.append)(rows)
+        self.stored += len(rows)
 
     def _where(self, seq: int, type_: str) -> str:
         run_id = self.run_id if len(self.run_id) <= 64 else self.run_id[:64] + "…"
