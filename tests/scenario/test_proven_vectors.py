@@ -73,7 +73,7 @@ def test_proven_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) 
 
 
 @pytest.mark.parametrize("placed", ENTRIES, indirect=True)
-def test_proven_vector_through_theverify_cli(placed: tuple[Path, dict[str, Any]]) -> None:
+def test_proven_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> None:
     path, entry = placed
     before = files(path.parent)
     done = verify_cli(path, entry)

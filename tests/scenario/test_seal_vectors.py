@@ -69,7 +69,7 @@ def test_sealed_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) 
 
 
 @pytest.mark.parametrize("placed", ENTRIES, indirect=True)
-def test_sealed_vector_through_theverify_cli(placed: tuple[Path, dict[str, Any]]) -> None:
+def test_sealed_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> None:
     path, entry = placed
     before = files(path.parent)
     done = verify_cli(path, entry)
@@ -79,8 +79,8 @@ def test_sealed_vector_through_theverify_cli(placed: tuple[Path, dict[str, Any]]
     for code in entry["codes"]:
         assert f"[{code}]" in done.stdout, (code, done.stdout)
     if entry["checkpoint"]:
-        with_note = verify_cli(path, entry, "--key", SIGNER.public.text, "--checkpoint",
-                         str(path.parent / entry["checkpoint"]))  # fmt: skip
+        note = str(path.parent / entry["checkpoint"])
+        with_note = verify_cli(path, entry, "--key", SIGNER.public.text, "--checkpoint", note)
         if entry["checkpoint_code"]:
             assert with_note.returncode == 1
             assert f"[{entry['checkpoint_code']}]" in with_note.stdout, with_note.stdout

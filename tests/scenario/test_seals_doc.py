@@ -70,33 +70,18 @@ def test_the_console_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seal.key", "sealed.key"]
 
 
-def test_sealing_and_verifying_runs_as_section_7_shows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _run_console_after_section_7(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, console: int, count: int
 ) -> None:
-    python, console = _blocks("python")[1], _blocks("console")[1]
+    """Section 7's python block run in an empty folder, then console block ``console`` of
+    the page: each command's exit code and the text its comment shows (``RUN_ID`` is the
+    block's ``result.run_id``)."""
+    python, block = _blocks("python")[1], _blocks("console")[console]
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}
     exec(compile(python, str(PAGE), "exec"), namespace)
-    commands = [line[2:] for line in console.splitlines() if line.startswith("$ ")]
-    assert len(commands) == 5
-    runner = CliRunner()
-    for command in commands:
-        line, _, comment = command.partition("  # ")
-        code, _, shown = comment.partition(": ")
-        result = runner.invoke(main, shlex.split(line)[1:])
-        assert result.exit_code == int(code.removeprefix("exit ")), (command, result.output)
-        assert shown in result.output, (command, result.output)
-
-
-def test_a_bundle_proves_inclusion_as_section_8_shows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    python, console = _blocks("python")[1], _blocks("console")[2]
-    monkeypatch.chdir(tmp_path)
-    namespace: dict[str, Any] = {}
-    exec(compile(python, str(PAGE), "exec"), namespace)
-    commands = [line[2:] for line in console.splitlines() if line.startswith("$ ")]
-    assert len(commands) == 3
+    commands = [line[2:] for line in block.splitlines() if line.startswith("$ ")]
+    assert len(commands) == count
     runner = CliRunner()
     for command in commands:
         line, _, comment = command.partition("  # ")
@@ -105,3 +90,15 @@ def test_a_bundle_proves_inclusion_as_section_8_shows(
         result = runner.invoke(main, words[1:])
         assert result.exit_code == int(code.removeprefix("exit ")), (command, result.output)
         assert shown in result.output, (command, result.output)
+
+
+def test_sealing_and_verifying_runs_as_section_7_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run_console_after_section_7(tmp_path, monkeypatch, console=1, count=5)
+
+
+def test_a_bundle_proves_inclusion_as_section_8_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run_console_after_section_7(tmp_path, monkeypatch, console=2, count=3)

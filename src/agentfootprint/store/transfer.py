@@ -21,7 +21,8 @@ from agentfootprint.store.urls import is_store_url, open_store_url, parse_store_
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.bundle_write import write_bundle
-from agentfootprint.verify.checkpoint import checkpoint_of, leaves_of
+from agentfootprint.verify.checkpoint import leaves_of, sign_checkpoint_with
+from agentfootprint.verify.note import Checkpoint
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["copy_runs", "export_runs", "import_bundle", "open_log"]
@@ -100,12 +101,13 @@ def export_runs(
             "export_runs(): a signer needs origin, the log's name in its checkpoints",
             option="origin",
         )
-    verifier = Verifier(store)
-    for run_id in run_ids:
-        verifier.verify(run_id)
     proven = None
-    if signer is not None or checkpoint is not None:
+    if signer is not None or checkpoint is not None:  # verifies every run of the store
         proven = _export_checkpoint(store, run_ids, signer, origin, checkpoint)
+    else:
+        verifier = Verifier(store)
+        for run_id in run_ids:
+            verifier.verify(run_id)
     return write_bundle(
         store, run_ids, out, library=f"agentfootprint {__version__}", checkpoint=proven
     )
@@ -126,12 +128,22 @@ def _export_checkpoint(
             "(export without one)",
             option="checkpoint",
         )
-    leaves = leaves_of(store, Verifier(store).verify_all())  # the log's order checked here
+    results = list(Verifier(store).verify_all())  # every run once, the seal log checked
+    verdicts = dict(results)
+    for run_id in run_ids:  # what export verifies of each run asked for, from that pass
+        verdict = verdicts.get(run_id)
+        if verdict is None:
+            raise RunNotFoundError(f"run_id: no run {run_id!r} in this store")
+        if isinstance(verdict, VerificationError):
+            raise verdict
+    leaves = leaves_of(store, results)
+    tree = ExportCheckpoint(leaves, order)
     if signer is not None:
         assert origin is not None
-        note = checkpoint_of(leaves, checked_signer(signer), origin)
+        signed = Checkpoint(origin, len(leaves), tree.root_of(len(leaves)))
+        note = sign_checkpoint_with(signed, checked_signer(signer))
     assert note is not None
-    return ExportCheckpoint(note, leaves, order)
+    return tree.adopt(note)
 
 
 def copy_runs(

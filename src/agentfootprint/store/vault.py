@@ -215,27 +215,26 @@ def open_vault(vault: object, *, log: str | os.PathLike[str] | None = None) -> V
         return None
     from agentfootprint.store.urls import is_store_url, open_vault_url, store_file
 
-    if is_store_url(vault):  # sqlite:///PATH is a vault file, memory: a MemoryVault
-        where_url = store_file(vault)
-        if log is not None and where_url is not None and same_file(where_url, log):
-            raise UsageError(
-                f"option 'disclosures': the vault {where_url} is the log file itself; the "
-                "vault keeps the redacted values and must be a separate file, never the log "
-                "or part of an export",
-                option="disclosures",
-            )
-        return open_vault_url(vault)
+    url = is_store_url(vault)
     if isinstance(vault, Vault) and not isinstance(vault, DisclosureVault):
         return vault  # not a file of this library's: nothing to compare with the log
-    if isinstance(vault, DisclosureVault | str | os.PathLike):
-        where = vault.path if isinstance(vault, DisclosureVault) else vault
-        if log is not None and same_file(where, log):
+    if isinstance(vault, DisclosureVault | str | os.PathLike):  # a URL is a str
+        where: str | os.PathLike[str] | None  # the file the vault is
+        if isinstance(vault, DisclosureVault):
+            where = vault.path
+        elif url:
+            where = store_file(vault)  # a sqlite: URL's file; memory: is none
+        else:
+            where = vault
+        if log is not None and where is not None and same_file(where, log):
             raise UsageError(
                 f"option 'disclosures': the vault {os.fspath(where)} is the log file itself; "
                 "the vault keeps the redacted values and must be a separate file, "
                 "never the log or part of an export",
                 option="disclosures",
             )
+        if url:  # sqlite:///PATH is a vault file, memory: a MemoryVault
+            return open_vault_url(vault)
         return vault if isinstance(vault, DisclosureVault) else DisclosureVault(vault)
     raise UsageError(
         "option 'disclosures': expected a path or a vault (a DisclosureVault, a MemoryVault "

@@ -21,9 +21,10 @@ be exported. A batch that breaks the limit is refused whole, before the store se
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -188,30 +189,31 @@ class RunWriter:
     def flush(self) -> None:
         """Write every pending batch in one atomic append (nothing when none is pending)."""
         if self.pending:
-            try:
+            with self._ending_on_failure():
                 self._store_append(self.pending)
-            except BaseException as exc:
-                self.broken = exc
-                raise
             self.pending = []
 
     async def aflush(self) -> None:
         """:meth:`flush` for the event loop: a store that offers ``append_async`` (a network
         database) is awaited, so the loop goes on serving other runs meanwhile; any other
         store is written as :meth:`flush` writes it (and a failure ends the writing alike)."""
-        if not self.pending:
-            return
         append = getattr(self.store, "append_async", None)
+        if not callable(append) or not self.pending:
+            self.flush()
+            return
+        with self._ending_on_failure():
+            await append(self.pending)
+        self.stored += len(self.pending)
+        self.pending = []
+
+    @contextlib.contextmanager
+    def _ending_on_failure(self) -> Iterator[None]:
+        """A flush that raises ends the run's writing (see the module's docstring)."""
         try:
-            if callable(append):
-                await append(self.pending)
-                self.stored += len(self.pending)
-            else:
-                self._store_append(self.pending)
+            yield
         except BaseException as exc:
             self.broken = exc
             raise
-        self.pending = []
 
     def _store_append(self, rows: list[StoredEvent]) -> None:
         """The rows to the store; one that offers ``append_hashed`` is told that this writer

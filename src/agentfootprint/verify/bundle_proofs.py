@@ -198,51 +198,68 @@ class InclusionJudge:
 
 
 class ExportCheckpoint:
-    """A checkpoint of the exporting database and the proofs of its sealed runs under it.
+    """The exporting database's tree of sealed runs, and the proofs of its runs under the
+    checkpoint a bundle carries.
 
     ``leaves`` are the log's leaf hashes as they are now (after verifying every run),
-    ``order`` the run of each leaf; the checkpoint may be older than the log (its tree a
-    prefix of it: checked), so a run sealed after it has no proof and is refused.
+    ``order`` the run of each leaf. Every subtree is hashed once, whether for the root a new
+    checkpoint signs (:meth:`root_of`) or for the proofs. A checkpoint may be older than the
+    log (:meth:`adopt` checks that its tree is a prefix of it): a run sealed after it has no
+    proof and is refused.
     """
 
-    def __init__(self, note: bytes, leaves: Sequence[bytes], order: Iterable[str]) -> None:
+    def __init__(self, leaves: Sequence[bytes], order: Iterable[str]) -> None:
+        self._leaves = list(leaves)
+        self._memo: dict[tuple[int, int], bytes] = {}
+        self._leaf_of: Mapping[str, int] = {run_id: i for i, run_id in enumerate(order)}
+        #: the note :meth:`adopt` took, and its checkpoint (None until then)
+        self.note = b""
+        self.checkpoint: Checkpoint | None = None
+
+    def root_of(self, size: int) -> bytes:
+        """The root of the log's first ``size`` leaves."""
+        return root(self._leaves[:size], self._memo)
+
+    def adopt(self, note: bytes) -> ExportCheckpoint:
+        """Carry ``note``, whose tree must be the log's first ``size`` leaves."""
         text, _ = parse_note(note)  # a NoteError says what is wrong with it
         checkpoint = parse_checkpoint(text)
-        where = f"checkpoint {checkpoint.origin} of size {checkpoint.size}"
-        if checkpoint.size > len(leaves) or root(leaves[: checkpoint.size]) != checkpoint.root:
+        if checkpoint.size > len(self._leaves) or self.root_of(checkpoint.size) != checkpoint.root:
             raise VerificationError(
                 "",
                 None,
-                f"the database's seal log ({len(leaves)} sealed runs) does not hold the "
+                f"the database's seal log ({len(self._leaves)} sealed runs) does not hold the "
                 "checkpoint's tree: it is another database's, or sealed runs were dropped, "
                 "rewritten or reordered since",
                 code="checkpoint",
-                where=where,
+                where=f"checkpoint {checkpoint.origin} of size {checkpoint.size}",
             )
-        self.note = note
-        self.checkpoint = checkpoint
-        self._leaves = list(leaves[: checkpoint.size])
-        self._leaf_of: Mapping[str, int] = {run_id: i for i, run_id in enumerate(order)}
+        self.note, self.checkpoint = note, checkpoint
+        return self
 
     def inclusions(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any] | None]:
         """Each run's manifest ``inclusion`` member (null for a run without a seal); a sealed
         run the checkpoint's tree does not hold is a :class:`UsageError`."""
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            raise UsageError("ExportCheckpoint.inclusions(): adopt a checkpoint note first")
         members: dict[str, dict[str, Any] | None] = {}
         wanted: list[tuple[str, int]] = []
         for run_id in run_ids:
             leaf = self._leaf_of.get(run_id)
             if leaf is None:
                 members[run_id] = None
-            elif leaf >= self.checkpoint.size:
+            elif leaf >= checkpoint.size:
                 raise UsageError(
                     f"run {run_id} was sealed after the checkpoint (it is leaf {leaf}; the "
-                    f"checkpoint's tree holds {self.checkpoint.size}): sign a new checkpoint "
+                    f"checkpoint's tree holds {checkpoint.size}): sign a new checkpoint "
                     "to export it with its inclusion proof",
                     option="checkpoint",
                 )
             else:
                 wanted.append((run_id, leaf))
-        proofs = inclusion_proofs(self._leaves, [leaf for _, leaf in wanted])
+        tree = self._leaves[: checkpoint.size]
+        proofs = inclusion_proofs(tree, [leaf for _, leaf in wanted], self._memo)
         for (run_id, leaf), proof in zip(wanted, proofs, strict=True):
             members[run_id] = {"leaf": leaf, "proof": [node.hex() for node in proof]}
         return members

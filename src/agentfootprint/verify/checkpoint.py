@@ -106,6 +106,21 @@ def checkpoint_of(leaves: Sequence[bytes], signer: Signer, origin: str) -> bytes
     return sign_checkpoint_with(Checkpoint(origin, len(leaves), root(leaves)), signer)
 
 
+def _open_pinned(
+    note: bytes, trusted: Iterable[PublicKey] | Sequence[Any], *, origin: str | None = None
+) -> Checkpoint:
+    """``note`` verified under the caller's pinned keys, named by its own origin (or, given,
+    by ``origin``, which it must then be of)."""
+    keys = [key if isinstance(key, PublicKey) else PublicKey(key) for key in trusted]
+    if not keys:
+        raise UsageError("check a checkpoint against at least one trusted public key")
+    name = origin if origin is not None else parse_checkpoint(parse_note(note)[0]).origin
+    checkpoint, _ = open_checkpoint(
+        note, keys_named(name, [key.raw for key in keys]), origin=origin
+    )
+    return checkpoint
+
+
 def check_checkpoint(
     note: bytes, trusted: Iterable[PublicKey] | Sequence[Any], leaves: Sequence[bytes]
 ) -> Checkpoint:
@@ -114,13 +129,8 @@ def check_checkpoint(
     checkpoint's origin), and the first ``size`` leaves hash to its root. Raises
     :class:`VerificationError`: a ``NoteError`` for the note, code ``checkpoint`` for a log
     that did not only grow."""
-    keys = [key if isinstance(key, PublicKey) else PublicKey(key) for key in trusted]
-    if not keys:
-        raise UsageError("check a checkpoint against at least one trusted public key")
-    text, _ = parse_note(note)
-    origin = parse_checkpoint(text).origin
-    checkpoint, _ = open_checkpoint(note, keys_named(origin, [key.raw for key in keys]))
-    where = f"checkpoint {origin} of size {checkpoint.size}"
+    checkpoint = _open_pinned(note, trusted)
+    where = f"checkpoint {checkpoint.origin} of size {checkpoint.size}"
     if len(leaves) < checkpoint.size:
         raise VerificationError(
             "",
@@ -147,12 +157,8 @@ def same_tree(bundle: Any, note: bytes, trusted: Iterable[PublicKey] | Sequence[
     caller kept elsewhere, signed by a trusted key): the bundle's own checkpoint names the
     same log, size and root. Raises :class:`VerificationError` (``note/...``,
     ``checkpoint``)."""
-    keys = [key if isinstance(key, PublicKey) else PublicKey(key) for key in trusted]
-    if not keys:
-        raise UsageError("check a checkpoint against at least one trusted public key")
-    origin = parse_checkpoint(parse_note(note)[0]).origin
-    kept, _ = open_checkpoint(note, keys_named(origin, [key.raw for key in keys]))
-    where = f"checkpoint {origin} of size {kept.size}"
+    kept = _open_pinned(note, trusted)
+    where = f"checkpoint {kept.origin} of size {kept.size}"
     carried = getattr(bundle, "checkpoint_note", None)
     if type(carried) is not bytes:
         raise VerificationError(
@@ -245,13 +251,8 @@ def check_consistency(
     tree extends the older one (RFC 9162 section 2.1.4.2): both notes verify under a trusted
     key named by the same origin, the proof's sizes are the checkpoints', and it leads to
     both roots. Raises :class:`VerificationError` (``note/...``, ``merkle/consistency``)."""
-    keys = [key if isinstance(key, PublicKey) else PublicKey(key) for key in trusted]
-    if not keys:
-        raise UsageError("check checkpoints against at least one trusted public key")
-    origin = parse_checkpoint(parse_note(old_note)[0]).origin
-    named = keys_named(origin, [key.raw for key in keys])
-    old, _ = open_checkpoint(old_note, named)
-    new, _ = open_checkpoint(new_note, named, origin=origin)
+    old = _open_pinned(old_note, trusted)
+    new = _open_pinned(new_note, trusted, origin=old.origin)
     old_size, new_size, hashes = parse_consistency_file(proof_file)
     if (old_size, new_size) != (old.size, new.size):
         raise _proof_error(

@@ -132,9 +132,11 @@ def _mth(
     return node
 
 
-def root(leaves: Sequence[bytes]) -> bytes:
-    """MTH over ``leaves``, a list of 32-byte *leaf hashes* (:func:`leaf_hash` of each entry)."""
-    return _mth(_checked_leaves(leaves, "root"), 0, len(leaves))
+def root(leaves: Sequence[bytes], memo: dict[tuple[int, int], bytes] | None = None) -> bytes:
+    """MTH over ``leaves``, a list of 32-byte *leaf hashes* (:func:`leaf_hash` of each entry).
+    ``memo`` (shared with :func:`inclusion_proofs` over the same leaves) keeps every subtree
+    hashed, so a root and proofs of one tree hash each subtree once."""
+    return _mth(_checked_leaves(leaves, "root"), 0, len(leaves), memo)
 
 
 def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
@@ -142,11 +144,16 @@ def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
     return inclusion_proofs(leaves, [index])[0]
 
 
-def inclusion_proofs(leaves: Sequence[bytes], indexes: Sequence[int]) -> list[list[bytes]]:
+def inclusion_proofs(
+    leaves: Sequence[bytes],
+    indexes: Sequence[int],
+    memo: dict[tuple[int, int], bytes] | None = None,
+) -> list[list[bytes]]:
     """:func:`inclusion_proof` of each of ``indexes`` in the one tree over ``leaves``, every
-    subtree hashed once (what an export of many sealed runs needs)."""
+    subtree hashed once (what an export of many sealed runs needs; ``memo`` as for
+    :func:`root`)."""
     _checked_leaves(leaves, "inclusion_proof")
-    memo: dict[tuple[int, int], bytes] = {}
+    memo = {} if memo is None else memo
     proofs = []
     for index in indexes:
         if type(index) is not int or not 0 <= index < len(leaves):
