@@ -952,6 +952,24 @@ class SqliteStore(EventStore):
             rows = self._fetchall(info + " ORDER BY r.rowid")
         return [self._info(row) for row in rows]
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside the block sees the file as it was when the block's first read
+        ran (one read transaction; in WAL mode other processes go on writing meanwhile, and
+        this store's own writers in other threads wait for the block to end)."""
+        with self._lock:
+            if self._conn.in_transaction:  # already inside one
+                yield
+                return
+            with translate_errors(f"reading {self.path}", path=self.path):
+                self._conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if self._conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()

@@ -151,7 +151,9 @@ class Verifier:
     so no message is hashed twice). The last ``cache_size`` verified runs keep them:
     verifying a conversation's runs in order checks and hashes each run once, and
     memory stays bounded however long the conversation (a run evicted from the cache
-    is verified again if a later run needs it).
+    is verified again if a later run needs it). Only closed runs are remembered: a run
+    without its close may still be growing in a database other writers append to, so it
+    is read again each time it is asked for.
     """
 
     def __init__(
@@ -219,7 +221,16 @@ class Verifier:
         index row that disagrees with the events (a source without ``index_entries`` has
         no index to check; the row of a run that failed is checked for presence only).
         Store errors (an unreadable file) propagate.
+
+        A source that offers ``snapshot()`` (a database other writers may be appending to)
+        is read inside it: the runs, the index and the seal log are judged as of one
+        moment, never a run list of one moment against an index of a later one.
         """
+        snapshot = getattr(self.source, "snapshot", None)
+        with snapshot() if callable(snapshot) else contextlib.nullcontext():
+            yield from self._verify_all()
+
+    def _verify_all(self) -> Iterator[tuple[str, RunVerification | VerificationError]]:
         list_runs = getattr(self.source, "run_ids", None)
         if not callable(list_runs):
             raise UsageError(
@@ -367,6 +378,8 @@ class Verifier:
             self._active.discard(run_id)
         for digest, seq, key in sightings:  # only runs that verified can prove disclosures
             self.commitments.setdefault(digest, (run_id, seq, key))
+        if verified.close is None:
+            return verified, hasher  # still open (or cut): it may grow, so it is read again
         self._done[run_id] = (verified, hasher)
         self._lists[run_id] = lists
         while len(self._done) > self.cache_size:
