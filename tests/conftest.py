@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -39,3 +41,68 @@ def _module_new_file_schema(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     with new_file_schema(schema):
         yield
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+# The PostgreSQL tests run against AGENTFOOTPRINT_TEST_POSTGRES (a server URL whose user may
+# create databases) or, without it, a throwaway cluster this session starts from the machine's
+# own server programs. Without either they are skipped, unless AGENTFOOTPRINT_REQUIRE_POSTGRES
+# is set (CI sets it): then they fail, so a CI machine without PostgreSQL cannot pass quietly.
+
+
+@contextlib.contextmanager
+def _throwaway_cluster(*, fsync: bool) -> Iterator[Any]:
+    """A cluster started for the caller and removed after it; skipped (or, with
+    AGENTFOOTPRINT_REQUIRE_POSTGRES, failed) where the machine cannot run one."""
+    from agentfootprint.testing.pg_cluster import ClusterUnavailable, ThrowawayCluster
+
+    try:
+        cluster = ThrowawayCluster(fsync=fsync)
+        cluster.start()
+    except ClusterUnavailable as exc:
+        if os.environ.get("AGENTFOOTPRINT_REQUIRE_POSTGRES"):
+            pytest.fail(f"PostgreSQL is required (AGENTFOOTPRINT_REQUIRE_POSTGRES): {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The URL of a PostgreSQL maintenance database (``postgres``) whose user may create
+    databases."""
+    given = os.environ.get("AGENTFOOTPRINT_TEST_POSTGRES")
+    if given:
+        yield given
+        return
+    with _throwaway_cluster(fsync=False) as cluster:
+        yield cluster.url()
+
+
+@pytest.fixture(scope="module")
+def pg_cluster() -> Iterator[Any]:
+    """A cluster of the module's own (fsync on), for tests that kill its server or read its
+    files; a :class:`~agentfootprint.testing.pg_cluster.ThrowawayCluster`."""
+    with _throwaway_cluster(fsync=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def pg_database(pg_server: str) -> Iterator[str]:
+    """A new, empty database on :func:`pg_server`, dropped after the test; its URL."""
+    import uuid
+
+    import psycopg
+
+    from agentfootprint.store.postgres_url import with_database
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(pg_server, name)
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -25,6 +25,9 @@ _LAZY: dict[str, str] = {
     "RunNotFoundError": "agentfootprint.errors",
     "StoreBusyError": "agentfootprint.errors",
     "StoreConflictError": "agentfootprint.errors",
+    "StoreUnavailableError": "agentfootprint.errors",
+    "PostgresStore": "agentfootprint.store.postgres",
+    "PostgresVault": "agentfootprint.store.postgres_vault",
     "ReplayResult": "agentfootprint.audit.replayer",
     "RunDiff": "agentfootprint.audit.diff",
     "diff_runs": "agentfootprint.audit.diff",
@@ -165,6 +168,7 @@ if TYPE_CHECKING:
         StoreBusyError,
         StoreConflictError,
         StoreError,
+        StoreUnavailableError,
         ToolTeardownTimeoutError,
         UsageError,
         VerificationError,
@@ -173,6 +177,8 @@ if TYPE_CHECKING:
     from agentfootprint.providers import anthropic, openai
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.memory_vault import MemoryVault
+    from agentfootprint.store.postgres import PostgresStore
+    from agentfootprint.store.postgres_vault import PostgresVault
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
     from agentfootprint.store.transfer import export_runs, import_bundle
@@ -218,6 +224,8 @@ __all__ = [
     "PermissionRequest",
     "PolicyHaltError",
     "Ports",
+    "PostgresStore",
+    "PostgresVault",
     "ProvenValue",
     "Provider",
     "ProviderCallError",
@@ -240,6 +248,7 @@ __all__ = [
     "StoreBusyError",
     "StoreConflictError",
     "StoreError",
+    "StoreUnavailableError",
     "SystemPiece",
     "Tool",
     "ToolCall",

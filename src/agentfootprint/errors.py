@@ -24,6 +24,8 @@
     ``StoreError``            the store failed (driver errors are translated to these)
         ``StoreConflictError``  another writer appended the same run position
         ``StoreBusyError``      the database stayed locked past the timeout
+        ``StoreUnavailableError`` the database server could not be reached, or the connection
+                                broke (a batch in flight was kept whole or not at all)
         ``AppendOnlyError``     something tried to change or delete a log row
         ``RunNotFoundError``    no such run in the store
     ``VerificationError``     the log does not prove what it claims (names run, seq, reason)
@@ -58,6 +60,7 @@ __all__ = [
     "StoreBusyError",
     "StoreConflictError",
     "StoreError",
+    "StoreUnavailableError",
     "ToolTeardownTimeoutError",
     "UnsupportedKeyError",
     "UsageError",
@@ -274,6 +277,13 @@ class StoreConflictError(StoreError):
 
 class StoreBusyError(StoreError):
     """The database stayed locked by another writer past the busy timeout."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database server could not be reached, refused the connection, or the connection
+    broke during a request. A batch in flight when it broke was kept whole or not at all
+    (one transaction per flush); a run whose flush failed records nothing more and stays
+    UNSEALED."""
 
 
 class AppendOnlyError(StoreError):

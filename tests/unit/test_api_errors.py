@@ -12,6 +12,7 @@ type, so a new public name cannot be left out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import inspect
@@ -168,6 +169,26 @@ def allowing(world: World, value: Any, tmp: Path) -> None:
 def kwargs_call(fn: Callable[..., Any], argument: str, **base: Any) -> Call:
     def call(world: World, value: Any, tmp: Path) -> None:
         closing(fn(**{**base, argument: value}))
+
+    return call
+
+
+#: a PostgreSQL URL nothing answers: arguments are checked before anything connects
+UNREACHABLE = "postgresql://nobody@127.0.0.1:9/db"
+
+
+def postgres_call(fn: Callable[..., Any], argument: str) -> Call:
+    """``fn(UNREACHABLE, argument=value)``: a value refused is refused before connecting; one
+    accepted goes on to connect, and the unreachable server's StoreUnavailableError says so."""
+
+    def call(world: World, value: Any, tmp: Path) -> None:
+        key = tmp / "vault.key"
+        key.write_text("ab" * 32)
+        base: dict[str, Any] = {"url": UNREACHABLE, "timeout": 1}
+        if fn is af.PostgresVault:
+            base["master_key"] = key
+        with contextlib.suppress(af.StoreUnavailableError):  # taken: it tried to connect
+            closing(fn(**{**base, argument: value}))
 
     return call
 
@@ -441,6 +462,27 @@ CASES: list[Case] = [
         frozenset({"True"}),
     ),
     Case("DisclosureVault", "path", kwargs_call(af.DisclosureVault, "path")),
+    *(
+        Case("PostgresStore", argument, postgres_call(af.PostgresStore, argument), accepts)
+        for argument, accepts in (
+            ("url", frozenset[str]()),
+            ("durability", frozenset({"None"})),
+            ("readonly", frozenset({"True"})),
+            ("pool_size", frozenset[str]()),
+            ("timeout", frozenset({"float"})),
+        )
+    ),
+    *(
+        Case("PostgresVault", argument, postgres_call(af.PostgresVault, argument), accepts)
+        for argument, accepts in (
+            ("url", frozenset[str]()),
+            ("master_key", frozenset[str]()),
+            ("readonly", frozenset({"True"})),
+            ("create", frozenset({"True"})),
+            ("pool_size", frozenset[str]()),
+            ("timeout", frozenset({"float"})),
+        )
+    ),
     Case(
         "BundleSource",
         "path",

@@ -6,6 +6,8 @@ Subclass :class:`StoreContract` in a ``Test*`` class and implement
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +204,51 @@ class StoreContract:
         assert store.run_ids() == ["old", "new", "last"]
         for run_id in ("old", "new", "last"):
             assert Verifier(store).verify(run_id).outcome is Outcome.UNSEALED
+
+    def test_the_seal_log_lists_sealed_runs_in_seal_order(self, store: EventStore) -> None:
+        """A batch holding a ``run.seal`` row gives its run the next leaf, in that batch's
+        transaction (docs/log-format.md section 4.3); a store keeping no seal log says None."""
+        log = store.seal_log()
+        if log is None:
+            pytest.skip("this store keeps no seal log")
+        assert log == []
+        for run_id in ("s2", "s1", "open", "s3"):
+            batch = [("run.open", open_body(run_id))]
+            if run_id != "open":
+                batch.append(("run.seal", {"seal": run_id}))  # the store reads only the type
+            RunWriter(store, run_id, clock=_ticking_clock()).append(batch)
+        assert store.seal_log() == [(0, "s2"), (1, "s1"), (2, "s3")]
+
+    def test_writers_of_different_runs_in_threads_lose_nothing(self, store: EventStore) -> None:
+        errors: list[BaseException] = []
+
+        def write(worker: int) -> None:
+            try:
+                for index in range(5):
+                    self._write_run(store, f"w{worker}-{index}", commits=2)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        assert sorted(store.run_ids()) == sorted(f"w{n}-{i}" for n in range(8) for i in range(5))
+        verifier = Verifier(store)
+        assert all(verifier.verify(r).outcome is Outcome.UNSEALED for r in store.run_ids())
+
+    def test_append_async_when_offered_keeps_the_append_rules(self, store: EventStore) -> None:
+        append = getattr(store, "append_async", None)
+        if not callable(append):
+            pytest.skip("this store appends synchronously only")
+        batch = hashed_batch("a1", [("run.open", open_body("a1"))])
+        asyncio.run(append(batch))
+        assert [e.seq for e in store.read("a1")] == [0]
+        with pytest.raises(StoreConflictError):
+            asyncio.run(append(batch))  # the position is taken
+        assert list(store.read("a1")) == batch
 
     def test_unknown_run(self, store: EventStore) -> None:
         with pytest.raises(RunNotFoundError):
