@@ -52,3 +52,41 @@ def test_three_writer_processes(tmp_path: Path) -> None:
         answers.add(result.final_state["final_answer"])
     assert answers == {f"w{n} done {i}" for n in range(3) for i in range(8)}
     store.close()
+
+
+OPENER = textwrap.dedent(
+    """
+    import sys, time
+    import agentfootprint as af
+
+    db, start = sys.argv[1], float(sys.argv[2])
+    time.sleep(max(0.0, start - time.time()))
+    store = af.SqliteStore(db, durability="normal")
+    store.close()
+    print("ok")
+    """
+)
+
+
+def test_processes_creating_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """The switch to WAL meets another opener's lock with SQLITE_BUSY at once (no busy
+    handler): it is waited for like any lock, so no opener fails."""
+    import time
+
+    for trial in range(4):
+        db = tmp_path / f"new-{trial}.db"
+        start = time.time() + 1.5
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, str(db), str(start)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(6)
+        ]
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0 and out.strip() == "ok", err
+        with af.SqliteStore(db, readonly=True) as store:
+            assert store.runs() == []

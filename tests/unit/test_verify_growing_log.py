@@ -51,3 +51,24 @@ def test_a_whole_file_pass_reads_one_moment(tmp_path: Path) -> None:
         assert rest == [], rest  # r2's index row is not judged against the earlier list
         assert [r for r, _ in af.Verifier(reader).verify_all()] == ["r1", "r2"]
     store.close()
+
+
+def test_a_reader_opened_before_any_writer_follows_the_writers_commits(tmp_path: Path) -> None:
+    """Opened while no writer held the file, a read-only store reads it ``immutable`` (it
+    creates nothing beside it); once a writer appears it follows that writer's commits
+    instead of reading a file it was promised would not change."""
+    path = tmp_path / "log.db"
+    first = af.SqliteStore(path)
+    _open_run(first, "r1")
+    first.close()  # no writer's files are left beside it
+    assert not list(tmp_path.glob("log.db-*"))
+    with af.SqliteStore(path, readonly=True) as reader:
+        assert reader.run_ids() == ["r1"]
+        writer = af.SqliteStore(path)
+        for index in range(30):  # enough pages for the writer's checkpoints to move
+            _open_run(writer, f"r{index + 2}")
+        assert reader.run_ids() == [f"r{index}" for index in range(1, 32)]
+        verdicts = dict(af.Verifier(reader).verify_all())
+        assert len(verdicts) == 31
+        assert all(v.outcome is af.Outcome.UNSEALED for v in verdicts.values())
+        writer.close()

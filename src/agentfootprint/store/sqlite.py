@@ -303,7 +303,12 @@ def _uri(path: Path, query: str) -> str:
 
 
 def connect_readonly(
-    path: Path, *, what: str, wrong_kind: type[FileError], timeout: float = 30.0
+    path: Path,
+    *,
+    what: str,
+    wrong_kind: type[FileError],
+    timeout: float = 30.0,
+    live: list[Path] | None = None,
 ) -> sqlite3.Connection:
     """A connection that can never write to ``path`` or create anything beside it.
 
@@ -311,10 +316,12 @@ def connect_readonly(
     ``-wal`` or ``-shm``: works on read-only storage); with one (a live or interrupted
     writer) ``mode=ro``, which reads the committed WAL frames. A missing file is a
     :class:`FileError`; an empty or non-SQLite file ``wrong_kind`` (``what`` names the
-    kind of file wanted, e.g. "an agentfootprint log").
+    kind of file wanted, e.g. "an agentfootprint log"). ``live``: the writer's files the
+    caller found beside it (it decides on those, so it knows how the file was opened).
     """
     size, header = probe_file(path)
-    live = writer_files(path)
+    if live is None:
+        live = writer_files(path)
     if size == 0 and not live:
         raise wrong_kind(f"{path} is an empty file, not {what}", path=str(path))
     if size > 0 and header != SQLITE_HEADER:
@@ -345,6 +352,23 @@ def connect_readonly(
         conn.close()
         raise
     return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """``PRAGMA journal_mode=WAL``, waited for: SQLite answers a switch that meets another
+    process's lock with SQLITE_BUSY at once, without its busy handler (several processes
+    creating one new file at the same moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
@@ -452,6 +476,8 @@ class SqliteStore(EventStore):
         self._heads: dict[str, tuple[int, bytes]] = {}
         self._layout = 1
         self._lock = threading.RLock()
+        self._immutable = False
+        self._timeout = float(timeout)
         if readonly:
             self._conn = self._open_readonly(float(timeout))
         else:
@@ -460,7 +486,12 @@ class SqliteStore(EventStore):
 
     def _open_readonly(self, timeout: float) -> sqlite3.Connection:
         what = "an agentfootprint log"
-        conn = connect_readonly(self.path, what=what, wrong_kind=NotALogError, timeout=timeout)
+        live = writer_files(self.path)
+        #: opened ``immutable`` (no writer then): reopened ``mode=ro`` once one appears
+        self._immutable = not live
+        conn = connect_readonly(
+            self.path, what=what, wrong_kind=NotALogError, timeout=timeout, live=live
+        )
         try:
             with translate_errors(f"opening {self.path}", path=self.path):
                 kind = DatabaseKind.of(conn)
@@ -501,7 +532,7 @@ class SqliteStore(EventStore):
                     )
                 if kind.is_log:
                     _check_newer(_schema_version(conn, path), path)
-                conn.execute("PRAGMA journal_mode=WAL")
+                _switch_to_wal(conn, timeout)
                 conn.execute(f"PRAGMA synchronous={synchronous}")
                 self._migrate(conn)
                 self._layout = self._read_layout(conn)
@@ -514,6 +545,7 @@ class SqliteStore(EventStore):
     def schema_version(self) -> int:
         """The highest migration applied to this database (0 for a new file)."""
         with self._lock, translate_errors(f"reading {self.path}", path=self.path):
+            self._fresh()
             return _schema_version(self._conn, self.path)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -564,6 +596,20 @@ class SqliteStore(EventStore):
     def layout(self) -> int:
         """The storage schema this file's rows are kept in (1 or 2)."""
         return self._layout
+
+    def _fresh(self) -> None:
+        """A file opened ``immutable`` (no writer then) is read under the promise that it does
+        not change: once a writer's files appear beside it, the connection is opened again
+        ``mode=ro`` (which follows the writer's commits); called, under the lock, by every
+        read (inside a :meth:`snapshot`, the snapshot's connection is kept: it was checked as
+        the snapshot began). Nothing is created: the writer made those files."""
+        if not self._immutable or self._conn.in_transaction or not writer_files(self.path):
+            return
+        old = self._conn
+        self._conn = self._open_readonly(self._timeout)
+        self.db = sqlite_utils.Database(self._conn)
+        with contextlib.suppress(sqlite3.Error):
+            old.close()
 
     # -- contract -----------------------------------------------------------------------
     def _writable(self) -> None:
@@ -625,6 +671,7 @@ class SqliteStore(EventStore):
 
     def seal_log(self) -> list[tuple[object, object]]:
         with self._lock, translate_errors("reading the seal log", path=self.path):
+            self._fresh()
             return read_seal_log(self._conn)
 
     def _appended(
@@ -831,6 +878,7 @@ class SqliteStore(EventStore):
         hash of a crafted file) unchanged, for the verifier to judge. In schema 2 the event
         hashes and the chain links between stored heads are computed from the rows."""
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
+            self._fresh()
             if self._layout == 2:
                 events = self._read_v2(run_id, start)
                 if not events and start == 0:
@@ -862,6 +910,7 @@ class SqliteStore(EventStore):
         if getattr(self.read, "__func__", None) is not SqliteStore.read:
             return None
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
+            self._fresh()
             if self._layout == 2:
                 base, rows, _ = self._stored_v2(run_id, 0)
                 decoded = _decoded(run_id, base, rows)
@@ -917,6 +966,7 @@ class SqliteStore(EventStore):
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
+            self._fresh()
             info = self._INFO_V2 if self._layout == 2 else self._INFO
             found = self._fetchall(info + " WHERE r.run_id = ?", (run_id,))
             row = found[0] if found else None
@@ -926,6 +976,7 @@ class SqliteStore(EventStore):
 
     def run_ids(self) -> list[str]:
         with self._lock, translate_errors("listing runs from the events", path=self.path):
+            self._fresh()
             if self._layout == 2:
                 keys = self._fetchall(
                     f"SELECT k.key, r.run_id FROM (SELECT pos >> {_SEQ_BITS} AS key, "
@@ -938,6 +989,7 @@ class SqliteStore(EventStore):
 
     def index_entries(self) -> list[IndexEntry]:
         with self._lock, translate_errors("reading the run index", path=self.path):
+            self._fresh()
             rows = self._fetchall(
                 "SELECT run_id, conversation_id, parent_run_id, opened_at FROM runs ORDER BY rowid"
             )
@@ -948,6 +1000,7 @@ class SqliteStore(EventStore):
 
     def runs(self) -> list[RunInfo]:
         with self._lock, translate_errors("listing runs", path=self.path):
+            self._fresh()
             info = self._INFO_V2 if self._layout == 2 else self._INFO
             rows = self._fetchall(info + " ORDER BY r.rowid")
         return [self._info(row) for row in rows]
@@ -962,6 +1015,7 @@ class SqliteStore(EventStore):
                 yield
                 return
             with translate_errors(f"reading {self.path}", path=self.path):
+                self._fresh()
                 self._conn.execute("BEGIN")
             try:
                 yield
