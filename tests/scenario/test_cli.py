@@ -96,6 +96,10 @@ def run_ids(db: Path) -> list[str]:
         ),
         (["import"], ["BUNDLE", "already in DB", "exit 1", "DB is not a log"]),
         (["copy"], ["SRC", "DST", "--run", "losslessly", "read-only", "1  a run does not verify"]),
+        (["init"], ["DB", "postgresql://", "SELECT", "schema version", "refused"]),
+        (["vault-key"], ["master key", "new", "rotate"]),
+        (["vault-key", "new"], ["PATH", "never overwritten", "0600"]),
+        (["vault-key", "rotate"], ["VAULT", "NEW_KEY", "key_file=OLD", "destroyed", "0  rotated"]),
         (
             ["verify"],
             ["--key", "--require-signature", "--checkpoint", "--json", "VALID", "pinned"],
@@ -119,6 +123,7 @@ def run_ids(db: Path) -> list[str]:
             ["Exit codes", "0  success", "1  INVALID", "2  usage or I/O", "3  UNSEALED"],
         ),
         ([], ["never create, migrate or change a file", "AGENTFOOTPRINT_DEBUG=1"]),
+        ([], ["postgresql://USER@HOST:PORT/DBNAME"]),
     ],
 )
 def test_help_is_accurate(runner: CliRunner, command: list[str], words: list[str]) -> None:

@@ -21,7 +21,8 @@ from agentfootprint.cli import EXIT_OK, EXIT_USAGE, main
 from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 
 AGENT = "agentfootprint.demo:replay_agent"
-POSTGRES = "no PostgreSQL store yet"
+#: PostgreSQL URLs that parse, on a port nothing listens on: the connection is refused
+UNREACHABLE = "could not be reached"
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,8 @@ def test_demo_and_checkpoint_by_url(recorded: Recorded) -> None:
         ("sqlite:///absent/x.db", "does not exist"),
         ("sqlite:///.", "is a directory"),
         ("memory:", "nothing in it to read"),
-        ("postgresql://auditor:secret@db.example:5432/runs", POSTGRES),
-        ("postgres://db.example/runs", POSTGRES),
+        ("postgresql://auditor:secret@127.0.0.1:9/runs", UNREACHABLE),
+        ("postgres://127.0.0.1:9/runs", UNREACHABLE),
         ("mysql://db.example/runs", "unknown store URL scheme 'mysql'"),
         ("sqlite://host/runs.db", "no host or port"),
         ("sqlite:runs.db", "three slashes"),
@@ -218,6 +219,12 @@ def test_what_cannot_be_read_is_a_usage_error(
     args = [db if a == "DB" else a for a in args]
     if args[0] == "diff" and args[1] != db and fragment in ("does not exist", "is a directory"):
         fragment = "is not a file"  # DB_B is not a click argument: its own message
+    if fragment == UNREACHABLE:  # a URL that parses is only refused when it is connected to
+        fragment = {
+            "checkpoint": "is not a PKCS8 PEM private key",  # the key is read first
+            "import": "is a PostgreSQL database, not a bundle",
+            "disclose": "key_file",  # a PostgreSQL vault's URL names its master key
+        }.get(args[0], fragment)
     before = snapshot(recorded.folder)
     shown = check(run(args), EXIT_USAGE, fragment)
     assert "secret" not in shown  # a URL's password is never echoed
@@ -228,7 +235,7 @@ def test_what_cannot_be_read_is_a_usage_error(
     ("db", "fragment"),
     [
         ("memory:", "ends with this command"),
-        ("postgresql://db.example/runs", POSTGRES),
+        ("postgresql://127.0.0.1:9/runs", UNREACHABLE),
         ("sqlite:///absent/new.db", "absent"),
         ("sqlite:///.", "is a directory"),
     ],

@@ -181,7 +181,8 @@ def test_the_durability_example_of_docs_stores_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "stores.md").read_text("utf-8")
-    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    section = text[text.index("## Durability") : text.index("### When a run writes")]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     monkeypatch.chdir(tmp_path)
     scope: dict[str, Any] = {}
     exec(compile(block, "docs/stores.md", "exec"), scope)

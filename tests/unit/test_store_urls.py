@@ -115,13 +115,15 @@ def test_a_location_is_frozen() -> None:
 
 # -- refused --------------------------------------------------------------------------------
 
-POSTGRES = "no PostgreSQL store yet"
+#: a PostgreSQL URL that parses, naming a port nothing listens on (connection refused)
+UNREACHABLE = "postgresql://u:secret@127.0.0.1:9/db"
 REFUSED = [
-    ("postgresql://user:secret@db.example/runs", POSTGRES),
-    ("postgres://db.example/runs", POSTGRES),
-    ("PostgreSQL://db.example/runs", POSTGRES),
-    ("postgresql+psycopg://db.example/runs", POSTGRES),
-    ("postgresql:", POSTGRES),
+    ("postgresql:", "starts postgresql://"),
+    ("postgresql:/h/db", "starts postgresql://"),
+    ("postgresql://user:secret@db.example", "names no database"),
+    ("postgresql://db.example/runs?durability=fast", "durability must be"),
+    ("postgresql://user:secret@db.example/runs?colour=red", "libpq refuses"),
+    ("postgres://db.example/runs#x", "no fragment"),
     ("mysql://user:secret@h/db", "unknown store URL scheme 'mysql'"),
     ("file:///runs.db", "unknown store URL scheme 'file'"),
     ("https://example.com/runs.db", "unknown store URL scheme 'https'"),
@@ -170,7 +172,7 @@ def test_refused_forms(value: str, fragment: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["postgresql://h/db", "mysql://h/db", "sqlite://h/x", "memory:x", None, 3]
+    "value", ["postgresql://h", "mysql://h/db", "sqlite://h/x", "memory:x", None, 3]
 )
 def test_a_refusal_names_the_forms_known_or_the_one_to_write(value: object) -> None:
     message = refusal(value)
@@ -178,12 +180,24 @@ def test_a_refusal_names_the_forms_known_or_the_one_to_write(value: object) -> N
     assert KNOWN_FORMS in message or "sqlite:///PATH" in message or "'memory:'" in message
 
 
-def test_the_postgres_refusal_is_plain() -> None:
-    message = refusal("postgresql://user:secret@db.example:5432/runs")
-    assert message == (
-        "'postgresql:' URLs name a PostgreSQL database, and this version of agentfootprint "
-        f"has no PostgreSQL store yet; known: {KNOWN_FORMS}"
-    )
+@pytest.mark.parametrize(
+    "value",
+    [
+        "postgresql://user:secret@db.example:5432/runs",
+        "postgres://db.example/runs?durability=normal",
+        "PostgreSQL://db.example/runs",
+        "postgresql+psycopg://db.example/runs?sslmode=require",
+        "postgresql:///runs",
+    ],
+)
+def test_postgresql_urls_parse_without_connecting(value: str) -> None:
+    assert refusal(value) is None
+    location = parse_store_url(value)
+    assert location.kind == "postgresql" and location.path is None
+    assert location.postgres is not None and "secret" not in str(location)
+    assert store_file(value) is None
+    assert location.durability == ("normal" if "normal" in value else None)
+    assert "durability" not in location.postgres.conninfo  # libpq never sees it
 
 
 @pytest.mark.parametrize(
@@ -248,8 +262,9 @@ def test_open_store_url_refusals(tmp_path: Path) -> None:
         open_store_url("memory:", durability="full")
     with pytest.raises(af.UsageError, match="nothing in it to read"):
         open_store_url("memory:", readonly=True)
-    with pytest.raises(af.UsageError, match=POSTGRES):
-        open_store_url("postgresql://h/db")
+    with pytest.raises(af.StoreUnavailableError, match="could not be reached") as caught:
+        open_store_url(UNREACHABLE)
+    assert "secret" not in str(caught.value)
     assert not (tmp_path / "r.db").exists()
 
 
@@ -281,8 +296,8 @@ def test_open_log_reads_a_url_as_its_file(tmp_path: Path) -> None:
         bundle.close()
     with pytest.raises(af.UsageError, match=r"^option 'db': memory: .*nothing in it to read"):
         open_log("memory:")
-    with pytest.raises(af.UsageError, match=f"^option 'DB': .*{POSTGRES}"):
-        open_log("postgresql://h/db", option="DB")
+    with pytest.raises(af.StoreUnavailableError, match="could not be reached"):
+        open_log(UNREACHABLE, option="DB")
 
 
 def test_open_vault_url(tmp_path: Path) -> None:
@@ -297,7 +312,7 @@ def test_open_vault_url(tmp_path: Path) -> None:
         assert (tmp_path / "v x.db").exists()
     finally:
         opened.close()
-    with pytest.raises(af.UsageError, match=f"^option 'disclosures': .*{POSTGRES}"):
+    with pytest.raises(af.UsageError, match=r"^option 'disclosures': .*master_key"):
         open_vault_url("postgres://h/db")
 
 
@@ -345,8 +360,12 @@ def test_an_agent_records_into_memory(verified_runs: VerifiedRuns) -> None:
             "durability",
             "'full' but the store URL says durability=normal",
         ),
-        ({"store": "postgresql://u:secret@h/db"}, "store", POSTGRES),
-        ({"store": "postgresql://u:secret@h/db", "durability": "full"}, "store", POSTGRES),
+        ({"store": "postgresql://u:secret@h"}, "store", "names no database"),
+        (
+            {"store": "postgresql://u:secret@h/db?durability=full", "durability": "normal"},
+            "durability",
+            "'normal' but the store URL says durability=full",
+        ),
         ({"store": "sqlite://host/r.db"}, "store", "no host or port"),
         ({"store": "memory:x"}, "store", "exactly 'memory:'"),
         ({"store": "mysql://h/db"}, "store", "unknown store URL scheme"),

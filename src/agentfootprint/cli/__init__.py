@@ -32,11 +32,12 @@ from agentfootprint.cli._boundary import (
 )
 from agentfootprint.cli.checkpointing import checkpoint_command, consistency_command
 from agentfootprint.cli.demo import demo
+from agentfootprint.cli.init import init_command
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.keys import keys
 from agentfootprint.cli.replaying import diff_command, replay_command
 from agentfootprint.cli.transfer import copy_command, export_command, import_command
-from agentfootprint.cli.vault import disclose, erase
+from agentfootprint.cli.vault import disclose, erase, vault_key
 from agentfootprint.cli.verifying import verify
 
 __all__ = [
@@ -63,8 +64,9 @@ Exit codes (each command's --help says which apply):
 \b
 Read-only commands (runs, show, served, state, tool-calls, verify, checkpoint's DB,
 consistency, diff, export's DB, copy's SRC, replay's DB and VAULT, disclose's VAULT)
-never create, migrate or change a file. DB and VAULT are file paths or
-sqlite:///PATH URLs (sqlite:////PATH for an absolute path; docs/stores.md).
+never create, migrate or change a file. DB and VAULT are file paths,
+sqlite:///PATH URLs (sqlite:////PATH for an absolute path) or
+postgresql://USER@HOST:PORT/DBNAME URLs (docs/stores.md).
 Set {DEBUG_VARIABLE}=1 to get the Python traceback of an internal error."""
 
 
@@ -85,6 +87,7 @@ def main() -> None:
 
 for _command in (
     demo,
+    init_command,
     runs,
     show,
     served,
@@ -94,6 +97,7 @@ for _command in (
     copy_command,
     disclose,
     erase,
+    vault_key,
     replay_command,
     diff_command,
     state,

@@ -17,33 +17,43 @@ from agentfootprint.errors import FileError, UsageError
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SQLITE_HEADER
 from agentfootprint.store.transfer import open_log as open_reading
-from agentfootprint.store.urls import is_store_url, parse_store_url, refusal
+from agentfootprint.store.urls import StoreLocation, is_store_url, parse_store_url, refusal
+from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.note import MAX_NOTE_BYTES
 
 __all__ = [
     "DB",
     "TARGET_DB",
+    "Database",
     "check_output",
     "db_file",
     "echo_json",
     "open_log",
+    "open_vault_argument",
     "short",
     "when",
     "write_output",
 ]
 
 if TYPE_CHECKING:  # generic from click 8.4 on; the package supports click 8.1
-    _PathType = click.ParamType[Path]
+    _PathType = click.ParamType[Path | StoreLocation]
 else:
     _PathType = click.ParamType
+
+
+#: what a database argument converts to: a file, or a PostgreSQL database's location
+Database = Path | StoreLocation
 
 
 class _Database(_PathType):
     """A database argument: a file path, or a ``sqlite:///PATH`` URL (percent-decoded;
     :mod:`agentfootprint.store.urls`), converted to the file's :class:`Path`, so that the
     commands (and :func:`check_output`, comparing an output with its inputs) see the real
-    file. ``memory:`` and every other URL are click usage errors (exit 2), and so is a file
-    that must exist and does not, or a folder, with ``click.Path``'s own messages.
+    file; or a ``postgresql://`` URL, converted to its :class:`StoreLocation` (printed
+    without its password). ``memory:`` and every other URL are click usage errors (exit 2),
+    and so is a file that must exist and does not, or a folder, with ``click.Path``'s own
+    messages.
 
     A URL's ``durability=`` is checked but does not apply here: reading never writes, and a
     command that writes (import) writes its one transaction at full durability.
@@ -55,13 +65,19 @@ class _Database(_PathType):
         self._file = click.Path(exists=exists, dir_okay=False, path_type=Path)
         self.memory_refusal = memory_refusal
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Database:
+        if isinstance(value, StoreLocation):
+            return value
         if not is_store_url(value):
             return self._file.convert(value, param, ctx)
         refused = refusal(value)
         if refused is not None:
             self.fail(refused, param, ctx)
         location = parse_store_url(value)
+        if location.kind == "postgresql":
+            return location
         if location.kind == "memory":
             self.fail(self.memory_refusal, param, ctx)
         assert location.path is not None
@@ -92,15 +108,17 @@ TARGET_DB = _Database(
 )
 
 
-def db_file(value: str, what: str) -> Path:
+def db_file(value: str, what: str) -> Database:
     """The file a database argument names when it is not parsed by click (a path, or a
-    ``sqlite:///PATH`` URL); ``memory:`` and other URLs are a :class:`UsageError` naming
-    ``what`` (a URL itself is not echoed: it may hold a password). The caller checks that
-    the file is one."""
+    ``sqlite:///PATH`` URL), or a PostgreSQL database's location; ``memory:`` and other URLs
+    are a :class:`UsageError` naming ``what`` (a URL itself is not echoed: it may hold a
+    password). The caller checks that a file is one."""
     if not is_store_url(value):
         return Path(value)
     reason = refusal(value)
     location = parse_store_url(value) if reason is None else None
+    if location is not None and location.kind == "postgresql":
+        return location
     if location is not None and location.path is not None:
         return Path(location.path)
     raise UsageError(
@@ -110,7 +128,7 @@ def db_file(value: str, what: str) -> Path:
 
 
 @contextlib.contextmanager
-def open_log(path: Path | str) -> Iterator[Any]:
+def open_log(path: Database | str) -> Iterator[Any]:
     """A database (opened read-only: never created, migrated or changed) or an export
     bundle, read the same way (``read``, ``runs``, ``run_ids``, ``index_entries``); a path
     or a store URL (:func:`agentfootprint.store.transfer.open_log`)."""
@@ -119,7 +137,24 @@ def open_log(path: Path | str) -> Iterator[Any]:
         yield source
 
 
-def check_output(out: Path, *inputs: Path) -> None:
+def open_vault_argument(vault: Database, *, readonly: bool = False) -> Vault:
+    """The vault a ``VAULT`` argument names: a :class:`DisclosureVault` file (``readonly``,
+    or else an existing one: a command never creates a vault), or a
+    :class:`~agentfootprint.store.postgres_vault.PostgresVault`, whose URL names its master
+    key file (``?key_file=PATH``)."""
+    if isinstance(vault, Path):
+        return (
+            DisclosureVault(vault, readonly=True)
+            if readonly
+            else DisclosureVault(vault, create=False)
+        )
+    from agentfootprint.store.postgres_vault import PostgresVault
+
+    assert vault.postgres is not None
+    return PostgresVault(vault.postgres, readonly=readonly, create=False)
+
+
+def check_output(out: Path, *inputs: Database) -> None:
     """Refuse an output path that would destroy evidence (an input of the command, or an
     existing SQLite file: a log or a vault), a folder, or one in a missing folder."""
     if out.is_dir():
@@ -130,7 +165,7 @@ def check_output(out: Path, *inputs: Path) -> None:
     if not out.exists():
         return
     for given in inputs:
-        if same_file(out, given):
+        if isinstance(given, Path) and same_file(out, given):
             raise UsageError(f"--out {out} is the input {given}: refusing to overwrite it")
     with contextlib.suppress(OSError), out.open("rb") as handle:
         if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, invalid_line, one_line
-from agentfootprint.cli._common import DB, check_output, open_log, read_small
+from agentfootprint.cli._common import DB, Database, check_output, open_log, read_small
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import UsageError, VerificationError
 from agentfootprint.seal.signer import load_public_key, load_signer
@@ -32,10 +32,15 @@ __all__ = ["checkpoint_command", "consistency_command", "default_origin"]
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def default_origin(db: Path) -> str:
-    """``agentfootprint/<file name without suffix>``, with what a note key name cannot hold
-    (spaces, ``+``, control characters) as ``-``."""
-    return "agentfootprint/" + (re.sub(r"[\s+\x00-\x1f]", "-", db.stem) or "log")
+def default_origin(db: Database) -> str:
+    """``agentfootprint/<file name without suffix>`` (of a PostgreSQL database: its name),
+    with what a note key name cannot hold (spaces, ``+``, control characters) as ``-``."""
+    if isinstance(db, Path):
+        stem = db.stem
+    else:
+        assert db.postgres is not None
+        stem = db.postgres.identity()[2]
+    return "agentfootprint/" + (re.sub(r"[\s+\x00-\x1f]", "-", stem) or "log")
 
 
 @click.command("checkpoint")
@@ -67,7 +72,7 @@ def default_origin(db: Path) -> str:
     help="Where --since writes the consistency proof (a new file).",
 )
 def checkpoint_command(
-    db: Path,
+    db: Database,
     key_path: Path,
     passphrase_env: str | None,
     origin: str | None,

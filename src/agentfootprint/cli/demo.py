@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentfootprint.cli._boundary import EXIT_OK, one_line
-from agentfootprint.cli._common import TARGET_DB
+from agentfootprint.cli._common import TARGET_DB, Database
 from agentfootprint.cli.verifying import report, severity
 from agentfootprint.errors import VerificationError
 from agentfootprint.seal.signer import Ed25519Signer
@@ -63,7 +63,7 @@ def _account(store: EventReader, run_id: str) -> None:
     "OPENAI_API_KEY and never recorded.",
 )
 @click.option("--model", default=None, metavar="NAME", help="The model to ask (with --base-url).")
-def demo(db: Path, base_url: str | None, model: str | None) -> None:
+def demo(db: Database, base_url: str | None, model: str | None) -> None:
     """Record a two-tool, two-turn agent run, seal it, then verify it.
 
     By default no model or network is used: the scripted provider plays the model, and

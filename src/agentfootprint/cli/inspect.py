@@ -8,16 +8,23 @@ from rows that may be forged or malformed).
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any
 
 import click
 
 from agentfootprint.audit.read import RunReader
 from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
-from agentfootprint.cli._common import DB, echo_json, open_log, short, when
+from agentfootprint.cli._common import (
+    DB,
+    Database,
+    echo_json,
+    open_log,
+    open_vault_argument,
+    short,
+    when,
+)
 from agentfootprint.seal.dsse import parse_envelope
-from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, iter_commitments
 from agentfootprint.verify.verifier import shared_verifier
@@ -49,7 +56,7 @@ def _body(raw: object) -> dict[str, Any]:
 
 @click.command(epilog=_exit_codes("a bundle whose framing does not verify"))
 @click.argument("db", type=DB)
-def runs(db: Path) -> None:
+def runs(db: Database) -> None:
     """List the runs in DB (a database or an export bundle), in the order they opened.
 
     DB is never changed (a database is opened read-only). Runs are found from the
@@ -107,7 +114,7 @@ def _line(type_: str, body: dict[str, Any]) -> str | None:
 @click.command(epilog=_exit_codes("the run does not verify (nothing of it is shown)"))
 @click.argument("db", type=DB)
 @click.argument("run_id")
-def show(db: Path, run_id: str) -> None:
+def show(db: Database, run_id: str) -> None:
     """Print RUN_ID's commit timeline: each stage's writes, receipts and decisions.
 
     DB is a database (opened read-only, never changed) or an export bundle; redacted
@@ -162,7 +169,7 @@ def show(db: Path, run_id: str) -> None:
     "commitments (read-only). The body is then not printed (it holds the redacted values); "
     "its digest is checked against the opened commitments.",
 )
-def served(db: Path, run_id: str, k: int, wire: bool, vault: Path | None) -> None:
+def served(db: Database, run_id: str, k: int, wire: bool, vault: Database | None) -> None:
     """Print the request served at call K (0-based) of RUN_ID, rebuilt from the log.
 
     DB is a database (opened read-only, never changed) or an export bundle. Under a
@@ -177,7 +184,7 @@ def served(db: Path, run_id: str, k: int, wire: bool, vault: Path | None) -> Non
         if not wire:
             echo_json(request)
             return
-        opener: DisclosureVault | None = None
+        opener: Vault | None = None
         if verified.policy is not None:
             if vault is None:
                 fail(
@@ -185,7 +192,7 @@ def served(db: Path, run_id: str, k: int, wire: bool, vault: Path | None) -> Non
                     "hold values the log keeps as commitments; give --disclosures VAULT (the "
                     "vault it was recorded with) to rebuild them"
                 )
-            opener = DisclosureVault(vault, readonly=True)
+            opener = open_vault_argument(vault, readonly=True)
         opened: dict[str, Any] = {}
         recorded: list[Any] = []
         for event in source.read(run_id):
@@ -212,7 +219,7 @@ def served(db: Path, run_id: str, k: int, wire: bool, vault: Path | None) -> Non
     _check_wire(opened, live, digests, k, show_body=False)
 
 
-def _opened_digest(vault: DisclosureVault, recorded: Any) -> Any:
+def _opened_digest(vault: Vault, recorded: Any) -> Any:
     """A recorded wire digest: as is, or opened from its commitment by the vault."""
     if not is_commitment(recorded):
         return recorded
@@ -278,7 +285,7 @@ def _check_wire(
     "-1 is the state the run started from (its parent's final state, or {}).",
 )
 @click.option("--path", "key", metavar="KEY", help="Print only this state key's value.")
-def state(db: Path, run_id: str, commit: int, key: str | None) -> None:
+def state(db: Database, run_id: str, commit: int, key: str | None) -> None:
     """Print RUN_ID's state as of commit COMMIT, rebuilt from the log.
 
     The state is folded from the run's writes (and its ancestors' for a continued run)
@@ -305,7 +312,7 @@ def state(db: Path, run_id: str, commit: int, key: str | None) -> None:
 @click.argument("db", type=DB)
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON array.")
-def tool_calls_command(db: Path, run_id: str, as_json: bool) -> None:
+def tool_calls_command(db: Database, run_id: str, as_json: bool) -> None:
     """Print every tool call of RUN_ID, from the log alone: the model call whose reply asked
     for it, the tools offered at that call, its permission decision and its result.
 

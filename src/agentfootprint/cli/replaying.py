@@ -21,10 +21,16 @@ from agentfootprint.cli._boundary import (
     one_line,
     verification_message,
 )
-from agentfootprint.cli._common import DB, db_file, echo_json, open_log
+from agentfootprint.cli._common import (
+    DB,
+    Database,
+    db_file,
+    echo_json,
+    open_log,
+    open_vault_argument,
+)
 from agentfootprint.cli._factory import build_agent, cwd_on_path
 from agentfootprint.errors import ReplayDivergence, RunError, VerificationError
-from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.verify.verifier import shared_verifier
 
 if TYPE_CHECKING:
@@ -91,7 +97,12 @@ def _echo_diff(diff: str, labels: tuple[str, str] | None = None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
 def replay_command(
-    db: Path, run_id: str, factory: str, until: int | None, vault: Path | None, as_json: bool
+    db: Database,
+    run_id: str,
+    factory: str,
+    until: int | None,
+    vault: Database | None,
+    as_json: bool,
 ) -> None:
     """Replay RUN_ID of DB with the agent FACTORY builds: no model call, no tool runs.
 
@@ -117,7 +128,7 @@ def replay_command(
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_log(db))
         opened = (
-            stack.enter_context(contextlib.closing(DisclosureVault(vault, readonly=True)))
+            stack.enter_context(contextlib.closing(open_vault_argument(vault, readonly=True)))
             if vault is not None
             else None
         )
@@ -231,7 +242,7 @@ def _report_divergence(run_id: str, exc: ReplayDivergence, as_json: bool) -> Non
     metavar="N",
     help="List at most N differences (default: all).",
 )
-def diff_command(db_a: Path, rest: tuple[str, ...], as_json: bool, limit: int | None) -> None:
+def diff_command(db_a: Database, rest: tuple[str, ...], as_json: bool, limit: int | None) -> None:
     """Compare what the model was served in two runs, call by call and piece by piece.
 
     DB_A RUN_A RUN_B compares two runs of one log; DB_A RUN_A DB_B RUN_B compares runs
@@ -254,7 +265,7 @@ def diff_command(db_a: Path, rest: tuple[str, ...], as_json: bool, limit: int | 
     elif len(rest) == 3:
         run_a, db_name, run_b = rest
         db_b = db_file(db_name, "DB_B")
-        if not db_b.is_file():
+        if isinstance(db_b, Path) and not db_b.is_file():
             fail(f"DB_B {db_name!r} is not a file", EXIT_USAGE)
     else:
         fail(

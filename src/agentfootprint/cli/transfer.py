@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, fail, one_line, verification_message
-from agentfootprint.cli._common import DB, TARGET_DB, check_output, read_small
+from agentfootprint.cli._common import DB, TARGET_DB, Database, check_output, read_small
 from agentfootprint.cli.checkpointing import default_origin
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import FileError, UsageError, VerificationError
@@ -62,7 +62,7 @@ __all__ = ["copy_command", "export_command", "import_command"]
     "one an auditor keeps); the proofs are made under its tree.",
 )
 def export_command(
-    db: Path,
+    db: Database,
     run_ids: tuple[str, ...],
     out: Path,
     key_path: Path | None,
@@ -119,6 +119,17 @@ def export_command(
     click.echo(f"exported {counts['runs']} runs ({counts['events']} events) to {out}{proven}")
 
 
+def _same_database(a: Database, b: Database) -> bool:
+    """Whether two database arguments name one database (a file by any path; a PostgreSQL
+    database by host, port and name)."""
+    if isinstance(a, Path) and isinstance(b, Path):
+        return b.exists() and same_file(a, b)
+    if isinstance(a, Path) or isinstance(b, Path):
+        return False
+    assert a.postgres is not None and b.postgres is not None
+    return a.postgres.identity() == b.postgres.identity()
+
+
 def _not_a_bundle(path: Path) -> FileError:
     with path.open("rb") as handle:
         head = handle.read(len(SQLITE_HEADER))
@@ -142,7 +153,7 @@ def _verify(source: BundleSource) -> None:
 @click.command("import")
 @click.argument("bundle", type=DB)
 @click.argument("db", type=TARGET_DB)
-def import_command(bundle: Path, db: Path) -> None:
+def import_command(bundle: Database, db: Database) -> None:
     """Verify BUNDLE, then load its runs into DB (created if missing).
 
     Runs already in DB with the same log are skipped; a run id held with a different
@@ -156,20 +167,28 @@ def import_command(bundle: Path, db: Path) -> None:
       2  usage error: BUNDLE is not a bundle; DB is not a log, of a newer schema
          version, or cannot be written; a run id already in DB with another log
     """
+    if not isinstance(bundle, Path):
+        raise UsageError(
+            f"BUNDLE {bundle} is a PostgreSQL database, not a bundle: copy runs between "
+            "databases with 'agentfootprint copy SRC DST'"
+        )
     if not is_bundle(bundle):
         raise _not_a_bundle(bundle)
-    folder = db.parent if str(db.parent) else Path(".")
-    if not db.exists() and not folder.is_dir():
-        raise FileError(
-            f"cannot import into {db}: the folder {folder} does not exist", path=str(db)
-        )
+    if isinstance(db, Path):
+        folder = db.parent if str(db.parent) else Path(".")
+        if not db.exists() and not folder.is_dir():
+            raise FileError(
+                f"cannot import into {db}: the folder {folder} does not exist", path=str(db)
+            )
     try:
         source = BundleSource(bundle)
     except VerificationError as exc:
         fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)
     with contextlib.closing(source):
         try:
-            if not db.exists():  # verified before DB is created: a refusal leaves no file
+            if not isinstance(db, Path) or not db.exists():
+                # verified before DB is created (a refusal leaves no file) or reached over
+                # the network (a refusal leaves no tables in an empty database)
                 _verify(source)
             with contextlib.closing(open_store_url(db, option="DB")) as store:
                 imported = import_bundle(source, store)
@@ -192,7 +211,7 @@ def import_command(bundle: Path, db: Path) -> None:
     metavar="ID",
     help="Copy only this run (and its ancestors). Repeatable. Default: every run of SRC.",
 )
-def copy_command(src: Path, dst: Path, run_ids: tuple[str, ...]) -> None:
+def copy_command(src: Database, dst: Database, run_ids: tuple[str, ...]) -> None:
     """Copy runs from database SRC into database DST (created if missing), losslessly.
 
     An export bundle is the medium: every run is verified in SRC, the bundle is verified
@@ -207,14 +226,16 @@ def copy_command(src: Path, dst: Path, run_ids: tuple[str, ...]) -> None:
       2  usage error: SRC missing or not a log; DST not a log or not writable; an
          unknown --run; a run id DST holds with another log
     """
-    if dst.exists() and same_file(dst, src):
+    if _same_database(src, dst):
         raise UsageError(f"DST {dst} is SRC: name another database to copy into", option="DST")
-    folder = dst.parent if str(dst.parent) else Path(".")
-    if not dst.exists() and not folder.is_dir():
-        raise FileError(
-            f"cannot copy into {dst}: the folder {folder} does not exist", path=str(dst)
-        )
-    created = not dst.exists()
+    created = False
+    if isinstance(dst, Path):
+        folder = dst.parent if str(dst.parent) else Path(".")
+        if not dst.exists() and not folder.is_dir():
+            raise FileError(
+                f"cannot copy into {dst}: the folder {folder} does not exist", path=str(dst)
+            )
+        created = not dst.exists()
     with contextlib.closing(open_store_url(src, option="SRC", readonly=True)) as source:
         try:
             with contextlib.closing(open_store_url(dst, option="DST")) as target:

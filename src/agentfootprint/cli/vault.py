@@ -8,11 +8,17 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import one_line
-from agentfootprint.cli._common import DB, check_output, write_output
+from agentfootprint.cli._common import (
+    DB,
+    Database,
+    check_output,
+    open_vault_argument,
+    write_output,
+)
 from agentfootprint.errors import UsageError
-from agentfootprint.store.vault import DisclosureVault, disclosures_document
+from agentfootprint.store.vault import disclosures_document
 
-__all__ = ["disclose", "erase"]
+__all__ = ["disclose", "erase", "vault_key"]
 
 
 @click.command()
@@ -26,7 +32,7 @@ __all__ = ["disclose", "erase"]
     help="The disclosures file to write (whole or not at all; never VAULT itself or "
     "another SQLite file).",
 )
-def disclose(vault: Path, commitments: tuple[str, ...], run_id: str | None, out: Path) -> None:
+def disclose(vault: Database, commitments: tuple[str, ...], run_id: str | None, out: Path) -> None:
     """Write disclosures from VAULT for chosen COMMITMENTS (or --run ID).
 
     A disclosure is [salt, key, value]: with it, `verify --disclosures` proves the value a
@@ -40,7 +46,7 @@ def disclose(vault: Path, commitments: tuple[str, ...], run_id: str | None, out:
          it says what the file is); no such commitment; --out cannot be written
     """
     check_output(out, vault)
-    with contextlib.closing(DisclosureVault(vault, readonly=True)) as store:
+    with contextlib.closing(open_vault_argument(vault, readonly=True)) as store:
         chosen = list(commitments) + (store.commitments(run_id) if run_id else [])
         if not chosen:
             raise UsageError(
@@ -57,11 +63,14 @@ def disclose(vault: Path, commitments: tuple[str, ...], run_id: str | None, out:
 @click.argument("vault", type=DB)
 @click.argument("commitments", nargs=-1)
 @click.option("--run", "run_id", metavar="ID", help="Every commitment of this run.")
-def erase(vault: Path, commitments: tuple[str, ...], run_id: str | None) -> None:
+def erase(vault: Database, commitments: tuple[str, ...], run_id: str | None) -> None:
     """Erase disclosures from VAULT (secure delete): those values become unrecoverable.
 
     The log never held the values, so it still verifies after an erasure. VAULT must be
     an existing disclosure vault: a log, or any other file, is refused and left as it is.
+    A PostgreSQL vault (postgresql://...?key_file=PATH) deletes the entry and its key;
+    copies of the database taken before (WAL, backups) hold them wrapped under the master
+    key until `vault-key rotate` replaces it (docs/stores.md).
 
     \b
     Exit codes:
@@ -70,6 +79,65 @@ def erase(vault: Path, commitments: tuple[str, ...], run_id: str | None) -> None
     """
     if not commitments and run_id is None:
         raise UsageError("erase what? name commitments, or --run ID")
-    with contextlib.closing(DisclosureVault(vault, create=False)) as store:
+    with contextlib.closing(open_vault_argument(vault)) as store:
         erased = store.erase(commitments=commitments, run_id=run_id)
     click.echo(f"erased {erased} disclosures from {one_line(vault)}")
+
+
+@click.group("vault-key")
+def vault_key() -> None:
+    """The master key of a vault on PostgreSQL: create one, or rotate a vault to a new one.
+
+    Every entry of a PostgreSQL vault is encrypted under a key of its own, kept only
+    wrapped under the master key, a file of 64 hex digits the agents' user alone can read
+    (docs/stores.md, "The vault on PostgreSQL").
+    """
+
+
+@vault_key.command("new")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def vault_key_new(path: Path) -> None:
+    """Create a new random master key in PATH (64 hex digits, mode 0600).
+
+    PATH must not exist: a key file is never overwritten. Nothing is printed of the key.
+
+    \b
+    Exit codes:
+      0  the key file was written
+      2  usage error: PATH exists, or its folder is missing or not writable
+    """
+    from agentfootprint.store.postgres_vault import new_master_key_file
+
+    new_master_key_file(path)
+    click.echo(f"wrote a new vault master key to {one_line(path)}")
+
+
+@vault_key.command("rotate")
+@click.argument("vault", type=DB)
+@click.argument("new_key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def vault_key_rotate(vault: Database, new_key: Path) -> None:
+    """Wrap every live entry's key of VAULT again under NEW_KEY, in one transaction.
+
+    VAULT is postgresql://...?key_file=OLD (the current master key). Afterwards OLD opens
+    nothing VAULT holds, and every vault opened with it is refused: open them with NEW_KEY.
+    Entries erased before the rotation were not wrapped again, so once every copy of OLD
+    is destroyed they are unrecoverable from any copy of the database (WAL, backups).
+
+    \b
+    Exit codes:
+      0  rotated (the number of keys wrapped again is printed)
+      2  usage error: VAULT is not a PostgreSQL vault, OLD does not open it, NEW_KEY is not
+         a key file or is the current key; the database cannot be reached
+    """
+    if isinstance(vault, Path):
+        raise UsageError(
+            f"{vault} is an SQLite vault: it keeps no master key (an erase overwrites the "
+            "bytes in place); rotation is for a vault on PostgreSQL"
+        )
+    from agentfootprint.store.postgres_vault import PostgresVault
+
+    assert vault.postgres is not None
+    with contextlib.closing(PostgresVault(vault.postgres, create=False)) as store:
+        count = store.rotate_master_key(new_key)
+        key_id = store.key_id
+    click.echo(f"wrapped {count} keys again under the new master key (key id {key_id})")

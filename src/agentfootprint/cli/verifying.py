@@ -20,7 +20,7 @@ from agentfootprint.cli._boundary import (
     invalid_line,
     one_line,
 )
-from agentfootprint.cli._common import DB, open_log, read_small, short
+from agentfootprint.cli._common import DB, Database, open_log, read_small, short
 from agentfootprint.errors import StoreError, UsageError, VerificationError
 from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.store.vault import read_disclosures
@@ -250,7 +250,7 @@ def _check_checkpoint(
 )
 @click.option("--json", "json_out", is_flag=True, help="Print the verdicts as one JSON object.")
 def verify(
-    db: Path,
+    db: Database,
     run_ids: tuple[str, ...],
     disclosures: Path | None,
     keys: tuple[str, ...],

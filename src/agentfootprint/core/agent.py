@@ -41,7 +41,13 @@ from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
 from agentfootprint.store.sqlite import DURABILITY, SqliteStore
-from agentfootprint.store.urls import is_store_url, open_store_url, parse_store_url, store_file
+from agentfootprint.store.urls import (
+    database_of,
+    is_store_url,
+    open_store_url,
+    parse_store_url,
+    store_file,
+)
 from agentfootprint.store.vault import open_vault
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
@@ -197,6 +203,13 @@ def open_disclosures(disclosures: Any, store: Any) -> Vault | None:
     vault holds what the log must not)."""
     if isinstance(disclosures, str | os.PathLike):
         disclosures = _file_path(disclosures, "disclosures")
+    log_database = database_of(store)
+    if log_database is not None and database_of(disclosures) == log_database:
+        raise UsageError(
+            "option 'disclosures': the vault is the log's own PostgreSQL database; the vault "
+            "keeps the redacted values and must be a database of its own, never the log's",
+            option="disclosures",
+        )
     log: str | os.PathLike[str] | None = None
     if is_store_url(store):
         log = store_file(store)  # the file of a sqlite: URL (None: memory: is no file)

@@ -3,8 +3,8 @@
 The same logical tables as an SQLite file of schema 1 (docs/log-format.md section 4.4):
 ``events`` holds every row whole (``PRIMARY KEY (run_id, seq)``), ``runs`` the run index,
 ``seal_log`` one Merkle leaf per sealed run, ``schema_version`` the migrations applied. A flush
-is one transaction; two writers racing for one position cannot both win (the primary key), and
-the loser's whole batch rolls back, so appends to different runs never wait for each other and
+is one atomic write (one statement, or for a sealing batch one transaction); two writers racing
+for one position cannot both win (the primary key), and the loser's whole batch rolls back, so appends to different runs never wait for each other and
 appends to one run never interleave. Sealing takes one transaction-scoped advisory lock, so leaf
 indexes follow the order in which sealing transactions commit, whatever the number of writers.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -297,10 +298,28 @@ class PostgresStore(EventStore):
             )
 
     def append(self, events: Sequence[StoredEvent]) -> None:
+        """One batch. A batch that seals nothing is one statement, atomic by itself (its run's
+        opening, the run index row, travels in the same statement): one round trip; a sealing
+        batch is a transaction (the leaf is given under the seal lock)."""
         self._writable()
         self.check_batch(events)
         first = events[0]
-        with self._cursor(f"run {first.run_id} append at seq {first.seq}", write=True) as cur:
+        context = f"run {first.run_id} append at seq {first.seq}"
+        if len(events) <= _ROWS_PER_STATEMENT and not sealed_in(events):
+            with self._lock:
+                count = self._next_seq.get(first.run_id)
+            if first.seq == 0 or count is not None:
+                if first.seq != 0 and count != first.seq:
+                    raise StoreConflictError(
+                        f"run {first.run_id}: append at seq {first.seq} but the run has "
+                        f"{count} events"
+                    )
+                sql, params = _statement(events)
+                with self._db.connection(context) as conn:
+                    conn.execute(sql, params)
+                self._appended(events)
+                return
+        with self._cursor(context, write=True) as cur:
             self._insert(cur, events, ())
             self._seal(cur, events)
         self._appended(events)
@@ -356,11 +375,9 @@ class PostgresStore(EventStore):
                 raise StoreConflictError(
                     f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
                 )
-        cur.executemany(
-            "INSERT INTO events (run_id, seq, type, ts, body, event_hash, chain_hash) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events],
-        )
+        for start in range(0, len(events), _ROWS_PER_STATEMENT):
+            chunk = events[start : start + _ROWS_PER_STATEMENT]
+            cur.execute(_insert_rows(len(chunk)), _row_params(chunk))
 
     @staticmethod
     def _seal(cur: psycopg.Cursor[Any], events: Sequence[StoredEvent]) -> None:
@@ -486,3 +503,41 @@ class PostgresStore(EventStore):
             return
         self._executor.shutdown(wait=True)
         self._db.close()
+
+
+#: the rows one INSERT carries (PostgreSQL takes at most 65,535 parameters, 7 per row)
+_ROWS_PER_STATEMENT: Final = 65_535 // 7
+_OPEN_RUN: Final = (
+    "WITH opened AS (INSERT INTO runs (run_id, conversation_id, parent_run_id, opened_at) "
+    "VALUES (%s, %s, %s, %s)) "
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_rows(count: int) -> str:
+    """``INSERT INTO events ... VALUES`` of ``count`` rows (the text is reused, so the server
+    prepares each batch size once per connection)."""
+    return (
+        "INSERT INTO events (run_id, seq, type, ts, body, event_hash, chain_hash) VALUES "
+        + ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * count)
+    )
+
+
+def _row_params(events: Sequence[StoredEvent]) -> list[Any]:
+    params: list[Any] = []
+    for e in events:
+        params += (e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash)
+    return params
+
+
+def _statement(events: Sequence[StoredEvent]) -> tuple[str, list[Any]]:
+    """The one statement of a batch that seals nothing: its rows, and for a batch that opens
+    its run the run index row too (a primary key refuses a second opening of the run)."""
+    first = events[0]
+    if first.seq != 0:
+        return _insert_rows(len(events)), _row_params(events)
+    conversation, parent = run_index_from_open(first)
+    return (
+        _OPEN_RUN + _insert_rows(len(events)),
+        [first.run_id, conversation, parent, first.ts, *_row_params(events)],
+    )

@@ -17,7 +17,7 @@ from agentfootprint.errors import (
 from agentfootprint.seal.signer import Signer, checked_signer
 from agentfootprint.store.base import EventReader, EventStore, StoredEvent, run_index_from_open
 from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.urls import is_store_url, open_store_url, parse_store_url
+from agentfootprint.store.urls import StoreLocation, is_store_url, open_store_url, parse_store_url
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.bundle_write import write_bundle
@@ -28,7 +28,9 @@ from agentfootprint.verify.verifier import Verifier
 __all__ = ["copy_runs", "export_runs", "import_bundle", "open_log"]
 
 
-def open_log(path: str | os.PathLike[str], *, option: str = "db") -> EventStore | BundleSource:
+def open_log(
+    path: str | os.PathLike[str] | StoreLocation, *, option: str = "db"
+) -> EventStore | BundleSource:
     """The log a path or store URL names, opened for reading only: an export bundle, or a
     database that is never created, migrated or changed (both read the same way: ``read``,
     ``runs``, ``run_ids``, ``index_entries``, ``close``).
@@ -36,6 +38,8 @@ def open_log(path: str | os.PathLike[str], *, option: str = "db") -> EventStore 
     A ``sqlite:///PATH`` URL names its file as a path does (what the file holds decides how
     it is read); ``memory:`` and other URLs are refused (:mod:`agentfootprint.store.urls`).
     """
+    if isinstance(path, StoreLocation):
+        return open_store_url(path, option=option, readonly=True)
     if not is_store_url(path):
         return BundleSource(path) if is_bundle(path) else SqliteStore(path, readonly=True)
     location = parse_store_url(path, option=option)

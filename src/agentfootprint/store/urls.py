@@ -12,11 +12,13 @@ The rule that decides what a string is (docs/stores.md, "Opening a store from a 
   ``postgres``, also with a ``+driver`` suffix), or that is followed by ``//``
   (``mysql://...``); anything else (``runs.db``, ``C:\\x\\runs.db``, ``C:/x``, ``a:b.db``)
   is a file path, as before URLs were accepted;
-* a URL is accepted only as ``sqlite:///PATH`` (SQLAlchemy's meaning: ``sqlite:///runs.db``
+* a URL is accepted as ``sqlite:///PATH`` (SQLAlchemy's meaning: ``sqlite:///runs.db``
   is the relative path ``runs.db``, ``sqlite:////abs/runs.db`` the absolute ``/abs/runs.db``;
-  the path is percent-decoded; one query parameter, ``durability=full|normal``) or exactly
-  ``memory:``. Every other URL is refused with a :class:`UsageError` that names the option
-  and the forms known; a URL's user, password, host and port are never echoed.
+  the path is percent-decoded; one query parameter, ``durability=full|normal``), exactly
+  ``memory:``, or ``postgresql://USER@HOST:PORT/DBNAME`` (libpq's URL, any libpq parameter,
+  plus ``durability=full|normal``: :mod:`agentfootprint.store.postgres_url`). Every other URL
+  is refused with a :class:`UsageError` that names the option and the forms known; a URL's
+  password is never echoed.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qsl, unquote
 
-from agentfootprint.errors import UsageError
+from agentfootprint.errors import FileError, UsageError
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.memory_vault import MemoryVault
+from agentfootprint.store.postgres_url import PostgresLocation, PostgresURLError, parse_postgres_url
 from agentfootprint.store.sqlite import DURABILITY, SqliteStore
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.vault_base import Vault
@@ -38,6 +41,7 @@ from agentfootprint.store.vault_base import Vault
 __all__ = [
     "KNOWN_FORMS",
     "StoreLocation",
+    "database_of",
     "is_store_url",
     "open_store_url",
     "open_vault_url",
@@ -47,7 +51,10 @@ __all__ = [
 ]
 
 #: what the messages list as accepted
-KNOWN_FORMS = "sqlite:///PATH (relative; sqlite:////PATH absolute), memory:, or a file path"
+KNOWN_FORMS = (
+    "sqlite:///PATH (relative; sqlite:////PATH absolute), postgresql://USER@HOST:PORT/DBNAME, "
+    "memory:, or a file path"
+)
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _POSTGRES = frozenset({"postgresql", "postgres"})
@@ -60,12 +67,24 @@ _PARAMETERS = ("durability",)
 class StoreLocation:
     """Where a store lives, parsed from a URL or a path (nothing opened yet)."""
 
-    #: ``"sqlite"``: one SQLite file; ``"memory"``: a new, empty in-memory store
-    kind: Literal["sqlite", "memory"]
-    #: the file (``kind == "sqlite"``), percent-decoded, as the OS takes it; None in memory
+    #: ``"sqlite"``: one SQLite file; ``"memory"``: a new, empty in-memory store;
+    #: ``"postgresql"``: a PostgreSQL database
+    kind: Literal["sqlite", "memory", "postgresql"]
+    #: the file (``kind == "sqlite"``), percent-decoded, as the OS takes it; None otherwise
     path: str | None
     #: the URL's ``durability=`` (``"full"`` or ``"normal"``); None when it says none
     durability: str | None = None
+    #: the database (``kind == "postgresql"``)
+    postgres: PostgresLocation | None = None
+
+    def __str__(self) -> str:
+        return self.shown()
+
+    def shown(self) -> str:
+        """How messages name it (a PostgreSQL URL without its password)."""
+        if self.postgres is not None:
+            return self.postgres.shown
+        return self.path if self.path is not None else "memory:"
 
 
 class _Refused(Exception):
@@ -131,10 +150,11 @@ def _parse(value: object) -> StoreLocation:
     assert match is not None
     scheme, rest = match.group(1).lower(), value[match.end() :]
     if scheme.split("+", 1)[0] in _POSTGRES:
-        raise _Refused(
-            f"'{scheme}:' URLs name a PostgreSQL database, and this version of agentfootprint "
-            f"has no PostgreSQL store yet; known: {KNOWN_FORMS}"
-        )
+        try:
+            found = parse_postgres_url(value)
+        except PostgresURLError as exc:
+            raise _Refused(f"{exc} (known: {KNOWN_FORMS})") from None
+        return StoreLocation("postgresql", None, found.durability, found)
     if scheme == "memory":
         if rest:
             raise _Refused(
@@ -219,6 +239,11 @@ def open_store_url(
             f"option 'durability': must be 'full' or 'normal', got {durability!r}",
             option="durability",
         )
+    if location.kind == "postgresql":
+        from agentfootprint.store.postgres import PostgresStore
+
+        assert location.postgres is not None
+        return PostgresStore(location.postgres, readonly=readonly, durability=durability)
     if location.kind == "memory":
         if readonly:
             raise UsageError(
@@ -263,5 +288,30 @@ def open_vault_url(value: object, *, option: str = "disclosures", readonly: bool
                 option=option,
             )
         return MemoryVault()
+    if location.kind == "postgresql":
+        from agentfootprint.store.postgres_vault import PostgresVault
+
+        assert location.postgres is not None
+        try:
+            return PostgresVault(location.postgres, readonly=readonly)
+        except FileError as exc:  # the key file: named by the option it came through
+            raise type(exc)(f"option {option!r}: {exc}", path=exc.path, option=option) from exc
+        except UsageError as exc:
+            raise UsageError(f"option {option!r}: {exc}", option=option) from exc
     assert location.path is not None
     return DisclosureVault(location.path, readonly=readonly)
+
+
+def database_of(value: object) -> tuple[str, str, str] | None:
+    """``(host, port, dbname)`` of the PostgreSQL database ``value`` names (a URL, a parsed
+    location, or a store or vault opened on one); None for anything else: for telling a
+    vault that would be the log's own database."""
+    location: object = getattr(value, "location", value)
+    if isinstance(location, StoreLocation):
+        location = location.postgres
+    elif isinstance(location, str) and is_store_url(location):
+        try:
+            location = _parse(location).postgres
+        except _Refused:
+            return None
+    return location.identity() if isinstance(location, PostgresLocation) else None

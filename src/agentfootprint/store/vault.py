@@ -233,7 +233,8 @@ def open_vault(vault: object, *, log: str | os.PathLike[str] | None = None) -> V
                 "never the log or part of an export",
                 option="disclosures",
             )
-        if url:  # sqlite:///PATH is a vault file, memory: a MemoryVault
+        if url:  # sqlite:///PATH is a vault file, memory: a MemoryVault, postgresql:// a
+            # PostgresVault (its URL names the master key file: ?key_file=PATH)
             return open_vault_url(vault)
         return vault if isinstance(vault, DisclosureVault) else DisclosureVault(vault)
     raise UsageError(

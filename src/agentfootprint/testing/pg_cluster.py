@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +32,21 @@ __all__ = ["ClusterUnavailable", "ThrowawayCluster", "find_bindir"]
 
 #: the superuser the cluster is created with (trusted on loopback only)
 SUPERUSER = "af_admin"
+
+#: run beside the cluster: once the process that started it is gone (killed, so its
+#: teardown never ran), stop the server and remove the cluster
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, root, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+while True:
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.5)
+subprocess.run(command, capture_output=True, timeout=120)
+shutil.rmtree(root, ignore_errors=True)
+"""
 
 
 class ClusterUnavailable(RuntimeError):
@@ -101,6 +117,7 @@ class ThrowawayCluster:
         self.log = self.root / "server.log"
         self.port = 0
         self._initialised = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -149,9 +166,32 @@ class ThrowawayCluster:
                 check=False,
             )
             if done.returncode == 0:
+                self._watch()
                 return self.url()
             last = done.stdout + done.stderr + self._log_tail()
         raise ClusterUnavailable(f"the PostgreSQL server did not start: {last}")
+
+    def _watch(self) -> None:
+        """The watchdog that removes the cluster if this process dies without :meth:`stop`."""
+        if self._watchdog is not None and self._watchdog.poll() is None:
+            return
+        stop = [
+            *self._run_as,
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+        ]
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.root), *stop],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):
@@ -186,10 +226,11 @@ class ThrowawayCluster:
         data folder (a new server refuses to start beside them)."""
         deadline = time.monotonic() + 30
         marker = str(self.data)
+        ours = {os.getpid()} | ({self._watchdog.pid} if self._watchdog is not None else set())
         while time.monotonic() < deadline:
             alive = False
             for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit():
+                if not entry.name.isdigit() or int(entry.name) in ours:
                     continue
                 with contextlib.suppress(OSError):
                     if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
@@ -213,6 +254,10 @@ class ThrowawayCluster:
                 check=False,
             )
         if remove:
+            if self._watchdog is not None:
+                self._watchdog.kill()
+                self._watchdog.wait()
+                self._watchdog = None
             shutil.rmtree(self.root, ignore_errors=True)
 
     # -- addressing -----------------------------------------------------------------------
