@@ -4,8 +4,9 @@ The same logical tables as an SQLite file of schema 1 (docs/log-format.md sectio
 ``events`` holds every row whole (``PRIMARY KEY (run_id, seq)``), ``runs`` the run index,
 ``seal_log`` one Merkle leaf per sealed run, ``schema_version`` the migrations applied. A flush
 is one atomic write (one statement, or for a sealing batch one transaction); two writers racing
-for one position cannot both win (the primary key), and the loser's whole batch rolls back, so appends to different runs never wait for each other and
-appends to one run never interleave. Sealing takes one transaction-scoped advisory lock, so leaf
+for one position cannot both win (the primary key), and the loser's whole batch rolls back,
+so appends to different runs never wait for each other and appends to one run never
+interleave. Sealing takes one transaction-scoped advisory lock, so leaf
 indexes follow the order in which sealing transactions commit, whatever the number of writers.
 
 Append-only is enforced by the database itself: triggers refuse ``UPDATE``, ``DELETE`` and
