@@ -151,3 +151,52 @@ def test_copy_runs_between_memory_and_sqlite(tmp_path: Path) -> None:
         assert list(back.read(first.run_id)) == list(memory.read(first.run_id))
     finally:
         target.close()
+
+
+def test_a_copy_keeps_the_seal_order_so_a_checkpoint_of_the_source_checks_the_copy(
+    tmp_path: Path,
+) -> None:
+    """The run opened first is sealed last: listed from the events it comes first, in the
+    seal log second. The copy's seal log is the source's, so the source's checkpoint checks
+    against the copy's leaves."""
+    import asyncio
+
+    from agentfootprint.verify.checkpoint import check_checkpoint, log_leaves, make_checkpoint
+
+    source = tmp_path / "src.db"
+    release = asyncio.Event()
+
+    async def wait(arguments: dict[str, object]) -> str:
+        await release.wait()
+        return "done"
+
+    tool = af.define_tool(name="wait", description="waits", execute=wait)
+    store = af.SqliteStore(source)
+
+    async def main() -> tuple[str, str]:
+        slow = af.Agent(
+            provider=af.MockProvider([af.reply(tool_calls=[af.tool_call("wait", {})]), "late"]),
+            model="m",
+            tools=[tool],
+            store=store,
+            signer=SIGNER,
+        )
+        quick = af.Agent(provider=af.MockProvider(["early"]), model="m", store=store, signer=SIGNER)
+        first = asyncio.ensure_future(slow.run("opened first"))
+        await asyncio.sleep(0.05)
+        second = await quick.run("sealed first")
+        release.set()
+        return (await first).run_id, second.run_id
+
+    opened_first, sealed_first = asyncio.run(main())
+    store.close()
+    with af.SqliteStore(source, readonly=True) as src:
+        assert src.run_ids() == [opened_first, sealed_first]
+        assert src.seal_log() == [(0, sealed_first), (1, opened_first)]
+        note = make_checkpoint(af.Verifier(src, trusted_keys=[SIGNER.public]), SIGNER, "af/src")
+    target = tmp_path / "copy.db"
+    with af.SqliteStore(source, readonly=True) as src, af.SqliteStore(target) as dst:
+        copy_runs(src, dst)
+        assert dst.seal_log() == [(0, sealed_first), (1, opened_first)]
+        leaves = log_leaves(af.Verifier(dst, trusted_keys=[SIGNER.public]))
+        assert check_checkpoint(note, [SIGNER.public], leaves).size == 2

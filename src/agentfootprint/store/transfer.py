@@ -159,6 +159,10 @@ def copy_runs(
     target holds with the same rows are skipped; one held with other rows is a
     :class:`StoreConflictError` and nothing is copied), and every run is verified again as
     the target holds it, with the source's head. Returns ``(copied, already_there)``.
+
+    Sealed runs are copied in the source's seal order (then the others): into a target that
+    holds no sealed run, the copy's seal log is the source's (of the runs copied), so a
+    checkpoint of the source checks against the copy.
     """
     import tempfile  # the bundle lives only while it is copied
 
@@ -168,6 +172,7 @@ def copy_runs(
         run_ids = [str(run_id) for run_id in source.run_ids()]
     if not run_ids:
         return [], []
+    run_ids = _in_seal_order(source, run_ids)
     with tempfile.TemporaryDirectory(prefix="agentfootprint-copy-") as folder:
         path = os.path.join(folder, "runs.afp")
         export_runs(source, list(run_ids), path)
@@ -183,6 +188,17 @@ def copy_runs(
                 f"run {run_id}: the target holds it with another head than the source's"
             )
     return copied, [run_id for run_id in every if run_id not in copied]
+
+
+def _in_seal_order(source: EventStore, run_ids: Sequence[str]) -> list[str]:
+    """``run_ids`` with the sealed ones first, in the source's seal-log order, then the rest
+    as given. A parent's leaf is always below its child's (a run is continued once closed,
+    and its seal commits with its close), so the order keeps parents first."""
+    log = source.seal_log() or []
+    leaves = {r: leaf for leaf, r in log if isinstance(r, str) and type(leaf) is int}
+    ids = list(dict.fromkeys(str(run_id) for run_id in run_ids))
+    sealed = sorted((r for r in ids if r in leaves), key=lambda r: (leaves[r], r))
+    return sealed + [r for r in ids if r not in leaves]
 
 
 def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
