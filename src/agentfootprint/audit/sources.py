@@ -50,14 +50,19 @@ def opened(source: Any, argument: str = "source") -> Iterator[RowSource]:
     path = os.fspath(source)
     if not isinstance(path, str) or not path:
         raise UsageError(f"{argument}: expected a file path, got {source!r}", option=argument)
-    named = path
-    if is_store_url(path):  # sqlite:///PATH: its file (memory: and others are refused)
-        path = parse_store_url(path, option=argument).path or ""
-        if not path:
+    if is_store_url(path):
+        location = parse_store_url(path, option=argument)
+        if location.kind == "memory":
             raise UsageError(
-                f"{argument}: {named} holds no runs to read: name a database or bundle file",
+                f"{argument}: memory: holds no runs to read: name a database or bundle",
                 option=argument,
             )
+        if location.kind == "postgresql":  # a database, opened read-only by open_log
+            with _opened_log(location, argument) as reader:
+                yield reader
+            return
+        assert location.path is not None
+        path = location.path
     if not os.path.exists(path):
         raise FileError(
             f"{argument}: no such file {path} (name a database or bundle that exists)",
@@ -68,13 +73,23 @@ def opened(source: Any, argument: str = "source") -> Iterator[RowSource]:
         raise FileError(
             f"{argument}: {path} is a folder, not a database or bundle", path=path, option=argument
         )
+    with _opened_log(path, argument) as reader:
+        yield reader
+
+
+@contextlib.contextmanager
+def _opened_log(where: Any, argument: str) -> Iterator[Any]:
+    """:func:`~agentfootprint.store.transfer.open_log` of a file path or a parsed location,
+    its errors naming ``argument``; closed on exit."""
     try:
-        reader: Any = open_log(path)
+        reader: Any = open_log(where, option=argument)
     except FileError as exc:
         raise renamed(exc, argument) from exc
     except OSError as exc:
         raise FileError(
-            f"{argument}: cannot read {path}: {exc.strerror or exc}", path=path, option=argument
+            f"{argument}: cannot read {where}: {exc.strerror or exc}",
+            path=str(where),
+            option=argument,
         ) from exc
     try:
         yield reader

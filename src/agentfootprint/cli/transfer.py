@@ -16,7 +16,7 @@ from agentfootprint.seal.signer import load_signer
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SQLITE_HEADER
 from agentfootprint.store.transfer import copy_runs, export_runs, import_bundle
-from agentfootprint.store.urls import open_store_url
+from agentfootprint.store.urls import database_of, open_store_url
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.verifier import Verifier
 
@@ -121,13 +121,11 @@ def export_command(
 
 def _same_database(a: Database, b: Database) -> bool:
     """Whether two database arguments name one database (a file by any path; a PostgreSQL
-    database by host, port and name)."""
+    database by host, port and name: :func:`~agentfootprint.store.urls.database_of`)."""
     if isinstance(a, Path) and isinstance(b, Path):
         return b.exists() and same_file(a, b)
-    if isinstance(a, Path) or isinstance(b, Path):
-        return False
-    assert a.postgres is not None and b.postgres is not None
-    return a.postgres.identity() == b.postgres.identity()
+    found = database_of(a)
+    return found is not None and found == database_of(b)
 
 
 def _not_a_bundle(path: Path) -> FileError:
@@ -237,9 +235,10 @@ def copy_command(src: Database, dst: Database, run_ids: tuple[str, ...]) -> None
             )
         created = not dst.exists()
     with contextlib.closing(open_store_url(src, option="SRC", readonly=True)) as source:
-        try:
-            with contextlib.closing(open_store_url(dst, option="DST")) as target:
-                copied, there = copy_runs(source, target, list(run_ids) or None)
+        try:  # DST is opened (created) only once SRC's runs are verified and bundled
+            copied, there = copy_runs(
+                source, lambda: open_store_url(dst, option="DST"), list(run_ids) or None
+            )
         except BaseException as exc:
             if created:  # a refused copy leaves no new file behind
                 for suffix in ("", "-wal", "-shm", "-journal"):

@@ -136,8 +136,8 @@ def vault_key_rotate(vault: Database, new_key: Path) -> None:
         )
     from agentfootprint.store.postgres_vault import PostgresVault
 
-    assert vault.postgres is not None
-    with contextlib.closing(PostgresVault(vault.postgres, create=False)) as store:
+    with contextlib.closing(open_vault_argument(vault)) as store:
+        assert isinstance(store, PostgresVault)
         count = store.rotate_master_key(new_key)
         key_id = store.key_id
     click.echo(f"wrapped {count} keys again under the new master key (key id {key_id})")

@@ -37,10 +37,10 @@ from agentfootprint.errors import (
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam
 from agentfootprint.seal.signer import Signer, checked_signer
-from agentfootprint.store.base import EventStore
+from agentfootprint.store.base import EventStore, agreed_durability
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
-from agentfootprint.store.sqlite import DURABILITY, SqliteStore
+from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.urls import (
     database_of,
     is_store_url,
@@ -121,21 +121,12 @@ def check_durability(durability: Any, store: Any) -> str | None:
     a path); None when not given."""
     if durability is None:
         return None
-    if not isinstance(durability, str) or durability not in DURABILITY:
-        raise UsageError(
-            f"option 'durability': must be 'full' or 'normal', got {durability!r}",
-            option="durability",
-        )
+    chosen = agreed_durability(durability, None)
     in_memory = store is None
-    if is_store_url(store):  # sqlite:///PATH?durability=... must agree; memory: has none
+    if is_store_url(store):  # a URL's durability=... must agree; memory: has none
         location = parse_store_url(store, option="store")
         in_memory = location.kind == "memory"
-        if location.durability not in (None, durability):
-            raise UsageError(
-                f"option 'durability' is {durability!r} but the store URL says "
-                f"durability={location.durability}: give one of them, or the same",
-                option="durability",
-            )
+        agreed_durability(durability, location.durability)
     if in_memory or not isinstance(store, str | os.PathLike):
         raise UsageError(
             "option 'durability' applies to a store the agent opens from a path "
@@ -148,7 +139,7 @@ def check_durability(durability: Any, store: Any) -> str | None:
             ),
             option="durability",
         )
-    return durability
+    return chosen
 
 
 def open_store(store: Any, durability: str | None = None) -> EventStore:

@@ -12,6 +12,7 @@ it is always validated by ``jsonschema``.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -95,14 +96,14 @@ def _keyword(keyword: str, argument: Any, schema: Mapping[str, Any]) -> Check | 
         if not isinstance(argument, list) or not all(isinstance(k, str) for k in argument):
             return None
         names = tuple(argument)
-        return lambda v: type(v) is not dict or all(k in v for k in names)
+        return lambda v: not isinstance(v, dict) or all(k in v for k in names)
     if keyword == "additionalProperties":
         return _additional(argument, schema.get("properties", {}))
     if keyword == "items":
         item = _compile(argument)
         if item is None:
             return None
-        return lambda v: type(v) is not list or all(item(x) for x in v)
+        return lambda v: not isinstance(v, list) or all(item(x) for x in v)
     if keyword in ("minItems", "maxItems", "minLength", "maxLength"):
         return _length(keyword, argument)
     if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
@@ -127,7 +128,7 @@ def _properties(argument: Any) -> Check | None:
         compiled.append((name, check))
 
     def properties(value: Any) -> bool:
-        if type(value) is not dict:
+        if not isinstance(value, dict):
             return True
         return all(name not in value or check(value[name]) for name, check in compiled)
 
@@ -139,11 +140,11 @@ def _additional(argument: Any, properties: Any) -> Check | None:
         return None
     known = frozenset(properties)
     if argument is False:
-        return lambda v: type(v) is not dict or known.issuperset(v)
+        return lambda v: not isinstance(v, dict) or known.issuperset(v)
     extra = _compile(argument)
     if extra is None:
         return None
-    return lambda v: type(v) is not dict or all(extra(v[k]) for k in v if k not in known)
+    return lambda v: not isinstance(v, dict) or all(extra(v[k]) for k in v if k not in known)
 
 
 def _length(keyword: str, argument: Any) -> Check | None:
@@ -153,7 +154,7 @@ def _length(keyword: str, argument: Any) -> Check | None:
     least = keyword.startswith("min")
 
     def length(value: Any) -> bool:
-        if type(value) is not kind:
+        if not isinstance(value, kind):
             return True
         return len(value) >= argument if least else len(value) <= argument
 
@@ -170,4 +171,13 @@ def _bound(keyword: str, argument: Any) -> Check | None:
         "exclusiveMaximum": lambda v: v < argument,
     }
     test = tests[keyword]
-    return lambda v: not _is_number(v) or test(v)
+
+    def bounded(v: Any) -> bool:
+        # not applicable only to what jsonschema takes for no number (a bool, a non-number);
+        # any other number (a subclass of float, a Decimal) is tested, as jsonschema tests
+        # it, and one that cannot be ordered is left to jsonschema
+        if isinstance(v, bool) or not isinstance(v, numbers.Number):
+            return True
+        return isinstance(v, numbers.Real) and test(v)
+
+    return bounded

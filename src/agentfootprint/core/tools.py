@@ -31,6 +31,7 @@ import orjson
 from jsonschema.exceptions import SchemaError
 
 from agentfootprint.core.fast_schema import compile_check
+from agentfootprint.core.scope import to_json_value
 from agentfootprint.core.tool_threads import run_in_thread
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.store.redaction import refuse_reserved_key
@@ -140,9 +141,16 @@ def define_tool(
             f"{{'type': 'object', 'properties': {{...}}}}), got {type(input_schema).__name__}",
             option="tools",
         )
-    schema = (
-        dict(input_schema) if input_schema is not None else {"type": "object", "properties": {}}
-    )
+    try:  # a detached copy of JSON types: the caller's later edits reach neither check
+        schema = (
+            to_json_value(input_schema, ("input_schema",))
+            if input_schema is not None
+            else {"type": "object", "properties": {}}
+        )
+    except CanonicalFormError as exc:
+        raise UsageError(
+            f"tool {name!r}: input_schema is not a valid JSON Schema: {exc}", option="tools"
+        ) from exc
     if schema.get("type") != "object":
         raise UsageError(
             f"tool {name!r}: input_schema must be a JSON Schema whose type is 'object' "
@@ -150,7 +158,6 @@ def define_tool(
             option="tools",
         )
     try:
-        check_ijson(schema, ("input_schema",))
         validator_cls = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
         validator_cls.check_schema(schema)
     except (CanonicalFormError, SchemaError) as exc:

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from agentfootprint.errors import StoreError
+from agentfootprint.errors import StoreError, UsageError
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.chain import CLOSING_TYPES
 
@@ -33,6 +33,7 @@ __all__ = [
     "IndexEntry",
     "RunInfo",
     "StoredEvent",
+    "agreed_durability",
     "run_index_from_open",
     "same_file",
 ]
@@ -112,6 +113,28 @@ def run_index_from_open(event: StoredEvent) -> tuple[str, str | None]:
     if not isinstance(conversation, str):
         raise StoreError(f"run {event.run_id}: run.open conversation_id is not a string")
     return conversation, parent_id
+
+
+#: what ``durability=`` may be, for every backend that keeps its log across a crash
+DURABILITIES = ("full", "normal")
+
+
+def agreed_durability(given: object, from_url: str | None) -> str | None:
+    """The durability a store is opened with: ``given`` (the option, checked) and a URL's
+    own ``durability=`` must agree when both are there; None when neither is (the store's
+    default, "full"). The one place both rules are enforced, whatever the backend."""
+    if given is not None and (not isinstance(given, str) or given not in DURABILITIES):
+        raise UsageError(
+            f"option 'durability': must be 'full' or 'normal', got {given!r}",
+            option="durability",
+        )
+    if given is not None and from_url is not None and given != from_url:
+        raise UsageError(
+            f"option 'durability' is {given!r} but the store URL says "
+            f"durability={from_url}: give one of them, or the same",
+            option="durability",
+        )
+    return given if given is not None else from_url
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

@@ -41,11 +41,12 @@ from agentfootprint.store.base import (
     IndexEntry,
     RunInfo,
     StoredEvent,
+    agreed_durability,
     run_index_from_open,
 )
 from agentfootprint.store.postgres_db import (
     APPEND_ONLY,
-    DURABILITY,
+    LOCK_CLASS,
     Connections,
     check_pool_options,
     location_of,
@@ -63,8 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "translate_errors"]
 
-#: transaction-scoped advisory lock keys (``pg_advisory_xact_lock(int, int)``); 0x6166 is "af"
-_LOCK_CLASS: Final = 0x6166
 _LOCK_MIGRATE: Final = 1
 _LOCK_SEAL: Final = 2
 _TABLES: Final = ("events", "runs", "seal_log", "schema_version")
@@ -164,23 +163,11 @@ class PostgresStore(EventStore):
                 "option 'url': key_file= names a vault's master key; a log takes none",
                 option="url",
             )
-        if durability is not None and (
-            not isinstance(durability, str) or durability not in DURABILITY
-        ):
-            raise UsageError(
-                f"option 'durability': must be 'full' or 'normal', got {durability!r}",
-                option="durability",
-            )
-        if durability and location.durability and durability != location.durability:
-            raise UsageError(
-                f"option 'durability' is {durability!r} but the store URL says "
-                f"durability={location.durability}: give one of them, or the same",
-                option="durability",
-            )
+        chosen = agreed_durability(durability, location.durability)
         check_pool_options(pool_size, timeout, readonly)
         self.location = location
         self.readonly = readonly
-        self.durability = durability or location.durability or "full"
+        self.durability = chosen or "full"
         self._db = Connections(
             location,
             durability=self.durability,
@@ -270,7 +257,7 @@ class PostgresStore(EventStore):
         """Apply the migrations not yet recorded, in one transaction, one migrator at a
         time (an advisory lock: two hosts opening a new database at once)."""
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, _LOCK_MIGRATE))
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _LOCK_MIGRATE))
             tables = schema_tables(conn)
             current = 0
             if tables:  # another opener won the race
@@ -325,8 +312,10 @@ class PostgresStore(EventStore):
             self._seal(cur, events)
         self._appended(events)
 
-    #: the rows are stored whole: nothing is hashed here either way
-    append_hashed = append
+    def append_hashed(self, events: Sequence[StoredEvent]) -> None:
+        """The rows are stored whole, nothing is hashed here either way: :meth:`append`
+        (looked up on the instance, so a subclass's own ``append`` is the one called)."""
+        self.append(events)
 
     async def append_async(self, events: Sequence[StoredEvent]) -> None:
         """:meth:`append` on the store's own threads: the event loop serves other runs while
@@ -387,7 +376,7 @@ class PostgresStore(EventStore):
         from psycopg import errors
 
         for run_id in sealed_in(events):
-            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, _LOCK_SEAL))
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _LOCK_SEAL))
             row = cur.execute("SELECT COALESCE(MAX(leaf), -1) + 1 FROM seal_log").fetchone()
             leaf = int(row[0]) if row else 0
             try:

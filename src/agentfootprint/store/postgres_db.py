@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "APPEND_ONLY",
     "DURABILITY",
+    "LOCK_CLASS",
     "Connections",
     "check_pool_options",
     "first_line",
@@ -49,6 +50,11 @@ APPEND_ONLY: Final = "agentfootprint log is append-only"
 #: wait (a crash of the server may lose the last commits, about 0.6 s of them at the default
 #: ``wal_writer_delay``, though never part of one)
 DURABILITY: Final = {"full": "on", "normal": "off"}
+
+#: the class of every transaction-scoped advisory lock of this library's (0x6166, "af"):
+#: ``pg_advisory_xact_lock(LOCK_CLASS, key)``; the log takes keys 1 (migrations) and 2 (seal
+#: leaves), the vault 3 (its creation) and 4 (master key rotation)
+LOCK_CLASS: Final = 0x6166
 
 #: a translator of driver errors: a context manager taking the operation's description
 Translate = Callable[[str], contextlib.AbstractContextManager[None]]

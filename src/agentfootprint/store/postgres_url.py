@@ -18,6 +18,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 __all__ = ["PostgresLocation", "PostgresURLError", "display", "parse_postgres_url", "with_database"]
 
 _DURABILITY = ("full", "normal")
+#: libpq parameters whose values are never shown
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 _SCHEME = re.compile(r"^(postgresql|postgres)(\+[A-Za-z0-9_]+)?://", re.IGNORECASE)
 
 
@@ -67,7 +69,7 @@ def display(url: str) -> str:
             userinfo = userinfo.split(":", 1)[0] + ":***"
         netloc = f"{userinfo}@{host}"
     query = "&".join(
-        f"{name}=***" if name == "password" else f"{name}={value}"
+        f"{name}=***" if name in _SECRET_PARAMETERS else f"{name}={value}"
         for name, value in parse_qsl(parts.query, keep_blank_values=True)
     )
     return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
@@ -119,7 +121,7 @@ def parse_postgres_url(value: str) -> PostgresLocation:
     try:
         params = conninfo_to_dict(conninfo)
     except ProgrammingError as exc:  # libpq's own check: an unknown parameter, a bad port
-        raise PostgresURLError(f"libpq refuses the URL: {_without_secrets(str(exc))}") from None
+        raise PostgresURLError(f"libpq refuses the URL: {_without_secrets(exc)}") from None
     if not params.get("dbname"):
         raise PostgresURLError(
             "the URL names no database (postgresql://USER@HOST:PORT/DBNAME): name the "
@@ -130,8 +132,12 @@ def parse_postgres_url(value: str) -> PostgresLocation:
     )
 
 
-def _without_secrets(message: str) -> str:
-    return re.sub(r"(password=)\S+", r"\1***", message)
+def _without_secrets(exc: Exception) -> str:
+    """libpq's first line, with what it quotes of the URL (a token may be a password) and
+    any ``password=`` value masked."""
+    line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    line = re.sub(r'"[^"]*"', '"..."', line)
+    return re.sub(r"(password=)\S+", r"\1***", line)
 
 
 def with_database(url: str, dbname: str) -> str:

@@ -70,10 +70,12 @@ from agentfootprint.errors import (
     UsageError,
 )
 from agentfootprint.store.postgres_db import (
+    LOCK_CLASS,
     Connections,
     check_pool_options,
     first_line,
     location_of,
+    now_ms,
     recorded_version,
     schema_tables,
     translate_errors,
@@ -100,8 +102,6 @@ NONCE_BYTES: Final = 12
 _CHECK_LABEL: Final = b"agentfootprint vault key check"
 _HEX_KEY = re.compile(rb"[0-9A-Fa-f]{64}(\r?\n)?")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-#: transaction-scoped advisory lock keys, the class PostgresStore uses ("af")
-_LOCK_CLASS: Final = 0x6166
 _LOCK_MIGRATE: Final = 3
 _LOCK_ROTATE: Final = 4
 _ATTEMPTS: Final = 5  # a deadlock or serialization failure: the transaction is run again
@@ -238,10 +238,6 @@ def new_master_key_file(path: str | os.PathLike[str]) -> Path:
     with os.fdopen(fd, "w") as out:
         out.write(os.urandom(KEY_BYTES).hex() + "\n")
     return target
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class _Contended(StoreBusyError):
@@ -414,7 +410,7 @@ class PostgresVault(Vault):
         """The schema and the master key's fingerprint, in one transaction, one creator at a
         time (two hosts opening a new database at once)."""
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, _LOCK_MIGRATE))
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _LOCK_MIGRATE))
             tables = schema_tables(conn)
             if tables:  # another opener won the race
                 self._check_kind(tables)
@@ -424,11 +420,11 @@ class PostgresVault(Vault):
                 for statement in statements:
                     conn.execute(statement)
                 conn.execute(
-                    "INSERT INTO schema_version VALUES (%s, %s, %s)", (version, name, _now_ms())
+                    "INSERT INTO schema_version VALUES (%s, %s, %s)", (version, name, now_ms())
                 )
             conn.execute(
                 "INSERT INTO vault_master (fingerprint, set_at) VALUES (%s, %s)",
-                (key_fingerprint(self._master), _now_ms()),
+                (key_fingerprint(self._master), now_ms()),
             )
 
     def _check_master(self, rows: list[Any], master: bytes | None = None) -> None:
@@ -556,7 +552,7 @@ class PostgresVault(Vault):
             )
 
         def rewrap(cur: psycopg.Cursor[Any]) -> int:
-            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, _LOCK_ROTATE))
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _LOCK_ROTATE))
             fingerprint = cur.execute("SELECT fingerprint FROM vault_master FOR UPDATE").fetchall()
             try:
                 self._check_master(fingerprint, old)
@@ -585,7 +581,7 @@ class PostgresVault(Vault):
                     count += len(updates)
             cur.execute(
                 "UPDATE vault_master SET fingerprint = %s, set_at = %s",
-                (key_fingerprint(new), _now_ms()),
+                (key_fingerprint(new), now_ms()),
             )
             return count
 
@@ -682,7 +678,7 @@ class PostgresVault(Vault):
 def _insert(cur: psycopg.Cursor[Any], *, master: bytes, rows: list[tuple[Any, ...]]) -> None:
     """A put's statements: the shared rotation lock first, then the fingerprint (read after
     it: a rotation that committed meanwhile is seen), then the rows."""
-    cur.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", (_LOCK_CLASS, _LOCK_ROTATE))
+    cur.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", (LOCK_CLASS, _LOCK_ROTATE))
     row = cur.execute("SELECT fingerprint FROM vault_master").fetchone()
     if row is None or not hmac.compare_digest(bytes(row[0]), key_fingerprint(master)):
         raise _Rotated

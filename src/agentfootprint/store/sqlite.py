@@ -626,7 +626,12 @@ class SqliteStore(EventStore):
         """:meth:`append` of rows whose ``event_hash`` the caller computed from these very
         fields a moment ago (:class:`~agentfootprint.store.writer.RunWriter` does): schema 2
         still checks every chain link against the stored head, but does not hash each row
-        again. Anything else appends with :meth:`append`, which recomputes every hash."""
+        again. Anything else appends with :meth:`append`, which recomputes every hash; so does
+        a store whose ``append`` is not this class's (a subclass or a patched instance
+        appends its own way: it is called)."""
+        if getattr(self.append, "__func__", None) is not SqliteStore.append:
+            self.append(events)
+            return
         self._append(events, hashed=True)
 
     def _append(self, events: Sequence[StoredEvent], *, hashed: bool) -> None:

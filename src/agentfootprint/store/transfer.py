@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentfootprint import __version__
@@ -36,7 +37,8 @@ def open_log(
     ``runs``, ``run_ids``, ``index_entries``, ``close``).
 
     A ``sqlite:///PATH`` URL names its file as a path does (what the file holds decides how
-    it is read); ``memory:`` and other URLs are refused (:mod:`agentfootprint.store.urls`).
+    it is read), a ``postgresql://`` URL its database; ``memory:`` and other URLs are
+    refused (:mod:`agentfootprint.store.urls`).
     """
     if isinstance(path, StoreLocation):
         return open_store_url(path, option=option, readonly=True)
@@ -151,14 +153,21 @@ def _export_checkpoint(
 
 
 def copy_runs(
-    source: EventStore, target: EventStore, run_ids: Sequence[str] | None = None
+    source: EventStore,
+    target: EventStore | Callable[[], EventStore],
+    run_ids: Sequence[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Copy runs (all the source's, found from its events, or ``run_ids`` and their
     ancestors) into ``target`` losslessly, with an export bundle as the medium: each run is
-    verified in the source, the bundle is verified and imported all-or-nothing (runs the
-    target holds with the same rows are skipped; one held with other rows is a
-    :class:`StoreConflictError` and nothing is copied), and every run is verified again as
-    the target holds it, with the source's head. Returns ``(copied, already_there)``.
+    verified in the source, the bundle (written from those verified rows) is imported
+    all-or-nothing (runs the target holds with the same rows are skipped; one held with
+    other rows is a :class:`StoreConflictError` and nothing is copied), and every run is
+    verified again as the target holds it, with the source's head. Returns ``(copied,
+    already_there)``.
+
+    ``target`` may be a function that opens the store (closed again here): it is called
+    only once the source's runs are verified and bundled, so a copy refused there opens
+    (and creates) nothing.
 
     Sealed runs are copied in the source's seal order (then the others): into a target that
     holds no sealed run, the copy's seal log is the source's (of the runs copied), so a
@@ -167,27 +176,36 @@ def copy_runs(
     import tempfile  # the bundle lives only while it is copied
 
     _check_store(source, "source")
-    _check_store(target, "target")
+    if not callable(target):
+        _check_store(target, "target")
     if run_ids is None:
         run_ids = [str(run_id) for run_id in source.run_ids()]
     if not run_ids:
         return [], []
     run_ids = _in_seal_order(source, run_ids)
-    with tempfile.TemporaryDirectory(prefix="agentfootprint-copy-") as folder:
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="agentfootprint-copy-"))
         path = os.path.join(folder, "runs.afp")
-        export_runs(source, list(run_ids), path)
-        with BundleSource(path) as bundle:
-            every = [run.run_id for run in bundle.runs()]
-            heads = {run.run_id: run.head for run in bundle.runs()}
-            copied = import_bundle(bundle, target)
+        export_runs(source, list(run_ids), path)  # verifies each run in the source
+        bundle = stack.enter_context(BundleSource(path))
+        heads = {run.run_id: run.head for run in bundle.runs()}
+        if callable(target):
+            target = stack.enter_context(contextlib.closing(target()))
+            _check_store(target, "target")
+        copied = _import_runs(bundle, target, list(heads))
+        return copied, _checked_copy(target, heads, copied)
+
+
+def _checked_copy(target: EventStore, heads: dict[str, bytes], copied: list[str]) -> list[str]:
+    """Every run copied verified as the target holds it, ending at the source's head;
+    returns those the target held already."""
     checker = Verifier(target)
-    for run_id in every:
-        held = checker.verify(run_id)
-        if held.head != heads[run_id]:
+    for run_id, head in heads.items():
+        if checker.verify(run_id).head != head:
             raise StoreConflictError(
                 f"run {run_id}: the target holds it with another head than the source's"
             )
-    return copied, [run_id for run_id in every if run_id not in copied]
+    return [run_id for run_id in heads if run_id not in copied]
 
 
 def _in_seal_order(source: EventStore, run_ids: Sequence[str]) -> list[str]:
@@ -218,7 +236,11 @@ def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
             option="bundle",
         )
     _check_store(store, "store")
-    run_ids = _verified_run_ids(bundle)
+    return _import_runs(bundle, store, _verified_run_ids(bundle))
+
+
+def _import_runs(bundle: BundleSource, store: EventStore, run_ids: list[str]) -> list[str]:
+    """:func:`import_bundle` of runs already verified (``run_ids``, the bundle's)."""
     missing: list[str] = []
     for run_id in run_ids:
         if not _present(store, bundle, run_id):

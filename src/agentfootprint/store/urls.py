@@ -30,7 +30,7 @@ from typing import Literal
 from urllib.parse import parse_qsl, unquote
 
 from agentfootprint.errors import FileError, UsageError
-from agentfootprint.store.base import EventStore
+from agentfootprint.store.base import EventStore, agreed_durability
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.memory_vault import MemoryVault
 from agentfootprint.store.postgres_url import PostgresLocation, PostgresURLError, parse_postgres_url
@@ -234,11 +234,7 @@ def open_store_url(
     to read). The caller owns the store and closes it.
     """
     location = value if isinstance(value, StoreLocation) else parse_store_url(value, option=option)
-    if durability is not None and durability not in DURABILITY:
-        raise UsageError(
-            f"option 'durability': must be 'full' or 'normal', got {durability!r}",
-            option="durability",
-        )
+    agreed_durability(durability, None)  # the option's own value, before anything opens
     if location.kind == "postgresql":
         from agentfootprint.store.postgres import PostgresStore
 
@@ -261,17 +257,8 @@ def open_store_url(
     assert location.path is not None
     if readonly:
         return SqliteStore(location.path, readonly=True)
-    if (
-        durability is not None
-        and location.durability is not None
-        and durability != location.durability
-    ):
-        raise UsageError(
-            f"option 'durability' is {durability!r} but the store URL says "
-            f"durability={location.durability}: give one of them, or the same",
-            option="durability",
-        )
-    return SqliteStore(location.path, durability=durability or location.durability or "full")
+    chosen = agreed_durability(durability, location.durability)
+    return SqliteStore(location.path, durability=chosen or "full")
 
 
 def open_vault_url(value: object, *, option: str = "disclosures", readonly: bool = False) -> Vault:

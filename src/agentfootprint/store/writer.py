@@ -201,10 +201,14 @@ class RunWriter:
         if not callable(append) or not self.pending:
             self.flush()
             return
-        with self._ending_on_failure():
-            await append(self.pending)
-        self.stored += len(self.pending)
-        self.pending = []
+        rows, self.pending = self.pending, []  # what is queued meanwhile waits for the next
+        try:
+            with self._ending_on_failure():
+                await append(rows)
+        except BaseException:
+            self.pending = rows + self.pending
+            raise
+        self.stored += len(rows)
 
     @contextlib.contextmanager
     def _ending_on_failure(self) -> Iterator[None]:
