@@ -248,6 +248,23 @@ def test_arguments_as_json_string_and_malformed_json() -> None:
     assert "not valid JSON" in history[4]["content"] and history[4]["is_error"]
 
 
+def test_a_number_beyond_53_bits_in_the_arguments_is_read_as_its_double() -> None:
+    """JSON numbers are doubles (as the log reads them back): an integer token too big for
+    I-JSON reaches the tool and the history as the double it denotes, where the history
+    used to hold only the arguments' type name ("object")."""
+    seen: list[Any] = []
+
+    def record(args: dict[str, Any]) -> str:
+        seen.append(args["n"])
+        return "ok"
+
+    tool = af.define_tool(name="take", description="Take a number.", execute=record)
+    provider = af.MockProvider([call("take", '{"n": 12345678901234567890}'), "done"])
+    result = af.Agent(provider=provider, model="m", tools=[tool]).run_sync("go")
+    assert seen == [1.2345678901234567e19] and type(seen[0]) is float
+    assert history_of(result)[1]["tool_calls"][0]["arguments"] == {"n": 1.2345678901234567e19}
+
+
 def test_unknown_tool_is_told_to_the_model() -> None:
     agent = af.Agent(
         provider=af.MockProvider([call("nope", {}), "ok"]), model="m", tools=[add_tool()]

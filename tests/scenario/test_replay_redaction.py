@@ -329,3 +329,36 @@ def test_fork_of_a_redacted_run_with_the_vault(tmp_path: Path, k: int) -> None:
     question = DEMO_QUESTIONS[0].encode()
     assert all(question not in row.body for row in target.read(run.run_id))
     verified(target, run.run_id)
+
+
+@pytest.mark.parametrize("number", ["1e16", "9007199254740992.0", "-2.3515291280394876e+16"])
+def test_a_redacted_integral_double_beyond_53_bits_replays(tmp_path: Path, number: str) -> None:
+    """Found by test_replay_property: a policy key's value in the model's arguments that is an
+    integral double beyond 2**53 is written by canonical JSON as plain digits, which the replay
+    read back as an integer outside I-JSON and recorded as the type name "object"."""
+    vault = tmp_path / "vault.db"
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    policy = af.RedactionPolicy(keys=["k"])
+
+    def agent(provider: Any, store: Any, disclosures: Any) -> af.Agent:
+        tool = af.define_tool(
+            name="lookup", description="Look up.", input_schema=schema, execute=lambda a: "r"
+        )
+        return af.Agent(
+            provider=provider,
+            model="m",
+            tools=[tool],
+            store=store,
+            disclosures=disclosures,
+            redact=policy,
+        )
+
+    source = af.MemoryStore()
+    reply = af.reply("", tool_calls=[af.tool_call("lookup", '{"k": ' + number + "}")])
+    with agent(af.MockProvider([reply, af.reply("")]), source, vault) as original:
+        run = original.run_sync("go")
+    target = af.MemoryStore()
+    with agent(NoModel(), target, None) as again:
+        replayed = af.replay_sync(again, source, run.run_id, disclosures=vault)
+    assert replayed.calls_checked == 2
+    assert af.same_recording(source, run.run_id, target, replayed.result.run_id)

@@ -32,7 +32,7 @@ from agentfootprint.core.tools import (
 from agentfootprint.errors import CanonicalFormError
 from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
-from agentfootprint.verify.canonical import canon
+from agentfootprint.verify.canonical import canon, parse
 
 #: the stage that runs a reply's tool calls (the replay reads their results at its commit)
 TOOL_CALLS_STAGE = "tool-calls"
@@ -48,9 +48,14 @@ def _validation(value: Any, given: Mapping[str, Any]) -> str:
 
 
 def parse_arguments(raw: Any) -> tuple[Any, str | None]:
+    """The model's arguments text read as the log reads JSON (``verify.canonical.parse``): a
+    number is a double, so an integer token beyond +-(2**53 - 1) is the double it denotes
+    (what the log can record, and what a replay reads back from canonical text that wrote
+    an integral double such as ``1e16`` as its digits); ``(None, why)`` for text that is not
+    JSON."""
     if isinstance(raw, str):
         try:
-            return orjson.loads(raw), None
+            return parse(raw), None
         except orjson.JSONDecodeError as exc:
             return None, f"the arguments are not valid JSON ({exc})"
     return raw, None

@@ -222,15 +222,15 @@ def canon_object(members: Mapping[str, bytes]) -> bytes:
     return b"{" + b",".join(parts) + b"}"
 
 
-def parse(data: bytes) -> Any:
-    """Parse JSON bytes (the inverse of :func:`canon` on canonical input).
+def parse(data: bytes | str) -> Any:
+    """Parse JSON bytes or text (the inverse of :func:`canon` on canonical input).
 
     JSON numbers are IEEE doubles: an integral float beyond 2**53 (``1e19``) is
     written by JCS as plain digits, so such digits are read back as a float,
     not as an integer outside I-JSON's range.
     """
     value = orjson.loads(data)
-    if _has_digit_run(data):
+    if _has_digit_run(data if isinstance(data, bytes) else data.encode("utf-8")):
         value = _unsafe_ints_to_floats(value)
     return value
 
