@@ -703,13 +703,16 @@ def replay_sync(
     until: int | None = None,
     disclosures: Vault | str | os.PathLike[str] | None = None,
 ) -> ReplayResult:
-    """:func:`replay` for code without an event loop."""
+    """:func:`replay` for code without an event loop (on the thread's loop, as
+    ``Agent.run_sync``)."""
     import asyncio
+
+    from agentfootprint.core.sync_loop import run_sync
 
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(replay(agent, store, run_id, until=until, disclosures=disclosures))
+        return run_sync(replay(agent, store, run_id, until=until, disclosures=disclosures))
     raise UsageError(
         "replay_sync() was called inside a running event loop; use await agentfootprint.replay(...)"
     )

@@ -23,6 +23,7 @@ from agentfootprint.core.events import EventBus, Listener
 from agentfootprint.core.options import AgentConfig, resolve_options
 from agentfootprint.core.ports import Ports
 from agentfootprint.core.run import Lineage, RunState, error_record
+from agentfootprint.core.sync_loop import run_sync
 from agentfootprint.core.tools import json_text_size
 from agentfootprint.errors import (
     AgentFootprintError,
@@ -288,14 +289,15 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self._run_in_own_loop(message, continue_from))
+            return run_sync(self._run_in_own_loop(message, continue_from))
         raise UsageError("run_sync() was called inside a running event loop; use await agent.run()")
 
     async def _run_in_own_loop(
         self, message: str, continue_from: str | RunResult | None
     ) -> RunResult:
-        """``run`` in the loop ``run_sync`` made for it, then close what the provider opened in
-        that loop (an HTTP adapter's connections): the loop ends with the call."""
+        """``run`` on the thread's loop (:mod:`agentfootprint.core.sync_loop`), then close what
+        the provider opened in it (an HTTP adapter's connections): an agent that is never
+        closed holds no socket between ``run_sync`` calls."""
         try:
             return await self.run(message, continue_from=continue_from)
         finally:

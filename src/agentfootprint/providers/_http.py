@@ -209,7 +209,7 @@ def http_client(
 
 class PerLoop(Generic[C]):
     """One SDK client per event loop. An ``AsyncClient``'s connection pool belongs to the
-    loop that opened it, and ``run_sync`` runs each run in a loop of its own."""
+    loop that opened it, and each thread calling ``run_sync`` has a loop of its own."""
 
     def __init__(
         self,
