@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -102,21 +101,26 @@ def reply(
 
 
 class _Counted:
-    """The message objects the last request held (a tuple: the caller's list is not kept
-    alive, so the agent may still reuse it) and their characters. The history a
-    conversation serves only grows, so the next request usually starts with these very
-    objects: then only the new ones are counted, and the estimate costs one identity
-    comparison per message (in C) instead of a count of every message's text."""
+    """The messages the last request held (a copy: the caller's list is not kept alive, so
+    the agent may still reuse it) and their characters. The history a conversation serves
+    only grows, so the next request usually starts with these very messages: then only the
+    new ones are counted. The prefix test is one list comparison in C, which takes each
+    message that is the same object as equal without looking into it (about 3 µs per
+    thousand messages, against 25 for a Python-level identity test of each)."""
 
     __slots__ = ("messages", "total")
 
     def __init__(self, messages: Sequence[Any], total: int) -> None:
-        self.messages = tuple(messages)
+        self.messages = list(messages)
         self.total = total
 
     def prefix_of(self, messages: Sequence[Any]) -> bool:
+        """``messages`` starts with the held ones (equal messages have equal characters)."""
         held = self.messages
-        return len(messages) >= len(held) and all(map(operator.is_, held, messages))
+        if len(messages) < len(held):
+            return False
+        head = messages[: len(held)]
+        return (head if type(head) is list else list(head)) == held
 
 
 def _content_chars(messages: Iterable[Any]) -> int:
