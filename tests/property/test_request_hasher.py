@@ -11,7 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentfootprint.verify.canonical import canon, canon_object
-from agentfootprint.verify.chain import event_envelope
+from agentfootprint.verify.chain import (
+    EVENT_TYPES,
+    RunHasher,
+    chain_hash,
+    event_envelope,
+    event_hash,
+)
 from agentfootprint.verify.fold import compress_digests, expand_digests
 from agentfootprint.verify.hashing import hexdigest
 from agentfootprint.verify.request import (
@@ -278,6 +284,32 @@ def test_event_envelope_equals_canon_object(
     assert canon_object(members) == canon(
         {"body": body, "run": run_id, "seq": seq, "ts": ts, "type": type_}
     )
+
+
+@given(
+    st.text(),
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**53 - 1),
+            st.one_of(st.sampled_from(sorted(EVENT_TYPES)), st.text(min_size=1)),
+            st.integers(-(2**53 - 1), 2**53 - 1),
+            st.dictionaries(st.text(), st.text()),
+        ),
+        max_size=5,
+    ),
+)
+def test_a_run_hasher_hashes_and_links_as_event_hash_and_chain_hash(
+    run_id: str, rows: list[tuple[int, str, int, dict[str, str]]]
+) -> None:
+    """The writer's and the schema-2 reader's per-run hashing is the spec's, byte for byte."""
+    hasher = RunHasher(run_id)
+    head = bytes(32)
+    for seq, type_, ts, body in rows:
+        data = canon(body)
+        digest = hasher.event(seq, type_, ts, data)
+        assert digest == event_hash(run_id, seq, type_, ts, data)
+        assert hasher.link(head, digest) == chain_hash(head, digest)
+        head = hasher.link(head, digest)
 
 
 def test_a_growing_field_that_does_not_sort_first_is_hashed_right() -> None:

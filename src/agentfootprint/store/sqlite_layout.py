@@ -10,7 +10,7 @@ defines the layouts and turns schema-2 rows back into :class:`StoredEvent` s;
 from __future__ import annotations
 
 import functools
-import hashlib
+import re
 from typing import Any
 
 import orjson
@@ -18,8 +18,7 @@ import orjson
 from agentfootprint.errors import StoreError
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.chain import DERIVED, chain_hash, event_hash
-from agentfootprint.verify.hashing import domain_prefix
+from agentfootprint.verify.chain import DERIVED, RunHasher, chain_hash, event_hash
 
 _APPEND_ONLY = "agentfootprint log is append-only"
 
@@ -117,6 +116,7 @@ TYPE_CODES: dict[str, int] = {
     "run.seal": 7,
 }
 _TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
+_NAME_SET = frozenset(_TYPE_NAMES.values())
 _COMMIT_CODE = TYPE_CODES["commit"]
 _SEQ_BITS = 32
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
@@ -191,13 +191,33 @@ def _plain_quoted(text: str) -> bytes | None:
     return None
 
 
+#: an empty marker whose stage is printable ASCII with nothing to escape (what
+#: :func:`_commit_body` writes for it); whatever it matches is still rebuilt and compared
+_PLAIN_MARKER = re.compile(
+    rb'\{"commit":([0-9]{1,16}),"stage":"([ !#-\[\]-~]*)",'
+    rb'"stage_run":"\2#([0-9]{1,16})","writes":0\}'
+)
+
+
 def _compact_commit(event: StoredEvent) -> tuple[str, int, int] | None:
     """``(stage, commit, k)`` of an empty commit marker whose body is exactly
     :func:`_commit_body` of them; None for every other row (stored as it is)."""
     if event.type != "commit" or len(event.body) > 512 or b'"writes":0}' not in event.body:
         return None
+    plain = _PLAIN_MARKER.fullmatch(event.body) if type(event.body) is bytes else None
+    if plain is not None:  # the runtime's markers: the candidates read without a JSON parse
+        number, k = int(plain[1]), int(plain[3])
+        if number > MAX_SAFE_INT or k > MAX_SAFE_INT:
+            return None
+        stage = plain[2].decode("ascii")
+        return (stage, number, k) if _commit_body(stage, number, k) == event.body else None
+    return _parsed_marker(event.body)
+
+
+def _parsed_marker(data: bytes) -> tuple[str, int, int] | None:
+    """:func:`_compact_commit` for any marker body: parsed as JSON, then rebuilt."""
     try:
-        body = orjson.loads(event.body)
+        body = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(body, dict) or set(body) != {"commit", "stage", "stage_run", "writes"}:
@@ -215,14 +235,7 @@ def _compact_commit(event: StoredEvent) -> tuple[str, int, int] | None:
         rebuilt = _commit_body(stage, number, k)
     except (TypeError, ValueError):
         return None
-    return (stage, number, k) if rebuilt == event.body else None
-
-
-#: the hash states after each domain prefix, copied per row (docs/log-format.md section 3)
-_EVENT_STATE = hashlib.sha256(domain_prefix("event"))
-_CHAIN_STATE = hashlib.sha256(domain_prefix("chain"))
-#: the envelope's tail from ``,"type":`` on, per type name (section 5.1)
-_NAME_TAILS = {name: b',"type":' + canon(name) + b"}" for name in _TYPE_NAMES.values()}
+    return (stage, number, k) if rebuilt == data else None
 
 
 def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[StoredEvent]:
@@ -234,29 +247,22 @@ def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[Sto
     it refuses), never an exception."""
     events: list[StoredEvent] = []
     try:
-        run_part: bytes | None = b',"run":' + canon(run_id) + b',"seq":'
+        hasher: RunHasher | None = RunHasher(run_id)
     except (TypeError, ValueError):  # not text a writer can record: nothing is hashed
-        run_part = None
+        hasher = None
     for _, seq, type_, ts, body, _, stored in _decoded(run_id, base, rows):
         digest = link = b""
-        tail = _NAME_TAILS.get(type_) if type(type_) is str else None
         if (
-            run_part is not None
-            and tail is not None
+            hasher is not None
+            and type(type_) is str
+            and type_ in _NAME_SET
             and type(ts) is int
             and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
             and type(body) is bytes
         ):
-            state = _EVENT_STATE.copy()
-            state.update(b'{"body":')
-            state.update(body)
-            state.update(b'%s%d,"ts":%d%s' % (run_part, seq, ts, tail))
-            digest = state.digest()
+            digest = hasher.event(seq, type_, ts, body)
             if type(previous) is bytes and len(previous) == 32:
-                state = _CHAIN_STATE.copy()
-                state.update(previous)
-                state.update(digest)
-                link = state.digest()
+                link = hasher.link(previous, digest)
         head = link if stored is DERIVED else stored
         events.append(
             StoredEvent(
