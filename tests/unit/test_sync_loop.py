@@ -10,6 +10,7 @@ import contextvars
 import gc
 import multiprocessing
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -260,3 +261,40 @@ def test_run_sync_returns_the_coroutines_value_and_raises_its_error() -> None:
     assert run_sync(value()) == 42
     with pytest.raises(LookupError, match="no such thing"):
         run_sync(fail())
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="event-loop policies are deprecated")
+def test_a_policy_of_the_callers_own_makes_the_loop_and_the_default_makes_a_poll_loop() -> None:
+    class OwnLoop(asyncio.SelectorEventLoop):
+        pass
+
+    class OwnPolicy(asyncio.DefaultEventLoopPolicy):
+        def new_event_loop(self) -> asyncio.AbstractEventLoop:
+            return OwnLoop()
+
+    seen: dict[str, tuple[type, type]] = {}
+
+    def in_a_thread(name: str) -> None:
+        async def probe(args: dict[str, Any]) -> str:
+            loop: Any = asyncio.get_running_loop()
+            seen[name] = (type(loop), type(loop._selector))  # closed with its thread, after
+            return "ok"
+
+        tool = af.define_tool(name="probe", description="Note the loop.", execute=probe)
+        with _agent(tool) as agent:
+            agent.run_sync("go")
+
+    previous = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(OwnPolicy())
+    try:
+        thread = threading.Thread(target=in_a_thread, args=("own",))
+        thread.start()
+        thread.join(30)
+    finally:
+        asyncio.set_event_loop_policy(previous)
+    thread = threading.Thread(target=in_a_thread, args=("default",))
+    thread.start()
+    thread.join(30)
+    assert seen["own"][0] is OwnLoop
+    assert issubclass(seen["default"][0], asyncio.SelectorEventLoop)
+    assert seen["default"][1] is selectors.PollSelector

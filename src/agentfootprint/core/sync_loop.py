@@ -28,7 +28,7 @@ no longer wake when a tool thread hands back its result. So the loop is built on
 ``selectors.PollSelector``, whose registrations live in the process's memory (poll costs no
 more than epoll for the few descriptors one run watches), a child never runs the loop it
 inherited (it makes its own), and with a policy other than asyncio's default (uvloop, say) the
-loop is the policy's.
+loop is the policy's (before Python 3.14, which deprecates policies).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import contextvars
 import os
 import selectors
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Coroutine
@@ -71,9 +72,17 @@ class _ThreadLoop:
 
 def _new_loop() -> asyncio.AbstractEventLoop:
     poll = getattr(selectors, "PollSelector", None)
-    if poll is None or type(asyncio.get_event_loop_policy()) is not asyncio.DefaultEventLoopPolicy:
+    if poll is None or _policy_set():
         return asyncio.new_event_loop()
     return asyncio.SelectorEventLoop(poll())
+
+
+def _policy_set() -> bool:
+    """The process chose an event-loop policy of its own (uvloop's, say). Python 3.14
+    deprecates policies (asking for one warns): there the loop is always built here."""
+    if sys.version_info >= (3, 14):
+        return False
+    return type(asyncio.get_event_loop_policy()) is not asyncio.DefaultEventLoopPolicy
 
 
 def _close(loop: asyncio.AbstractEventLoop) -> None:
