@@ -193,9 +193,10 @@ def test_a_handler_the_caller_installed_is_left_alone() -> None:
     assert result.answer == "done 0" and calls == [signal.SIGINT]
 
 
-#: a parent that records a run, forks a child that records one, then records another: before
-#: the thread loop was built on poll, the child's exit unregistered the parent's self-pipe
-#: from their shared epoll set and the parent's third run never saw its tool's result
+#: a parent that records a run, forks a child that records one, then records another: when the
+#: child closed the epoll loop it inherited, that unregistered the parent's self-pipe from their
+#: shared epoll set and the parent's third run never saw its tool's result (``policy``: the
+#: loops are epoll loops, kept whole by the child keeping what it inherited)
 FORKING = """
 import asyncio, multiprocessing, sys
 import agentfootprint as af
@@ -217,6 +218,8 @@ def child(path, conn):
 
 if __name__ == "__main__":
     path = sys.argv[1]
+    if sys.argv[2] == "policy":  # a policy of the caller's own: its loops are epoll loops
+        asyncio.set_event_loop_policy(type("Own", (asyncio.DefaultEventLoopPolicy,), {})())
     with agent(af.SqliteStore(path), 1) as a:
         print(a.run_sync("before the fork").answer, flush=True)
     parent_loop = loop_id()
@@ -233,12 +236,15 @@ if __name__ == "__main__":
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork")
+@pytest.mark.parametrize("loops", ["poll", "policy"])
 def test_a_forked_child_makes_its_own_loop_and_the_parents_goes_on_serving(
-    tmp_path: Any,
+    tmp_path: Any, loops: str
 ) -> None:
+    if loops == "policy" and sys.version_info >= (3, 14):  # pragma: no cover
+        pytest.skip("event-loop policies are deprecated")
     path = tmp_path / "log.db"
     done = subprocess.run(
-        [sys.executable, "-c", FORKING, str(path)],
+        [sys.executable, "-c", FORKING, str(path), loops],
         capture_output=True,
         text=True,
         timeout=120,

@@ -26,9 +26,10 @@ and child: the child closing its copy of the loop (at its exit, or when it is co
 unregister the parent's self-pipe from the parent's own epoll set, and the parent's loop would
 no longer wake when a tool thread hands back its result. So the loop is built on
 ``selectors.PollSelector``, whose registrations live in the process's memory (poll costs no
-more than epoll for the few descriptors one run watches), a child never runs the loop it
-inherited (it makes its own), and with a policy other than asyncio's default (uvloop, say) the
-loop is the policy's (before Python 3.14, which deprecates policies).
+more than epoll for the few descriptors one run watches), and a child never runs, closes or
+lets go of a loop it inherited (it makes its own), which keeps the parent's loop whole even
+when it is an epoll loop: with a policy other than asyncio's default (uvloop, say) the loop is
+the policy's (before Python 3.14, which deprecates policies).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class _ThreadLoop:
     def __init__(self) -> None:
         self.loop = _new_loop()
         self.pid = os.getpid()
-        weakref.finalize(self, _close, self.loop)
+        weakref.finalize(self, _close, self.loop, self.pid)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -85,8 +86,15 @@ def _policy_set() -> bool:
     return type(asyncio.get_event_loop_policy()) is not asyncio.DefaultEventLoopPolicy
 
 
-def _close(loop: asyncio.AbstractEventLoop) -> None:
-    if not loop.is_running() and not loop.is_closed():
+#: loops a forked child inherited: kept, never closed or collected there (closing an epoll
+#: loop, a policy's, would unregister its descriptors from a set the parent still uses)
+_inherited: list[asyncio.AbstractEventLoop] = []
+
+
+def _close(loop: asyncio.AbstractEventLoop, pid: int) -> None:
+    if os.getpid() != pid:
+        _inherited.append(loop)
+    elif not loop.is_running() and not loop.is_closed():
         loop.close()
 
 
@@ -96,7 +104,7 @@ _local = threading.local()
 def _thread_loop() -> asyncio.AbstractEventLoop:
     holder: _ThreadLoop | None = getattr(_local, "holder", None)
     if holder is None or holder.pid != os.getpid() or holder.loop.is_closed():
-        holder = _local.holder = _ThreadLoop()
+        holder = _local.holder = _ThreadLoop()  # an inherited one goes to _inherited
     return holder.loop
 
 
