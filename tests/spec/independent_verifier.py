@@ -3,17 +3,17 @@ projections v1, v2 and v3, export bundles of versions 1 and 2), written from
 ``docs/log-format.md`` and ``docs/merkle.md`` alone (it imports nothing of ``agentfootprint``).
 
 :func:`verify_file` (section 9.5) gives the verdicts ``(run_id, outcome_or_code, seq)`` of a
-database or an export bundle: an outcome is ``"VALID_UNSIGNED"`` or ``"UNSEALED"``, a failure
-is a code of section 9.4; ``"index"`` findings follow the runs; a bundle whose framing is wrong
-gives the one verdict ``(None, "bundle", None)``. A file that is not a log, or is newer than
-this reader knows, gives ``(None, "usage", None)``, a missing or unreadable path
-``(None, "file", None)``: neither is a verification verdict (section 4). :func:`explain_file`
-adds a reason to each verdict. Section numbers in comments are the page's.
+database or an export bundle: an outcome is ``"VALID"``, ``"VALID_UNSIGNED"`` or
+``"UNSEALED"``, a failure is a code of section 9.4; ``"index"`` findings follow the runs; a
+bundle whose framing is wrong gives the one verdict ``(None, "bundle", None)``. A file that
+is not a log, or is newer than this reader knows, gives ``(None, "usage", None)``, a missing
+or unreadable path ``(None, "file", None)``: neither is a verification verdict (section 4).
+:func:`explain_file` adds a reason to each verdict. Section numbers in comments are the page's.
 
-Keys: ``keys`` (raw 32-byte Ed25519 public keys) pin the signers of checkpoints only: the
-seals' signatures are not checked here (a sealed run that passes is VALID_UNSIGNED), a version
-2 bundle's checkpoint is opened under them (section 13.4). A run's proven inclusion is in
-:func:`inclusions` and in the reason :func:`explain_file` gives a verified run.
+Keys: ``keys`` (raw 32-byte Ed25519 public keys) pin the signers of seals and checkpoints: a
+sealed run whose seal verifies under a pinned key is ``"VALID"`` (section 9.2 step 4.4), a
+version 2 bundle's checkpoint is opened under them (section 13.4). A run's proven inclusion
+is in :func:`inclusions` and in the reason :func:`explain_file` gives a verified run.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ SURROGATE = re.compile("[\ud800-\udfff]")
 BRACKET = re.compile(r"[\[\]{}]")
 JSON_WS = " \t\n\r"
 V1_BUDGET_S, V1_PER_KEY_S, V1_MAX_KEY = 1.0, 50e-6, 256
-VALID, UNSEALED = "VALID_UNSIGNED", "UNSEALED"
+VALID, UNSEALED, SIGNED = "VALID_UNSIGNED", "UNSEALED", "VALID"
 
 
 class Failure(Exception):
@@ -907,8 +907,9 @@ class Verifier:
     def __init__(self, source: DbSource | BundleSource, keys: Iterable[bytes] = ()) -> None:
         self.source = source
         self.cache: dict[Any, RunResult | Failure] = {}
+        self.keys = tuple(bytes(k) for k in keys)
         version_2 = isinstance(source, BundleSource) and source.checkpoint is not None
-        self.inclusions = InclusionJudge(source, keys) if version_2 else None
+        self.inclusions = InclusionJudge(source, self.keys) if version_2 else None
 
     def verify(self, run: Any) -> RunResult:
         if run not in self.cache:
@@ -1114,7 +1115,8 @@ class Verifier:
         # during it), with nothing else of their commit
         if in_batch and not (fmt in WRITE_AHEAD and phase == PHASE["receipt"]):
             raise Failure("truncated", len(rows), f"the log ends inside commit {commit}")
-        if closed and signer is not None:  # section 9.2 step 4: the seal, no key pinned
+        signed = False
+        if closed and signer is not None:  # section 9.2 step 4: the seal
             if envelope is None:
                 raise Failure("seal", close_events - 1, "a sealed run closed without run.seal")
             facts = {
@@ -1134,7 +1136,11 @@ class Verifier:
             why = seal_problem(envelope, signer, R, close_head.hex(), facts)
             if why:
                 raise Failure("seal", seal_seq, why)
-        return RunResult(VALID if closed else UNSEALED, len(rows), head, conversation, close,
+            why, signed = seal_signed(envelope, self.keys)
+            if why:
+                raise Failure("seal", seal_seq, why)
+        outcome = (SIGNED if signed else VALID) if closed else UNSEALED
+        return RunResult(outcome, len(rows), head, conversation, close,
                          state, lists, parent_id, opened_at, envelope is not None,
                          envelope.encode() if envelope is not None else b"")  # fmt: skip
 
@@ -1168,28 +1174,89 @@ class Verifier:
             raise bad("the request digest differs from the rebuilt request")
 
 
-def seal_problem(text: str, signer: str, R: str, head: str, facts: dict[str, Any]) -> str | None:
-    """Section 9.2 step 4.3 (seals.md sections 2 and 3): the envelope holds a canonical
-    in-toto statement of exactly the run's facts, signed under the key run.open names. No
-    key is pinned here: a seal that passes is VALID_UNSIGNED."""
+B64_ALPHABETS = {"standard": re.compile(r"[A-Za-z0-9+/]*={0,2}"),
+                 "url": re.compile(r"[A-Za-z0-9_-]*={0,2}")}  # fmt: skip
+
+
+def b64_of(text: Any) -> tuple[bytes, set[str]] | None:
+    """seals.md section 3's base64: padded, canonical (no bits set after the data), in one
+    alphabet; the bytes and the alphabets its characters show (none for text that could be
+    either). None for anything else."""
+    if not isinstance(text, str) or len(text) % 4:
+        return None
+    shows = {"standard"} if any(c in "+/" for c in text) else set()
+    shows |= {"url"} if any(c in "-_" for c in text) else set()
+    if len(shows) > 1:
+        return None
+    url = shows == {"url"}
+    if not B64_ALPHABETS["url" if url else "standard"].fullmatch(text):
+        return None
+    raw = base64.urlsafe_b64decode(text) if url else base64.b64decode(text, validate=True)
+    again = base64.urlsafe_b64encode(raw) if url else base64.b64encode(raw)
+    return (raw, shows) if again.decode("ascii") == text else None
+
+
+def strict_json(text: str) -> Any:
+    """JSON with no member name twice (ValueError otherwise)."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({k for k, _ in items}) != len(items):
+            raise ValueError("a member name twice")
+        return dict(items)
+
+    return json.loads(text, object_pairs_hook=pairs)
+
+
+def envelope_of(text: str) -> tuple[dict[str, Any], bytes, list[tuple[str, bytes]]] | str:
+    """seals.md section 3's parsing profile: the envelope, its payload bytes and each
+    signature's ``(keyid, sig bytes)`` (an absent keyid is empty), or why it is malformed."""
+    if text.startswith("\ufeff") or len(text.encode("utf-8", "surrogatepass")) > 2**20:
+        return "the seal starts with a byte order mark or is over 1 MiB"
     try:
-        env = json.loads(text)
+        env = strict_json(text)
     except ValueError:
-        return "the seal is not JSON"
+        return "the seal is not JSON (or names a member twice)"
     if not (is_obj(env) and {"payload", "payloadType", "signatures"} <= set(env)):
         return "the seal is not a DSSE envelope"
     if set(env) != {"payload", "payloadType", "signatures"}:
         return "the envelope has a member DSSE does not define"
-    if env["payloadType"] != "application/vnd.in-toto+json":
-        return "the payload type is not in-toto"
+    if not isinstance(env["payloadType"], str):
+        return "the payload type is not a string"
     sigs = env["signatures"]
     if not isinstance(sigs, list) or not sigs or not all(is_obj(s) for s in sigs):
         return "the envelope's signatures are not a non-empty list of objects"
+    payload = b64_of(env["payload"])
+    if payload is None:
+        return "the payload is not canonical padded base64"
+    shows, signatures = set(payload[1]), []
+    for sig in sigs:
+        if not set(sig) <= {"keyid", "sig"} or "sig" not in sig:
+            return "a signature is not {keyid?, sig}"
+        keyid = sig.get("keyid", "")
+        decoded = b64_of(sig["sig"])
+        if not isinstance(keyid, str) or decoded is None or not decoded[0]:
+            return "a signature's keyid is not a string, or its sig not canonical base64"
+        shows |= decoded[1]
+        signatures.append((keyid, decoded[0]))
+    if len(shows) > 1:
+        return "the envelope mixes the standard and URL-safe base64 alphabets"
+    return env, payload[0], signatures
+
+
+def seal_problem(text: str, signer: str, R: str, head: str, facts: dict[str, Any]) -> str | None:
+    """Section 9.2 step 4.3 (seals.md sections 2 and 3): the envelope holds a canonical
+    in-toto statement of exactly the run's facts, and a signature carries the keyid run.open
+    names. The signatures themselves are :func:`seal_signed`'s."""
+    parsed = envelope_of(text)
+    if isinstance(parsed, str):
+        return parsed
+    env, payload, signatures = parsed
+    if env["payloadType"] != "application/vnd.in-toto+json":
+        return "the payload type is not in-toto"
     try:
-        payload = base64.b64decode(env["payload"], validate=True)
-        statement = json.loads(payload)
-    except (ValueError, TypeError):
-        return "the payload is not base64 of JSON"
+        statement = strict_json(payload.decode("utf-8"))
+    except ValueError:
+        return "the payload is not JSON"
     if canon(statement) != payload:
         return "the statement is not canonical"
     subject = [{"name": f"run:{R}", "digest": {"sha256": head}}]
@@ -1201,9 +1268,47 @@ def seal_problem(text: str, signer: str, R: str, head: str, facts: dict[str, Any
     }
     if statement != expected or canon(statement) != canon(expected):
         return "the statement does not attest this run's facts"
-    if not any(s.get("keyid") == signer for s in sigs):
+    if not any(keyid == signer for keyid, _ in signatures):
         return "no signature carries the keyid run.open names"
     return None
+
+
+def seal_signed(text: str, keys: tuple[bytes, ...]) -> tuple[str | None, bool]:
+    """Section 9.2 step 4.4 (seals.md section 3, verification), on an envelope
+    :func:`seal_problem` passed: ``(why it fails, False)``, or ``(None, whether a pinned key
+    signed)``.
+    A signature whose keyid names a pinned key must verify; one with no keyid is tried
+    against every pinned key; one naming another key is skipped."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    if not keys:
+        return None, False
+    parsed = envelope_of(text)
+    assert not isinstance(parsed, str)
+    env, payload, signatures = parsed
+    kind = env["payloadType"].encode("utf-8")
+    message = b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+    pinned = {hashlib.sha256(k).hexdigest(): k for k in keys}
+
+    def verifies(key: bytes, sig: bytes) -> bool:
+        try:
+            Ed25519PublicKey.from_public_bytes(key).verify(sig, message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+    signed = False
+    for keyid, sig in signatures:
+        if keyid:
+            if keyid not in pinned:
+                continue
+            if not verifies(pinned[keyid], sig):
+                return f"the signature of pinned key {keyid} does not verify", False
+            signed = True
+        elif any(verifies(key, sig) for key in pinned.values()):
+            signed = True
+    return None, signed
 
 
 # --- whole-file verification (section 9.5) -----------------------------------------------
@@ -1355,7 +1460,7 @@ def inclusion_text(inclusion: dict[str, Any] | None) -> str:
 
 
 def failure_codes(verdicts: list[Verdict]) -> set[str]:
-    return {code for _, code, _ in verdicts if code not in (VALID, UNSEALED)}
+    return {code for _, code, _ in verdicts if code not in (VALID, UNSEALED, SIGNED)}
 
 
 # --- checkpoints (section 9.7; docs/merkle.md sections 1, 2 and 5) -------------------------

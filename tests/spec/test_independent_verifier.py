@@ -64,14 +64,13 @@ def mine(path: Path, keys: tuple[Any, ...] = ()) -> Verdicts:
         if code == "index":
             index.append((shown(run), seq))
         else:
-            runs[shown(run)] = (code, None if code in (iv.VALID, iv.UNSEALED) else seq)
+            runs[shown(run)] = (code, None if code in (iv.VALID, iv.UNSEALED, iv.SIGNED) else seq)
     return runs, sorted(index, key=str)
 
 
 def reference(path: Path, keys: tuple[Any, ...] = ()) -> Verdicts:
-    """The same from ``Verifier(source).verify_all()``. The reference's ``trusted_keys`` pin
-    seals too, whose signatures the independent verifier does not check: a run it calls
-    VALID (sealed by a pinned key) is VALID_UNSIGNED here."""
+    """The same from ``Verifier(source, trusted_keys=...).verify_all()``: the keys pin seals
+    and checkpoints in both."""
     try:
         source: Any = (
             af.BundleSource(path)
@@ -92,8 +91,7 @@ def reference(path: Path, keys: tuple[Any, ...] = ()) -> Verdicts:
             elif isinstance(result, VerificationError):
                 runs[shown(run)] = (result.code, result.seq)
             else:
-                outcome = result.outcome.value
-                runs[shown(run)] = (iv.VALID if outcome == "VALID" else outcome, None)
+                runs[shown(run)] = (result.outcome.value, None)
     finally:
         source.close()
     return runs, sorted(index, key=str)
@@ -104,7 +102,7 @@ def exit_code(verdicts: list[iv.Verdict]) -> int:
     found = {code for _, code, _ in verdicts}
     if found & {"usage", "file"}:
         return 2
-    if found - {iv.VALID, iv.UNSEALED}:
+    if found - {iv.VALID, iv.UNSEALED, iv.SIGNED}:
         return 1
     return 3 if iv.UNSEALED in found else 0
 
@@ -1996,6 +1994,8 @@ def test_bundle2_case(
     lines = list(bundle2.lines)
     change(lines, bundle2)
     raw = [k.public.raw for k in keys]
+    if SIGNER in keys:  # the signer pinned: the runs it sealed are VALID (section 9.2 step 4.4)
+        expected = {r: iv.SIGNED if r in "AB" and c == iv.VALID else c for r, c in expected.items()}
     with scratch() as folder:
         path = folder / "case.afp"
         path.write_bytes(rebuilt(lines))
@@ -2010,7 +2010,10 @@ def test_bundle2_case(
         assert proven == reference_inclusions(path, keys)
         reasons = {run: reason for (run, _, _), reason in iv.explain_file(path, raw)}
         for run, inclusion in proven.items():
-            sealed = run in (bundle2.ids["A"], bundle2.ids["B"]) and got[run] == iv.VALID
+            sealed = run in (bundle2.ids["A"], bundle2.ids["B"]) and got[run] in (
+                iv.VALID,
+                iv.SIGNED,
+            )
             assert (inclusion is not None) == (sealed and "version 1" not in name), run
             if inclusion is not None:
                 signed = "signed by pinned key" in reasons[run]
@@ -2080,7 +2083,8 @@ def test_an_origin_that_is_no_key_name_is_unproven(bundle2: Bundle2, origin: str
     with scratch() as folder:
         path = folder / "case.afp"
         path.write_bytes(rebuilt(lines))
-        assert mine(path, PINNED) == ({bundle2.ids[r]: (iv.VALID, None) for r in "ABU"}, [])
+        pinned = {bundle2.ids[r]: (iv.SIGNED if r in "AB" else iv.VALID, None) for r in "ABU"}
+        assert mine(path, PINNED) == (pinned, [])
         assert [
             i and i["signed_by"] for i in iv.inclusions(path, [SIGNER.public.raw]).values()
         ] == [
@@ -2334,7 +2338,7 @@ def test_schema_2_case(
             return
         (verdict,) = ours[0].values()
         if expected is None:
-            assert verdict[0] not in (iv.VALID, iv.UNSEALED), iv.explain_file(copy)
+            assert verdict[0] not in (iv.VALID, iv.UNSEALED, iv.SIGNED), iv.explain_file(copy)
         else:
             assert verdict[0] == expected, iv.explain_file(copy)
         assert ours == theirs, iv.explain_file(copy)
@@ -2437,6 +2441,90 @@ def test_sealed_case(
 ) -> None:
     path, ids = sealed_log
     ours, _ = _both_on_a_copy(path, ids, edit(change))
+    assert ours[0][ids[0]][0] == expected
+
+
+def _sealer() -> Any:
+    """The sealed_log fixture's signer."""
+    from agentfootprint.seal import Ed25519Signer
+
+    return Ed25519Signer.from_seed(bytes(32))
+
+
+def _sig(envelope: dict[str, Any], index: int = 0) -> bytes:
+    import base64
+
+    return base64.b64decode(envelope["signatures"][index]["sig"])
+
+
+def _flip_sig(envelope: dict[str, Any]) -> None:
+    import base64
+
+    sig = _sig(envelope)
+    envelope["signatures"][0]["sig"] = base64.b64encode(bytes([sig[0] ^ 1]) + sig[1:]).decode()
+
+
+def _url_safe(envelope: dict[str, Any]) -> None:
+    import base64
+
+    envelope["payload"] = base64.urlsafe_b64encode(base64.b64decode(envelope["payload"])).decode()
+    for signature in envelope["signatures"]:
+        signature["sig"] = base64.urlsafe_b64encode(base64.b64decode(signature["sig"])).decode()
+
+
+def _bits_after_the_data(envelope: dict[str, Any]) -> None:
+    """The sig's last character before its padding with a bit set that encodes no data (a
+    64-byte signature: 86 characters and ``==``, the 86th holding 2 bits of data)."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    text = envelope["signatures"][0]["sig"]
+    last = alphabet[alphabet.index(text[85]) | 1]
+    envelope["signatures"][0]["sig"] = text[:85] + last + text[86:]
+
+
+def _unpinned_second(envelope: dict[str, Any]) -> None:
+    import base64
+
+    other = {"keyid": OTHER.key_id, "sig": base64.b64encode(bytes(64)).decode()}
+    envelope["signatures"].append(other)
+
+
+def _keyless_copy(envelope: dict[str, Any]) -> None:
+    envelope["signatures"].append({"sig": envelope["signatures"][0]["sig"]})
+
+
+KEYED_SEAL_CASES = [
+    ("as recorded, its signer pinned", lambda rows: None, "sealer", iv.SIGNED),
+    ("as recorded, another key pinned", lambda rows: None, "other", iv.VALID),
+    ("a signature bit flipped, its signer pinned", _envelope(_flip_sig), "sealer", "seal"),
+    ("a signature bit flipped, another key pinned", _envelope(_flip_sig), "other", iv.VALID),
+    ("a signature bit flipped, no key pinned", _envelope(_flip_sig), None, iv.VALID),
+    ("a second signature, by a key not pinned", _envelope(_unpinned_second), "sealer", iv.SIGNED),
+    ("a copy of the signature without keyid", _envelope(_keyless_copy), "sealer", iv.SIGNED),
+    ("the URL-safe alphabet", _envelope(_url_safe), "sealer", iv.SIGNED),
+    ("a sig with bits after its data", _envelope(_bits_after_the_data), None, "seal"),
+    ("a sig with bits after its data, pinned", _envelope(_bits_after_the_data), "sealer", "seal"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "pinned", "expected"),
+    KEYED_SEAL_CASES,
+    ids=[case[0] for case in KEYED_SEAL_CASES],
+)
+def test_sealed_case_with_pinned_keys(
+    sealed_log: tuple[Path, list[str]], name: str, change: Any, pinned: str | None, expected: str
+) -> None:
+    """Section 9.2 step 4.4: the seal's signatures under the caller's pinned keys, checked by
+    both verifiers from the page (seals.md section 3: a signature naming a pinned key must
+    verify, one naming another key is skipped, one without keyid is tried against each)."""
+    path, ids = sealed_log
+    keys = {"sealer": (_sealer(),), "other": (OTHER,), None: ()}[pinned]
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(path, copy)
+        edit(change)(copy, ids)
+        ours = mine(copy, keys)
+        assert ours == reference(copy, keys), iv.explain_file(copy, [k.public.raw for k in keys])
     assert ours[0][ids[0]][0] == expected
 
 
@@ -2546,7 +2634,9 @@ def test_proven_vector(entry: dict[str, Any]) -> None:
     path = VECTORS / entry["file"]
     ours = mine(path, keys)
     assert ours == reference(path, keys), iv.explain_file(path)
-    codes = sorted({code for code, _ in ours[0].values() if code not in (iv.VALID, iv.UNSEALED)})
+    codes = sorted(
+        {code for code, _ in ours[0].values() if code not in (iv.VALID, iv.UNSEALED, iv.SIGNED)}
+    )
     assert codes == entry["codes"], entry["about"]
     if entry["checkpoint"]:
         note = (VECTORS / entry["checkpoint"]).read_bytes()
