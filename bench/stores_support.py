@@ -1,0 +1,188 @@
+"""Helpers of bench/stores.py: the tables' figures, the probes of one round trip, commit and
+fsync, and the throwaway PostgreSQL server with the databases a run creates on it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from agentfootprint.testing.pg_cluster import ThrowawayCluster
+
+
+# -- figures -----------------------------------------------------------------------------------
+def table(*columns: str) -> None:
+    """A markdown table's header; a column named with a leading ``<`` is left-aligned."""
+    print("| " + " | ".join(c.lstrip("<") for c in columns) + " |")
+    print("|" + "|".join("---" if c.startswith("<") else "---:" for c in columns) + "|")
+
+
+def fmt_spread(values: Sequence[float], decimals: int = 0, suffix: str = "") -> str:
+    """The median, and the min-max when there is more than one value."""
+    med, lo, hi = statistics.median(values), min(values), max(values)
+    if len(values) == 1:
+        return f"{med:,.{decimals}f}{suffix}"
+    return f"{med:,.{decimals}f}{suffix} ({lo:,.{decimals}f}-{hi:,.{decimals}f})"
+
+
+def cell_figures(results: Sequence[dict[str, Any]], per: str) -> dict[str, float]:
+    """Totals of one measurement (one result per process): rates summed over the processes."""
+    rate = {k: sum(r[k] / r["seconds"] for r in results) for k in (per, "events", "runs")}
+    events = sum(r["events"] for r in results)
+    shares = [r["events"] / r["seconds"] for r in results]
+    cpu = 1e6 * sum(r["cpu"] for r in results) / max(events, 1)
+    fairness = min(shares) / max(shares) if max(shares) else 0.0
+    return {
+        **{f"{k}_s": v for k, v in rate.items()},
+        "cpu_us_per_event": cpu,
+        "fairness": fairness,
+    }
+
+
+def med(values: Iterable[float]) -> float:
+    return float(statistics.median(list(values)))
+
+
+def fmt_ratios(top: Sequence[float], bottom: Sequence[float]) -> str:
+    """Per-round ratios top/bottom: median (min-max)."""
+    return fmt_spread([t / b for t, b in zip(top, bottom, strict=True)], 2, "x")
+
+
+def rounds_order(items: Sequence[Any], round_no: int) -> list[Any]:
+    return list(items) if round_no % 2 == 0 else list(reversed(items))
+
+
+# -- probes: what one round trip, one commit, one fsync cost here ------------------------------
+def _ms_per_call(fn: Callable[[], Any], calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls * 1000
+
+
+def probes(server: str, folder: Path) -> dict[str, float]:
+    """One fdatasync, one round trip, a flush's rows without the store."""
+    import psycopg
+
+    out: dict[str, float] = {}
+    fd = os.open(folder / "probe.bin", os.O_WRONLY | os.O_CREAT, 0o600)
+
+    def write_and_sync() -> None:
+        os.write(fd, b"x" * 4096)
+        os.fdatasync(fd)
+
+    try:
+        out["fdatasync_ms"] = _ms_per_call(write_and_sync, 200)
+    finally:
+        os.close(fd)
+    with psycopg.connect(server, autocommit=True) as conn:
+        out["pg_round_trip_ms"] = _ms_per_call(lambda: conn.execute("SELECT 1"), 500)
+        # a logged table (a TEMP one writes no WAL, so its commits would not wait for disk)
+        conn.execute("CREATE TABLE probe (run_id text, seq int, body bytea)")
+        rows = [("0" * 32, i, b"x" * 160) for i in range(7)]  # 7: the template's mean flush
+        values = ", ".join(["(%s, %s, %s)"] * len(rows))
+        flat = [v for row in rows for v in row]
+
+        def flush() -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany("INSERT INTO probe VALUES (%s, %s, %s)", rows)
+
+        for setting in ("on", "off"):
+            conn.execute(f"SET synchronous_commit = {setting}")
+            out[f"pg_bare_flush_{setting}_ms"] = _ms_per_call(flush, 300)
+            # the same rows as one statement (atomic by itself: one round trip, no BEGIN)
+            out[f"pg_one_statement_{setting}_ms"] = _ms_per_call(
+                lambda: conn.execute(f"INSERT INTO probe VALUES {values}", flat), 300
+            )
+        conn.execute("DROP TABLE probe")
+    return out
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+def postmaster_cpu(cluster: ThrowawayCluster) -> float | None:
+    """CPU seconds of a PostgreSQL server so far: the postmaster's own and its ended
+    children's (reaped backends: ``cutime``/``cstime``), plus its live children's."""
+    pid = cluster.pid()
+    if pid is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def fields(stat: Path) -> list[str]:
+        return stat.read_text().rsplit(")", 1)[1].split()  # after "(comm)": state, ppid...
+
+    try:
+        own = fields(Path(f"/proc/{pid}/stat"))
+    except OSError:
+        return None
+    total = sum(int(v) for v in own[11:15])  # utime stime cutime cstime
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                f = fields(entry / "stat")
+                if int(f[1]) == pid:
+                    total += int(f[11]) + int(f[12])
+    return total / tick
+
+
+def fail(message: str) -> NoReturn:
+    """No PostgreSQL to measure against: say why, exit 2 (no traceback)."""
+    print(f"stores.py: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[tuple[str, ThrowawayCluster]]:
+    """A throwaway cluster's maintenance URL, and the cluster; exit 2 without one."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+
+        from agentfootprint.testing.pg_cluster import ClusterUnavailable, ThrowawayCluster
+    except ImportError as exc:
+        fail(f"PostgreSQL needs psycopg 3 ({exc}): pip install 'agentfootprint[postgresql]'")
+    try:
+        cluster = ThrowawayCluster(fsync=True)
+        url = cluster.start()
+    except (ClusterUnavailable, OSError, subprocess.SubprocessError) as exc:
+        fail(f"no PostgreSQL server to measure against: {exc}\n(install the server package)")
+    try:
+        yield url, cluster
+    finally:
+        cluster.stop()
+
+
+class Databases:
+    """The databases this run creates on the server (dropped at the end)."""
+
+    def __init__(self, server: str) -> None:
+        self.server, self.names = server, set[str]()
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def create(self, tag: str) -> str:
+        from agentfootprint.store.postgres_url import with_database
+
+        name = f"afbench_{tag}_{uuid.uuid4().hex[:8]}"
+        self._admin(f'CREATE DATABASE "{name}"')
+        self.names.add(name)
+        return with_database(self.server, name)
+
+    def drop(self, url: str | None = None) -> None:
+        """The database of ``url``; None: every one left (errors ignored: the end)."""
+        names = sorted(self.names) if url is None else [url.rsplit("/", 1)[1].split("?")[0]]
+        for name in names:
+            with contextlib.suppress(Exception) if url is None else contextlib.nullcontext():
+                self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            self.names.discard(name)
