@@ -13,13 +13,12 @@ from hypothesis import strategies as st
 from agentfootprint.verify.canonical import canon, canon_object
 from agentfootprint.verify.chain import (
     EVENT_TYPES,
-    RunHasher,
     chain_hash,
     event_envelope,
     event_hash,
 )
 from agentfootprint.verify.fold import compress_digests, expand_digests
-from agentfootprint.verify.hashing import hexdigest
+from agentfootprint.verify.hashing import digest, hexdigest
 from agentfootprint.verify.request import (
     PIECE_KINDS,
     PROJECTION,
@@ -298,18 +297,18 @@ def test_event_envelope_equals_canon_object(
         max_size=5,
     ),
 )
-def test_a_run_hasher_hashes_and_links_as_event_hash_and_chain_hash(
+def test_event_hash_and_chain_hash_hashed_in_parts_are_the_specs_digests(
     run_id: str, rows: list[tuple[int, str, int, dict[str, str]]]
 ) -> None:
-    """The writer's and the schema-2 reader's per-run hashing is the spec's, byte for byte."""
-    hasher = RunHasher(run_id)
+    """The event hash and chain link, hashed in parts from copied states, are byte for byte
+    ``H("event", envelope)`` and ``H("chain", c_prev || e)`` (docs/log-format.md section 3)."""
     head = bytes(32)
     for seq, type_, ts, body in rows:
         data = canon(body)
-        digest = hasher.event(seq, type_, ts, data)
-        assert digest == event_hash(run_id, seq, type_, ts, data)
-        assert hasher.link(head, digest) == chain_hash(head, digest)
-        head = hasher.link(head, digest)
+        e = event_hash(run_id, seq, type_, ts, data)
+        assert e == digest("event", event_envelope(run_id, seq, type_, ts, data))
+        assert chain_hash(head, e) == digest("chain", head + e)
+        head = chain_hash(head, e)
 
 
 def test_a_growing_field_that_does_not_sort_first_is_hashed_right() -> None:

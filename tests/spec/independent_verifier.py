@@ -1133,10 +1133,13 @@ class Verifier:
             }
             if wires:
                 facts["wire_list_digest"] = H("seal/wires", canon(wires)).hex()
-            why = seal_problem(envelope, signer, R, close_head.hex(), facts)
+            parsed = envelope_of(envelope)
+            if isinstance(parsed, str):
+                raise Failure("seal", seal_seq, parsed)
+            why = seal_problem(parsed, signer, R, close_head.hex(), facts)
             if why:
                 raise Failure("seal", seal_seq, why)
-            why, signed = seal_signed(envelope, self.keys)
+            why, signed = seal_signed(parsed, self.keys)
             if why:
                 raise Failure("seal", seal_seq, why)
         outcome = (SIGNED if signed else VALID) if closed else UNSEALED
@@ -1207,7 +1210,11 @@ def strict_json(text: str) -> Any:
     return json.loads(text, object_pairs_hook=pairs)
 
 
-def envelope_of(text: str) -> tuple[dict[str, Any], bytes, list[tuple[str, bytes]]] | str:
+#: a parsed seal: the envelope, its payload bytes and each signature's (keyid, sig bytes)
+Envelope = tuple[dict[str, Any], bytes, list[tuple[str, bytes]]]
+
+
+def envelope_of(text: str) -> Envelope | str:
     """seals.md section 3's parsing profile: the envelope, its payload bytes and each
     signature's ``(keyid, sig bytes)`` (an absent keyid is empty), or why it is malformed."""
     if text.startswith("\ufeff") or len(text.encode("utf-8", "surrogatepass")) > 2**20:
@@ -1243,13 +1250,12 @@ def envelope_of(text: str) -> tuple[dict[str, Any], bytes, list[tuple[str, bytes
     return env, payload[0], signatures
 
 
-def seal_problem(text: str, signer: str, R: str, head: str, facts: dict[str, Any]) -> str | None:
-    """Section 9.2 step 4.3 (seals.md sections 2 and 3): the envelope holds a canonical
-    in-toto statement of exactly the run's facts, and a signature carries the keyid run.open
-    names. The signatures themselves are :func:`seal_signed`'s."""
-    parsed = envelope_of(text)
-    if isinstance(parsed, str):
-        return parsed
+def seal_problem(
+    parsed: Envelope, signer: str, R: str, head: str, facts: dict[str, Any]
+) -> str | None:
+    """Section 9.2 step 4.3 (seals.md sections 2 and 3): the envelope (:func:`envelope_of`'s,
+    read once per run) holds a canonical in-toto statement of exactly the run's facts, and a
+    signature carries the keyid run.open names. The signatures are :func:`seal_signed`'s."""
     env, payload, signatures = parsed
     if env["payloadType"] != "application/vnd.in-toto+json":
         return "the payload type is not in-toto"
@@ -1273,19 +1279,16 @@ def seal_problem(text: str, signer: str, R: str, head: str, facts: dict[str, Any
     return None
 
 
-def seal_signed(text: str, keys: tuple[bytes, ...]) -> tuple[str | None, bool]:
+def seal_signed(parsed: Envelope, keys: tuple[bytes, ...]) -> tuple[str | None, bool]:
     """Section 9.2 step 4.4 (seals.md section 3, verification), on an envelope
     :func:`seal_problem` passed: ``(why it fails, False)``, or ``(None, whether a pinned key
-    signed)``.
-    A signature whose keyid names a pinned key must verify; one with no keyid is tried
+    signed)``. A signature whose keyid names a pinned key must verify; one with no keyid is tried
     against every pinned key; one naming another key is skipped."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     if not keys:
         return None, False
-    parsed = envelope_of(text)
-    assert not isinstance(parsed, str)
     env, payload, signatures = parsed
     kind = env["payloadType"].encode("utf-8")
     message = b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)

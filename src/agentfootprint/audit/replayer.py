@@ -49,6 +49,7 @@ from agentfootprint.audit.sources import (
 from agentfootprint.core.agent import Agent
 from agentfootprint.core.ports import LiveModel, Ports
 from agentfootprint.core.providers.base import LLMResponse, Request
+from agentfootprint.core.sync_loop import run_sync
 from agentfootprint.errors import (
     ContinuationError,
     FileError,
@@ -706,8 +707,6 @@ def replay_sync(
     """:func:`replay` for code without an event loop (on the thread's loop, as
     ``Agent.run_sync``)."""
     import asyncio
-
-    from agentfootprint.core.sync_loop import run_sync
 
     try:
         asyncio.get_running_loop()

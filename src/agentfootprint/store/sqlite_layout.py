@@ -18,7 +18,7 @@ import orjson
 from agentfootprint.errors import StoreError
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.chain import DERIVED, RunHasher, chain_hash, event_hash
+from agentfootprint.verify.chain import DERIVED, chain_hash, event_hash
 
 _APPEND_ONLY = "agentfootprint log is append-only"
 
@@ -247,22 +247,23 @@ def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[Sto
     it refuses), never an exception."""
     events: list[StoredEvent] = []
     try:
-        hasher: RunHasher | None = RunHasher(run_id)
+        canon(run_id)
+        hashable = True
     except (TypeError, ValueError):  # not text a writer can record: nothing is hashed
-        hasher = None
+        hashable = False
     for _, seq, type_, ts, body, _, stored in _decoded(run_id, base, rows):
         digest = link = b""
         if (
-            hasher is not None
+            hashable
             and type(type_) is str
             and type_ in _NAME_SET
             and type(ts) is int
             and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
             and type(body) is bytes
         ):
-            digest = hasher.event(seq, type_, ts, body)
+            digest = event_hash(run_id, seq, type_, ts, body)
             if type(previous) is bytes and len(previous) == 32:
-                link = hasher.link(previous, digest)
+                link = chain_hash(previous, digest)
         head = link if stored is DERIVED else stored
         events.append(
             StoredEvent(

@@ -34,7 +34,7 @@ from agentfootprint.seal.facts import WIRE_EVENT
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.verify import limits
 from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.chain import GENESIS, RunHasher
+from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 
 __all__ = ["Clock", "RunWriter", "envelope_bytes", "new_run_id", "wall_clock_ms"]
 
@@ -127,8 +127,6 @@ class RunWriter:
         #: the bundle envelope's bytes but seq, ts and the type, once the run id is known to
         #: be Unicode text (computed at the first append: a bad run id fails there, as before)
         self._frame: int | None = None
-        #: the run's hashing (made at the first append, once the run id passed its checks)
-        self._hasher: RunHasher | None = None
 
     def append(self, events: Sequence[tuple[str, Any]]) -> list[StoredEvent]:
         """Hash ``(type, body)`` pairs as one batch; append it atomically (buffered: keep
@@ -150,17 +148,14 @@ class RunWriter:
         self._before = (seq, head)
         batch: list[StoredEvent] = []
         wires: list[Any] = []
-        hasher = self._hasher
         for type_, body in events:
             if type_ == "event" and type(body) is dict and body.get("name") == WIRE_EVENT:
                 wires.append(body["payload"])
             self._check_envelope(seq, type_, ts)
             data = _compact(canon(body))
             self._check_body(seq, type_, data)
-            if hasher is None:
-                hasher = self._hasher = RunHasher(self.run_id)
-            e = hasher.event(seq, type_, ts, data)
-            head = hasher.link(head, e)
+            e = event_hash(self.run_id, seq, type_, ts, data)
+            head = chain_hash(head, e)
             batch.append(
                 StoredEvent(
                     run_id=self.run_id,

@@ -20,7 +20,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from agentfootprint.errors import VerificationError
 from agentfootprint.verify.canonical import MAX_SAFE_INT, canon, parse
-from agentfootprint.verify.hashing import ZERO, digest, domain_prefix
+from agentfootprint.verify.hashing import ZERO, domain_prefix
 from agentfootprint.verify.limits import MAX_BODY_BYTES
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "RawRow",
     "Row",
     "RowSource",
-    "RunHasher",
     "RunSource",
     "as_read",
     "chain_hash",
@@ -160,8 +159,26 @@ def as_read(raw: Sequence[Any], previous: bytes) -> RawRow:
 
 
 def event_hash(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes:
-    """The digest of one event; ``body`` must already be canonical bytes."""
-    return digest("event", event_envelope(run_id, seq, type_, ts, body))
+    """The digest of one event; ``body`` must already be canonical bytes.
+
+    ``digest("event", event_envelope(...))``, hashed in parts: the state after the domain
+    prefix and ``{"body":`` is copied, the body is hashed where it lies (never copied into
+    an envelope: a 50 MB result was copied twice), then the canonical rest of the envelope
+    (a property test holds the two forms together)."""
+    state = _EVENT_STATE.copy()
+    state.update(body)
+    state.update(
+        b',"run":'
+        + _canon_text(run_id)
+        + b',"seq":'
+        + _canon_int(seq)
+        + b',"ts":'
+        + _canon_int(ts)
+        + b',"type":'
+        + _canon_text(type_)
+        + b"}"
+    )
+    return state.digest()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -197,45 +214,17 @@ def event_envelope(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> b
 
 
 def chain_hash(previous: bytes, event: bytes) -> bytes:
-    """Link ``event`` (an event hash) onto the chain whose head is ``previous``."""
-    return digest("chain", previous + event)
+    """Link ``event`` (an event hash) onto the chain whose head is ``previous``:
+    ``digest("chain", previous + event)``, from the state after the domain prefix."""
+    state = _CHAIN_STATE.copy()
+    state.update(previous)
+    state.update(event)
+    return state.digest()
 
 
-#: the SHA-256 states after each domain prefix (copied per row by :class:`RunHasher`)
-_EVENT_STATE: Final = hashlib.sha256(domain_prefix("event"))
+#: the SHA-256 states after the domain prefixes (and, for events, ``{"body":``), copied per row
+_EVENT_STATE: Final = hashlib.sha256(domain_prefix("event") + b'{"body":')
 _CHAIN_STATE: Final = hashlib.sha256(domain_prefix("chain"))
-#: the envelope's tail from ``,"type":`` on, per event type
-_TYPE_TAILS: Final = {name: b',"type":' + canon(name) + b"}" for name in EVENT_TYPES}
-
-
-class RunHasher:
-    """:func:`event_hash` and :func:`chain_hash` for the rows of one run, byte for byte, at
-    less cost per row: the run id's canonical part is built once, the envelope is not
-    assembled (the body is hashed where it lies) and the states after the domain prefixes
-    are copied instead of hashed again. A run id that is not text raises here, as
-    :func:`event_hash` would at the first row."""
-
-    __slots__ = ("_run_part",)
-
-    def __init__(self, run_id: str) -> None:
-        self._run_part = b',"run":' + _canon_text(run_id) + b',"seq":'
-
-    def event(self, seq: int, type_: str, ts: int, body: bytes) -> bytes:
-        tail = _TYPE_TAILS.get(type_) if type(type_) is str else None
-        if tail is None:
-            tail = b',"type":' + _canon_text(type_) + b"}"
-        state = _EVENT_STATE.copy()
-        state.update(b'{"body":')
-        state.update(body)
-        state.update(self._run_part + _canon_int(seq) + b',"ts":' + _canon_int(ts) + tail)
-        return state.digest()
-
-    @staticmethod
-    def link(previous: bytes, event: bytes) -> bytes:
-        state = _CHAIN_STATE.copy()
-        state.update(previous)
-        state.update(event)
-        return state.digest()
 
 
 def stored_kind(value: Any) -> str:
