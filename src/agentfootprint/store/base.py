@@ -176,7 +176,7 @@ class EventReader(abc.ABC):
         """One run's index entry; :class:`RunNotFoundError` when absent."""
 
     def seal_log(self) -> list[tuple[object, object]] | None:
-        """The seal log (docs/log-format.md section 4.3): ``(leaf, run_id)`` per sealed run in
+        """The seal log (docs/log-format.md section 4.1): ``(leaf, run_id)`` per sealed run in
         leaf order, as stored; None for a store that keeps none."""
         return None
 

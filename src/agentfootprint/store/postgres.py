@@ -1,6 +1,6 @@
 """PostgreSQL backend (psycopg 3 and its connection pool): one log shared by many hosts.
 
-The same logical tables as an SQLite file of schema 1 (docs/log-format.md section 4.4):
+The same logical tables as an SQLite file of schema 1 (docs/log-format.md section 4.2):
 ``events`` holds every row whole (``PRIMARY KEY (run_id, seq)``), ``runs`` the run index,
 ``seal_log`` one Merkle leaf per sealed run, ``schema_version`` the migrations applied. A flush
 is one atomic write (one statement, or for a sealing batch one transaction); two writers racing
@@ -372,7 +372,7 @@ class PostgresStore(EventStore):
     @staticmethod
     def _seal(cur: psycopg.Cursor[Any], events: Sequence[StoredEvent]) -> None:
         """The runs this batch seals get the next leaves, under the seal lock: leaf order is
-        the order in which sealing transactions commit (docs/log-format.md section 4.3)."""
+        the order in which sealing transactions commit (docs/log-format.md section 4.1)."""
         from psycopg import errors
 
         for run_id in sealed_in(events):

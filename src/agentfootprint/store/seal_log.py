@@ -5,7 +5,7 @@ A sealed run's close and seal reach the store in one transaction (docs/log-forma
 defined however many writers share the database (SQLite serialises them with ``BEGIN
 IMMEDIATE``). The index is the only thing stored: the leaf itself (run id, event count, head,
 seal digest) is recomputed from the run's rows by whoever verifies, so the table is an order,
-never evidence of a run's content. docs/log-format.md section 4.3 and docs/merkle.md
+never evidence of a run's content. docs/log-format.md section 4.1 and docs/merkle.md
 section 2 are the normative text.
 
 In SQLite the table comes with migration 3, applied by the first sealed append to a file of

@@ -56,7 +56,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     ),
 )
 
-#: Schema 2, the leaner layout (docs/log-format.md section 4.2): a new file gets it whole, as
+#: Schema 2, the leaner layout (docs/log-format.md section 4): a new file gets it whole, as
 #: one migration; a schema-1 file is never migrated to it (no row is ever rewritten).
 #: ``rows.pos`` is ``run_key * 2**32 + seq`` (one integer key: no index beside the table);
 #: ``type`` a code (:data:`TYPE_CODES`); ``ts`` NULL when it equals the ``ts`` of the row

@@ -207,7 +207,7 @@ class StoreContract:
 
     def test_the_seal_log_lists_sealed_runs_in_seal_order(self, store: EventStore) -> None:
         """A batch holding a ``run.seal`` row gives its run the next leaf, in that batch's
-        transaction (docs/log-format.md section 4.3); a store keeping no seal log says None."""
+        transaction (docs/log-format.md section 4.1); a store keeping no seal log says None."""
         log = store.seal_log()
         if log is None:
             pytest.skip("this store keeps no seal log")
