@@ -9,7 +9,6 @@ text under a policy that is not committed a leak. Linear time, no recursion.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -194,25 +193,30 @@ def test_the_rule_agrees_with_the_standard_library(text: str) -> None:
 
 # -- linear time, no recursion --------------------------------------------------------------
 
-HOSTILE = {
-    "deep 2M": nested(2_000_000),
-    "openers 2M": "[" * 2_000_000,
-    "brackets in a string": '["' + "[" * 2_000_000 + '"]',
-    "escaped quotes": '["' + '\\"' * 1_000_000 + '"]',
-    "backslashes": '["' + "\\\\" * 1_000_000 + '"]',
-    "long number": "[" + "7" * 2_000_000 + "]",
-    "long fraction": "[0." + "7" * 2_000_000 + "]",
-    "many duplicates": "{" + ",".join(['"a":1'] * 200_000) + "}",
-    "surrogate escapes": json.dumps(["\U0001f600" * 300_000]),
-    "mixed nesting": "[{" * 500_000,
+#: inputs built to make a reader quadratic or recursive, and what the rule makes of each; the
+#: time each takes is measured in bench/hostile_text.py (linear: twice the size, twice the
+#: time), never asserted here
+HOSTILE: dict[str, tuple[str, str]] = {
+    "deep 2M": (nested(2_000_000), "opaque"),
+    "openers 2M": ("[" * 2_000_000, "opaque"),
+    "brackets in a string": ('["' + "[" * 2_000_000 + '"]', "container"),
+    "escaped quotes": ('["' + '\\"' * 1_000_000 + '"]', "container"),
+    "backslashes": ('["' + "\\\\" * 1_000_000 + '"]', "container"),
+    "long number": ("[" + "7" * 2_000_000 + "]", "opaque"),
+    "long fraction": ("[0." + "7" * 2_000_000 + "]", "container"),
+    "many duplicates": ("{" + ",".join(['"a":1'] * 200_000) + "}", "opaque"),
+    "surrogate escapes": (json.dumps(["\U0001f600" * 300_000]), "container"),
+    "mixed nesting": ("[{" * 500_000, "opaque"),
 }
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_text_is_read_in_linear_time(name: str) -> None:
-    started = time.perf_counter()
-    read_json_text(HOSTILE[name])
-    assert time.perf_counter() - started < 5.0, name  # (about 0.1 s on 2 vCPU)
+def test_hostile_text_is_read_without_recursion_to_its_answer(name: str) -> None:
+    text, expected = HOSTILE[name]
+    found = read_json_text(text)
+    assert ("opaque" if found is OPAQUE else "container" if found is not None else None) == (
+        expected
+    )
 
 
 def test_deep_json_text_inside_json_text_never_recurses() -> None:
