@@ -637,7 +637,7 @@ def test_nothing_listening_at_base_url_asks_whether_the_server_runs() -> None:
 
 
 def test_a_server_slower_than_the_timeout_fails_as_retryable(server: FakeOpenAI) -> None:
-    server.add(Completion(content="late", delay=1.0))
+    server.add(Completion(content="late", delay=3.0))
     agent = af.Agent(provider=provider(server, timeout=0.2, max_retries=0), model=MODEL)
     exc, _ = failed_run(agent)
     assert exc.retryable is True and "did not answer within 0.2 s" in str(exc)
@@ -675,12 +675,16 @@ def test_to_provider_error_classifies_one_sdk_failure() -> None:
 
 
 def test_cancelling_a_call_in_flight_closes_the_run(server: FakeOpenAI) -> None:
-    server.add(Completion(content="late", delay=1.0))
+    server.add(Completion(content="late", delay=3.0))
     agent = af.Agent(provider=provider(server), model=MODEL)
 
     async def go() -> None:
         task = asyncio.create_task(agent.run("hi"))
-        await asyncio.sleep(0.2)
+        for _ in range(3000):  # until the request is at the server (a hang guard, not a figure)
+            if server.requests:
+                break
+            await asyncio.sleep(0.01)
+        assert server.requests and not task.done()  # the call is in flight: its reply waits 3 s
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -42,7 +42,8 @@ def test_a_slow_store_does_not_stop_another_run_on_the_loop() -> None:
         waiting = af.Agent(provider=af.MockProvider(["slow answer"]), model="m", store=slow)
         other = af.Agent(provider=af.MockProvider(["quick answer"]), model="m")
         pending = asyncio.ensure_future(waiting.run("first"))
-        await asyncio.sleep(0.01)
+        while not slow.waits and not pending.done():
+            await asyncio.sleep(0)
         assert not pending.done() and slow.waits == 1  # waiting on its database
         quick = await other.run("second")  # the loop is free: this run goes all the way
         slow.gate.set()

@@ -56,11 +56,14 @@ def test_three_writer_processes(tmp_path: Path) -> None:
 
 OPENER = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     import agentfootprint as af
 
-    db, start = sys.argv[1], float(sys.argv[2])
-    time.sleep(max(0.0, start - time.time()))
+    db, go = sys.argv[1], sys.argv[2]
+    print("ready", flush=True)
+    deadline = time.monotonic() + 120  # a hang guard: the parent opens the gate
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.001)
     store = af.SqliteStore(db, durability="normal")
     store.close()
     print("ok")
@@ -70,21 +73,23 @@ OPENER = textwrap.dedent(
 
 def test_processes_creating_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
     """The switch to WAL meets another opener's lock with SQLITE_BUSY at once (no busy
-    handler): it is waited for like any lock, so no opener fails."""
-    import time
-
+    handler): it is waited for like any lock, so no opener fails. The openers start together:
+    each waits at a gate (a file) that opens once all six are ready."""
     for trial in range(4):
         db = tmp_path / f"new-{trial}.db"
-        start = time.time() + 1.5
+        go = tmp_path / f"go-{trial}"
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", OPENER, str(db), str(start)],
+                [sys.executable, "-c", OPENER, str(db), str(go)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
             for _ in range(6)
         ]
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        go.touch()
         for proc in procs:
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0 and out.strip() == "ok", err

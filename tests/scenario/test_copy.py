@@ -164,9 +164,10 @@ def test_a_copy_keeps_the_seal_order_so_a_checkpoint_of_the_source_checks_the_co
     from agentfootprint.verify.checkpoint import check_checkpoint, log_leaves, make_checkpoint
 
     source = tmp_path / "src.db"
-    release = asyncio.Event()
+    release, started = asyncio.Event(), asyncio.Event()
 
     async def wait(arguments: dict[str, object]) -> str:
+        started.set()  # the slow run is open and in its tool
         await release.wait()
         return "done"
 
@@ -183,7 +184,7 @@ def test_a_copy_keeps_the_seal_order_so_a_checkpoint_of_the_source_checks_the_co
         )
         quick = af.Agent(provider=af.MockProvider(["early"]), model="m", store=store, signer=SIGNER)
         first = asyncio.ensure_future(slow.run("opened first"))
-        await asyncio.sleep(0.05)
+        await started.wait()
         second = await quick.run("sealed first")
         release.set()
         return (await first).run_id, second.run_id
