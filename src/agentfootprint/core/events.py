@@ -6,16 +6,24 @@ a domain wildcard (``"agentfootprint.stream.*"``), ``"agentfootprint.*"`` or
 decision or a finding (a feature's ``recorded_events``) are also written to the log as
 ``event`` rows; stream events are not. ``EVENT_KINDS`` and ``RECORDED_KINDS`` derive from
 the declarations (:mod:`agentfootprint.features.registry`).
+
+Listeners are outside the run: each listener call gets its own detached copy of the event
+(:class:`EventBus`), so whatever a listener does to it, or raises, never reaches the rows,
+the served requests or a tool's arguments.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import dataclasses
 import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+import orjson
 
 from agentfootprint.errors import UsageError
 
@@ -34,6 +42,7 @@ __all__ = [
     "TurnEnd",
     "TurnStart",
     "WireExchange",
+    "detached",
     "event_kinds",
 ]
 
@@ -184,6 +193,73 @@ def event_kinds() -> frozenset[str]:
 
 Listener = Callable[[AgentEvent], Any]
 
+_T = TypeVar("_T")
+#: the types an event field holds that no listener can change in place
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def detached(value: _T) -> _T:
+    """A copy of JSON-shaped ``value`` that shares nothing with it, for user code outside
+    the run (a listener, a tool's arguments). An orjson round trip: what the run hands out
+    is JSON it records (I-JSON: finite numbers, string keys, lists), which the round trip
+    gives back equal and of the same types (a float stays a float); anything else is
+    deep-copied."""
+    try:
+        copied: _T = orjson.loads(orjson.dumps(value))
+    except orjson.JSONEncodeError:  # not JSON (a set, an object, a huge integer)
+        return copy.deepcopy(value)
+    return copied
+
+
+class _Copies:
+    """Fresh copies of one event, one per listener call. The nested members (lists, dicts)
+    are serialised once per event and parsed once per copy; scalar members are immutable
+    and shared. Each listener gets an object of its own, so nothing one listener does to
+    its copy (even ``object.__setattr__`` on the frozen event) is seen by the next."""
+
+    __slots__ = ("cls", "fields", "nested", "plain")
+
+    def __init__(self, event: AgentEvent) -> None:
+        cls = self.cls = type(event)
+        plain = self.plain = _in_dict(cls)
+        self.fields = (
+            event.__dict__
+            if plain
+            else {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+        )
+        self.nested: dict[str, tuple[bytes | None, Any]] = {}
+        for name, value in self.fields.items():
+            if type(value) not in _SCALARS:
+                try:
+                    self.nested[name] = (orjson.dumps(value), None)
+                except orjson.JSONEncodeError:  # not JSON: deep-copied for each listener
+                    self.nested[name] = (None, value)
+
+    def fresh(self) -> AgentEvent:
+        event: AgentEvent | None = None
+        if self.plain:
+            event = object.__new__(self.cls)
+            members = event.__dict__
+            members.update(self.fields)
+        else:
+            members = dict(self.fields)
+        for name, (blob, value) in self.nested.items():
+            members[name] = orjson.loads(blob) if blob is not None else copy.deepcopy(value)
+        return event if event is not None else self.cls(**members)
+
+
+#: per event class: its fields live in the instance ``__dict__`` (no slots, all in init),
+#: so a copy is a new object given a copy of that dict, without running ``__init__``
+_PLAIN: dict[type[Any], bool] = {}
+
+
+def _in_dict(cls: type[Any]) -> bool:
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        slotted = any("__slots__" in vars(c) for c in cls.__mro__[:-1])
+        plain = _PLAIN[cls] = not slotted and all(f.init for f in dataclasses.fields(cls))
+    return plain
+
 
 def _matches(pattern: str, kind: str) -> bool:
     if pattern == "*":
@@ -193,8 +269,27 @@ def _matches(pattern: str, kind: str) -> bool:
     return pattern == kind
 
 
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # driven outside an event loop
+        return None
+
+
 class EventBus:
-    """Delivers events to listeners in subscription order; a failing listener is logged."""
+    """Delivers events to listeners in subscription order.
+
+    Listeners are outside the run, so nothing they do reaches it. Each listener call gets
+    a detached copy of the event (made only when someone listens), so a listener that
+    edits, deletes or replaces members changes its own copy only. A listener that raises
+    (any exception, ``asyncio.CancelledError`` included) is logged and the run goes on.
+    Two things are not a listener's failure and are honoured as from anywhere else: a
+    stop of the process (``KeyboardInterrupt``, ``SystemExit``) and a cancellation of the
+    run's task (``task.cancel()``, by the caller or by a listener holding the task), which
+    ends the run as cancelled, closed ``failed`` on the record. An async listener is
+    awaited before the run goes on. Listeners subscribed or unsubscribed while an event
+    is delivered take effect from the next event.
+    """
 
     def __init__(self) -> None:
         self._listeners: list[tuple[str, Listener]] = []
@@ -233,12 +328,29 @@ class EventBus:
         return wanted
 
     async def emit(self, event: AgentEvent) -> None:
-        for pattern, listener in list(self._listeners):
-            if not _matches(pattern, event.kind):
-                continue
-            try:
-                result = listener(event)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                log.exception("listener %r for %s raised; the run goes on", listener, event.kind)
+        """Deliver ``event`` to the listeners that take its kind, each its own copy."""
+        if not self.wants(event.kind):
+            return
+        kind = event.kind
+        listeners = [fn for pattern, fn in self._listeners if _matches(pattern, kind)]
+        copies = _Copies(event)
+        task = _current_task()
+        for listener in listeners:
+            await _deliver(listener, copies.fresh(), task)
+
+
+async def _deliver(listener: Listener, event: AgentEvent, task: asyncio.Task[Any] | None) -> None:
+    """Call one listener; contain what it raises (see :class:`EventBus`)."""
+    cancels = task.cancelling() if task is not None else 0
+    try:
+        result = listener(event)
+        if inspect.isawaitable(result):
+            await result
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except asyncio.CancelledError:
+        if task is not None and task.cancelling() > cancels:
+            raise  # the run's task was cancelled meanwhile: the run ends cancelled
+        log.exception("listener %r for %s raised; the run goes on", listener, event.kind)
+    except BaseException:
+        log.exception("listener %r for %s raised; the run goes on", listener, event.kind)

@@ -103,7 +103,9 @@ class StageContext:
         """Deliver to listeners; events that record a finding also go into this commit.
 
         Under a redaction policy both get the committed form of the payload: listeners
-        are outside the runtime, like the log.
+        are outside the runtime, like the log. The row's payload is taken before delivery
+        and each listener gets a detached copy (:class:`EventBus`), so no listener can
+        change the row, or anything the stage goes on to use.
         """
         boundary = self.run.boundary
         recorded = event.kind in self.run.recorded_kinds

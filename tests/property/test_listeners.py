@@ -1,0 +1,567 @@
+"""Listeners can never change the record (issue 24, item 1).
+
+A listener gets a detached copy of each event, one per listener call, made only when
+someone listens. Whatever it does with its copy (edit or delete nested members, replace
+fields, raise any exception, ``CancelledError`` included, sleep, subscribe or unsubscribe
+listeners mid-run), the run records the same rows, serves the same requests and hands its
+tools the same arguments as with no listener at all; and each listener sees exactly what a
+lone listener sees.
+
+The scripted conversation makes every event kind the features declare fire at least once
+(``event_kinds()``: a new kind that does not fire fails the test until the script covers it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import itertools
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import agentfootprint as af
+from agentfootprint.core import events as events_module
+from agentfootprint.core.events import AgentEvent, detached, event_kinds
+from agentfootprint.core.providers.base import WireAttempt, WireRecord
+from agentfootprint.testing.pytest_plugin import VerifiedRuns
+
+TOOL_START = "agentfootprint.stream.tool_start"
+ARGS_INVALID = "agentfootprint.validation.args_invalid"
+#: fields measured on the wall clock (listener-only, never recorded)
+WALL_CLOCK = frozenset({"duration_ms"})
+
+
+# -- the conversation: every event kind fires -------------------------------------------------
+class StreamingMock(af.MockProvider):
+    """The scripted model, streaming its text to token listeners and reporting an HTTP
+    exchange (its wire evidence is recorded), the same reply whether or not anyone listens."""
+
+    streams = True
+
+    async def complete(self, request: Any, *, on_token: Any = None) -> af.LLMResponse:
+        response = await super().complete(request)
+        if on_token is not None:
+            for start in range(0, len(response.content), 4):
+                await on_token(response.content[start : start + 4])
+        sent = orjson.dumps(dict(request), option=orjson.OPT_SORT_KEYS)
+        attempt = WireAttempt(
+            request_body=sent, response_body=response.content.encode(), status=200
+        )
+        return dataclasses.replace(response, wire=WireRecord(attempts=(attempt,)))
+
+
+class Checker:
+    """Denies ``q == "bad"``, allows the rest."""
+
+    name = "policy"
+
+    async def check(self, request: af.PermissionRequest) -> af.Decision:
+        q = request.arguments.get("q") if isinstance(request.arguments, dict) else None
+        return af.Decision.deny("not that") if q == "bad" else af.Decision.allow("fine")
+
+
+class Prefer:
+    """Ranks by a fixed preference: narrowed to the top one, ``add`` is off the wire."""
+
+    name = "prefer"
+    order = ("lookup", "add", "ids", "search")
+
+    async def rank(self, query: str, candidates: Any) -> list[tuple[str, float]]:
+        return [(c.name, float(len(self.order) - self.order.index(c.name))) for c in candidates]
+
+
+QUERY = {"type": "object", "properties": {"q": {"type": "string"}}}
+NUMBERS = {
+    "type": "object",
+    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+    "required": ["a", "b"],
+}
+
+
+def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
+    """The tools, async (no worker threads), each noting the arguments it was handed."""
+
+    async def closed() -> None:
+        return None
+
+    async def broken() -> None:
+        raise OSError("the session is gone")
+
+    async def lookup(args: Any, ctx: af.ToolContext) -> str:
+        seen.append(("lookup", orjson.dumps(args)))
+        ctx.on_teardown(closed)
+        return f"rows for {args.get('q')}"
+
+    async def add(args: Any, ctx: af.ToolContext) -> Any:
+        seen.append(("add", orjson.dumps(args)))
+        ctx.on_teardown(broken)
+        return args["a"] + args["b"]
+
+    async def ids(args: Any) -> str:
+        seen.append(("ids", orjson.dumps(args)))
+        return "valid ids: 7, 9"
+
+    async def search(args: Any) -> str:
+        seen.append(("search", orjson.dumps(args)))
+        return "web"
+
+    return [
+        af.define_tool(
+            name="lookup", description="Look it up.", input_schema=QUERY, execute=lookup
+        ),
+        af.define_tool(
+            name="add", description="Add two numbers.", input_schema=NUMBERS, execute=add
+        ),
+        af.define_tool(name="ids", description="The valid ids.", input_schema=QUERY, execute=ids),
+        af.define_tool(name="search", description="Search.", input_schema=QUERY, execute=search),
+    ]
+
+
+def asks(name: str, arguments: Any, text: str = "", **usage: int) -> af.LLMResponse:
+    return af.reply(
+        text, tool_calls=[af.tool_call(name, arguments)], usage=af.Usage(**usage) if usage else None
+    )
+
+
+#: turn 0: cache tokens without a price (cost.unpriced), invalid arguments to a tool the
+#: narrowed list did not serve (args_invalid, answered_off_wire), a repeated call, a denied
+#: one, a tool whose cleanup fails, then the iteration cap with a tool call pending (wrap-up);
+#: turns 1-4: the window moves, a pin holds and then stands down
+TURNS: list[list[Any]] = [
+    [
+        asks("lookup", {"q": "x"}, "let me look", input=40, output=9, cache_read=7),
+        asks("add", {"a": "2"}),
+        asks("lookup", {"q": "x"}),
+        asks("lookup", {"q": "bad"}),
+        asks("add", {"a": 2, "b": 3.5}),
+        asks("lookup", {"q": "more"}),
+        "wrapped up",
+    ],
+    [asks("ids", {"q": "all"}), "a1"],
+    [asks("lookup", {"q": "y"}), asks("lookup", {"q": "z"}), "a2"],
+    [asks("lookup", {"q": "w"}), "a3"],
+    [asks("lookup", {"q": "v"}), "a4"],
+]
+
+
+def fixed_ports() -> af.Ports:
+    ticks = itertools.count(1_700_000_000_000)
+    ids = itertools.count()
+    salts = itertools.count()
+    return af.Ports(
+        clock=lambda: next(ticks),
+        run_ids=lambda: f"run{next(ids):04d}",
+        salts=lambda: next(salts).to_bytes(16, "big"),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What a conversation left: rows per run (type and body; ts and run ids aside, though
+    the fixed ports make them equal too), the requests served, the tools' arguments, and
+    what the last-subscribed listener saw."""
+
+    rows: tuple[tuple[tuple[str, bytes], ...], ...]
+    requests: tuple[bytes, ...]
+    arguments: tuple[tuple[str, bytes], ...]
+    seen: tuple[tuple[str, bytes], ...]
+
+
+def as_seen(event: AgentEvent) -> tuple[str, bytes]:
+    """An event as a listener received it: its kind and fields (not the wall-clock ones)."""
+    assert type(event).kind == event.kind
+    fields = {k: v for k, v in vars(event).items() if k not in WALL_CLOCK}
+    return event.kind, orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+
+
+def converse(subscribe: Callable[[af.Agent], None] | None, *, observe: bool = True) -> Record:
+    """The conversation, with ``subscribe``'s listeners and then (``observe``) one that
+    keeps what it sees."""
+    arguments: list[tuple[str, bytes]] = []
+    provider = StreamingMock([step for turn in TURNS for step in turn])
+    agent = af.Agent(
+        provider=provider,
+        model="m",
+        tools=toolbox(arguments),
+        ports=fixed_ports(),
+        max_iterations=6,
+        window={"keep_last_turns": 1},
+        permission_checker=Checker(),
+        pricing_table={"m": {"input": 1, "output": 2}},
+        cost_budget=0.00001,
+        context_budget={"messages": 50},
+        tool_choice={"classifier": Prefer(), "serve": {"top": 1}, "always_serve": ["search"]},
+    )
+    if subscribe is not None:
+        subscribe(agent)
+    seen: list[tuple[str, bytes]] = []
+    if observe:
+        agent.on("*", lambda event: seen.append(as_seen(event)))
+    results: list[af.RunResult] = []
+    for turn in range(len(TURNS)):
+        parent = results[-1] if results else None
+        results.append(agent.run_sync(f"question {turn}", continue_from=parent))
+    assert [r.answer for r in results] == ["wrapped up", "a1", "a2", "a3", "a4"]
+    rows = tuple(
+        tuple((e.type, bytes(e.body)) for e in agent.store.read(r.run_id)) for r in results
+    )
+    requests = tuple(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) for r in provider.requests)
+    return Record(rows, requests, tuple(arguments), tuple(seen))
+
+
+@functools.cache
+def alone() -> Record:
+    """No listener at all: the record every run with listeners must equal."""
+    return converse(None, observe=False)
+
+
+@functools.cache
+def observed() -> Record:
+    """One listener only: what every listener must see, whatever the others do."""
+    return converse(None)
+
+
+def assert_same_record(record: Record) -> None:
+    reference = alone()
+    assert record.rows == reference.rows
+    assert record.requests == reference.requests
+    assert record.arguments == reference.arguments
+    assert record.seen == observed().seen
+    assert {kind for kind, _ in record.seen} == event_kinds()
+
+
+# -- what listeners do ---------------------------------------------------------------------
+def scramble(value: Any) -> None:
+    """Edit every nested member in place: each key's value replaced, one added, lists grown."""
+    if isinstance(value, dict):
+        for key in list(value):
+            scramble(value[key])
+            value[key] = 1000
+        value["added"] = True
+    elif isinstance(value, list):
+        for item in value:
+            scramble(item)
+        value.append("added")
+        value[0] = 1000
+
+
+def mutate(event: AgentEvent) -> None:
+    for name, value in list(vars(event).items()):
+        scramble(value)
+        if not isinstance(value, dict | list):  # the frozen event's own fields, too
+            object.__setattr__(event, name, "changed")
+
+
+def delete(event: AgentEvent) -> None:
+    for name, value in list(vars(event).items()):
+        if isinstance(value, dict | list):
+            value.clear()
+        object.__delattr__(event, name)
+
+
+class Stop(BaseException):
+    """A BaseException of the listener's own."""
+
+
+def subscribe(agent: af.Agent, pattern: str, name: str) -> None:
+    """Subscribe one listener to ``pattern`` that does ``name``."""
+    handle: list[Callable[[], None]] = []
+    listener: Callable[[AgentEvent], Any]
+    if name == "mutate":
+        listener = mutate
+    elif name == "delete":
+        listener = delete
+    elif name == "mutate_later":  # edits its copy once the run went on
+
+        def listener(event: AgentEvent) -> None:
+            asyncio.get_running_loop().call_soon(mutate, event)
+
+    elif name == "raise":
+
+        def listener(event: AgentEvent) -> None:
+            mutate(event)
+            raise ValueError("listener bug")
+
+    elif name == "raise_base":
+
+        def listener(event: AgentEvent) -> None:
+            raise Stop("a BaseException of its own")
+
+    elif name == "raise_cancelled":
+
+        def listener(event: AgentEvent) -> None:
+            raise asyncio.CancelledError("raised by the listener, not a cancel of the run")
+
+    elif name == "cancelled_await":  # awaits something cancelled under it
+
+        async def listener(event: AgentEvent) -> None:
+            pending = asyncio.get_running_loop().create_future()
+            pending.cancel()
+            await pending
+
+    elif name == "sleep":
+
+        async def listener(event: AgentEvent) -> None:
+            await asyncio.sleep(0)
+            mutate(event)
+            await asyncio.sleep(0)
+
+    elif name == "subscribe":  # subscribes a mutating listener, dropping the last it added
+
+        def listener(event: AgentEvent) -> None:
+            if handle:
+                handle.pop()()
+            handle.append(agent.on("*", mutate))
+
+    elif name == "unsubscribe_self":
+
+        def listener(event: AgentEvent) -> None:
+            mutate(event)
+            if handle:
+                handle.pop()()
+
+    else:
+        raise AssertionError(name)
+    unsubscribe = agent.on(pattern, listener)
+    if name == "unsubscribe_self":
+        handle.append(unsubscribe)
+
+
+BEHAVIOURS = (
+    "mutate",
+    "delete",
+    "mutate_later",
+    "raise",
+    "raise_base",
+    "raise_cancelled",
+    "cancelled_await",
+    "sleep",
+    "subscribe",
+    "unsubscribe_self",
+)
+PATTERNS = (
+    "*",
+    "agentfootprint.*",
+    *sorted({kind.rsplit(".", 1)[0] + ".*" for kind in event_kinds()}),
+    *sorted(event_kinds()),
+)
+
+
+def listeners_of(drawn: list[tuple[str, str]]) -> Callable[[af.Agent], None]:
+    def subscribe_all(agent: af.Agent) -> None:
+        for pattern, name in drawn:
+            subscribe(agent, pattern, name)
+
+    return subscribe_all
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    """The listeners' tracebacks (logged, by design) and the features' warnings."""
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+# -- the property --------------------------------------------------------------------------
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(PATTERNS), st.sampled_from(BEHAVIOURS)), min_size=1, max_size=4
+    )
+)
+@example([(TOOL_START, "mutate")])  # the issue's probe: the tool ran with 1000
+@example([(ARGS_INVALID, "mutate")])  # the issue's probe: the row and teaching message changed
+@example([(TOOL_START, "delete")])  # the run failed with KeyError
+@example([("*", name) for name in BEHAVIOURS[:4]])
+@example([("*", name) for name in BEHAVIOURS[4:8]])
+@example([("*", "subscribe"), ("*", "unsubscribe_self"), ("*", "delete")])
+def test_no_listener_changes_the_record(drawn: list[tuple[str, str]]) -> None:
+    assert_same_record(converse(listeners_of(drawn)))
+
+
+# -- the issue's probes, by name -----------------------------------------------------------
+def probe_tool() -> tuple[af.Agent, list[Any]]:
+    ran: list[Any] = []
+
+    def add(args: Any) -> Any:
+        ran.append(dict(args))
+        return args["a"] + args["b"]
+
+    tool = af.define_tool(name="add", description="Add.", input_schema=NUMBERS, execute=add)
+    replies = [asks("add", {"a": 2, "b": 3}), asks("add", {"a": "2"}), "done"]
+    agent = af.Agent(
+        provider=af.MockProvider(replies), model="m", tools=[tool], ports=fixed_ports()
+    )
+    return agent, ran
+
+
+def probe_rows(edit: Callable[[af.Agent], Any] | None) -> tuple[list[tuple[str, bytes]], Any]:
+    agent, ran = probe_tool()
+    if edit is not None:
+        agent.on("*", edit)
+    result = agent.run_sync("go")
+    assert ran == [{"a": 2, "b": 3}]
+    history = result.state["history"]
+    assert history[1]["tool_calls"][0]["arguments"] == {"a": 2, "b": 3}
+    assert history[2]["content"] == "5"
+    calls = af.tool_calls(agent.store, result.run_id)
+    assert [c.arguments for c in calls] == [{"a": 2, "b": 3}, {"a": "2"}]
+    return [(e.type, bytes(e.body)) for e in agent.store.read(result.run_id)], history
+
+
+def test_a_listener_rewriting_tool_start_arguments_changes_nothing(
+    verified_runs: VerifiedRuns,
+) -> None:
+    def rewrite(event: AgentEvent) -> None:
+        if isinstance(event, af.ToolStart) and isinstance(event.arguments, dict):
+            event.arguments["a"] = 1000
+
+    assert probe_rows(rewrite) == probe_rows(None)
+    assert len(verified_runs.results) == 2
+
+
+def test_a_listener_editing_args_invalid_issues_changes_nothing(
+    verified_runs: VerifiedRuns,
+) -> None:
+    def edit(event: AgentEvent) -> None:
+        if isinstance(event, af.ArgsInvalid):
+            event.issues[0]["message"] = "edited by a listener"
+            event.issues.append({"path": "$.z", "message": "invented"})
+            del event.issues[0]["path"]
+
+    edited_rows, edited_history = probe_rows(edit)
+    rows, history = probe_rows(None)
+    assert edited_rows == rows
+    teaching = history[4]["content"]
+    assert edited_history[4]["content"] == teaching and "edited" not in teaching
+    assert len(verified_runs.results) == 2
+
+
+def test_a_listener_deleting_members_does_not_fail_the_run() -> None:
+    assert probe_rows(delete) == probe_rows(None)
+
+
+def test_each_listener_gets_its_own_copy() -> None:
+    agent, _ = probe_tool()
+    got: list[Any] = []
+    agent.on(TOOL_START, mutate)
+    agent.on(TOOL_START, lambda event: got.append(event.arguments))
+    agent.on(TOOL_START, delete)
+    agent.on(TOOL_START, lambda event: got.append(event.arguments))
+    agent.run_sync("go")
+    assert got == [{"a": 2, "b": 3}, {"a": 2, "b": 3}, {"a": "2"}, {"a": "2"}]
+    assert got[0] is not got[1]
+
+
+def test_listeners_get_what_the_record_holds() -> None:
+    """Recorded kinds: the row's payload (its run id aside); tool_start: the arguments the
+    history holds; the copies keep the types (a float stays a float)."""
+    agent, _ = probe_tool()
+    seen: list[AgentEvent] = []
+    agent.on("*", seen.append)
+    result = agent.run_sync("go")
+    recorded = [e.decoded() for e in agent.store.read(result.run_id) if e.type == "event"]
+    delivered = [
+        {"name": e.kind, "payload": {k: v for k, v in e.payload().items() if k != "run_id"}}
+        for e in seen
+        if e.kind == ARGS_INVALID
+    ]
+    assert delivered == recorded
+    starts = [e for e in seen if isinstance(e, af.ToolStart)]
+    assert [s.arguments for s in starts] == [
+        m["tool_calls"][0]["arguments"] for m in result.state["history"] if m.get("tool_calls")
+    ]
+    ends = [e for e in seen if isinstance(e, af.LLMEnd)]
+    assert all(type(e.duration_ms) is float and type(e.usage["input"]) is int for e in ends)
+
+
+# -- raising, cancelling -------------------------------------------------------------------
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_listener_raising_cancelled_error_is_contained(is_async: bool) -> None:
+    def raises(event: AgentEvent) -> None:
+        raise asyncio.CancelledError
+
+    async def raises_async(event: AgentEvent) -> None:
+        await asyncio.sleep(0)
+        raise asyncio.CancelledError
+
+    agent, _ = probe_tool()
+    agent.on("*", raises_async if is_async else raises)
+    assert agent.run_sync("go").answer == "done"
+
+
+def test_a_listener_cancelling_the_runs_task_ends_the_run_cancelled() -> None:
+    """``task.cancel()`` is a cancel of the run, whoever holds the task: honoured, and the
+    run is closed ``failed`` with the cancellation on the record (verified)."""
+    agent, ran = probe_tool()
+
+    def cancel(event: AgentEvent) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+
+    agent.on(TOOL_START, cancel)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(agent.run("go"))
+    assert len(ran) <= 1  # cancelled at the run's next await: no further call
+    (run_id,) = agent.store.run_ids()
+    close = [e.decoded() for e in agent.store.read(run_id) if e.type == "run.close"]
+    assert close[0]["outcome"] == "failed"
+    assert close[0]["error"]["type"] == "CancelledError"
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_listener_stopping_the_process_stops_the_run(stop: type[BaseException]) -> None:
+    agent, ran = probe_tool()
+
+    def stops(event: AgentEvent) -> None:
+        raise stop
+
+    agent.on(TOOL_START, stops)
+    # as raised anywhere in a run: KeyboardInterrupt as it is, SystemExit as the run's failure
+    with pytest.raises((KeyboardInterrupt, af.RunError)) as raised:
+        asyncio.run(agent.run("go"))
+    assert isinstance(raised.value, stop) or isinstance(raised.value.__cause__, stop)
+    assert ran == []
+
+
+# -- copies: only when someone listens, and exact -----------------------------------------
+def test_no_copy_is_made_when_nobody_listens(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    original = events_module._Copies.__init__
+
+    def counting(self: Any, event: AgentEvent) -> None:
+        made.append(event.kind)
+        original(self, event)
+
+    monkeypatch.setattr(events_module._Copies, "__init__", counting)
+    agent, _ = probe_tool()
+    agent.run_sync("go")
+    assert made == []  # args_invalid was recorded, and copied for nobody
+    agent, _ = probe_tool()
+    copies: list[AgentEvent] = []
+    agent.on(TOOL_START, copies.append)
+    agent.on(TOOL_START, copies.append)
+    agent.run_sync("go")
+    assert made == [TOOL_START, TOOL_START]  # once per delivered event
+    assert len(copies) == 4  # and a fresh copy per listener
+
+
+def test_detached_copies_keep_json_types_and_share_nothing() -> None:
+    value = {"f": 1.0, "i": 1, "n": None, "b": True, "s": "é", "l": [{"x": [2.5]}], "e": {}}
+    copied = detached(value)
+    assert copied == value and orjson.dumps(copied) == orjson.dumps(value)
+    assert type(copied["f"]) is float and type(copied["i"]) is int
+    copied["l"][0]["x"].append(3)
+    assert value["l"] == [{"x": [2.5]}]
+    odd = {"set": {1, 2}, "big": 2**70}  # not JSON: deep-copied instead
+    assert detached(odd) == odd and detached(odd)["set"] is not odd["set"]
