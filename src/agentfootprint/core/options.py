@@ -2,7 +2,10 @@
 
 Names are the snake_case of the seed's ``AgentOptions``. Each option belongs to a feature
 (:mod:`agentfootprint.features`) that declares its check: an unknown name, a wrong type or
-an out-of-range value raises :class:`UsageError` naming the option; a seed option no
+an out-of-range value raises :class:`UsageError` naming the option. Before any check, a
+value the log could not hold (an integer beyond +-(2**53 - 1), a float that is not finite, a
+lone surrogate: :func:`agentfootprint.features.base.loggable`) is refused the same way, so a
+run never fails on an option it was built with; a seed option no
 feature implements yet is refused by name as *planned* rather than silently ignored
 (``docs/options.md`` lists each one's status).
 """

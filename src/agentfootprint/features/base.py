@@ -14,6 +14,7 @@ what the model is served stays a pure function of committed state.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from agentfootprint.core.tools import ToolOutcome
 
 __all__ = [
+    "MAX_COUNT",
+    "MAX_SAFE_INT",
     "MISSING",
     "Feature",
     "OptionSpec",
@@ -35,6 +38,8 @@ __all__ = [
     "StateKey",
     "ToolResult",
     "boolean",
+    "count",
+    "loggable",
     "refuse",
 ]
 
@@ -54,6 +59,71 @@ Ports = Literal["model", "tools", "clock", "run_ids", "salts", "decisions"]
 def refuse(option: str, message: str) -> UsageError:
     """The error for a bad value of ``option`` (it names the option)."""
     return UsageError(f"option {option!r}: {message}", option=option)
+
+
+#: the widest integer the log holds (I-JSON: docs/log-format.md section 2); every option's
+#: value is held to it before its feature's check (:func:`loggable`)
+MAX_SAFE_INT = 2**53 - 1
+#: the bound of every count an option takes (turns, tools, characters, tokens, a top N):
+#: far past any real use, and within the 32-bit integer fields of vendors' APIs
+MAX_COUNT = 2**31 - 1
+#: how deep :func:`loggable` looks into an option's mappings and lists
+_DEPTH = 32
+
+
+def count(option: str, value: Any, what: str, *, low: int = 1, high: int = MAX_COUNT) -> int:
+    """``value`` when it is a whole number from ``low`` to ``high`` (not a bool), else a
+    :func:`refuse` naming ``what`` (``"max_tokens"``, ``"keep_last_turns"``) and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(low)
+        bounds = f"{kind} up to {high}" if kind else f"an integer from {low} to {high}"
+        raise refuse(option, f"{what} must be {bounds}, got {value!r}")
+    return value
+
+
+def loggable(option: str, value: Any) -> None:
+    """Refuse a value the log could not hold wherever it sits in the option (mappings,
+    lists and tuples, to a depth): an integer beyond +-(2**53 - 1), a float that is not
+    finite, a string or key that is not UTF-8 (a lone surrogate). Run before the option's
+    own check, so no check has to print (or reason about) such a value."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:  # depth first: a value nested in itself reaches the depth bound at once
+        path, item, depth = stack.pop()
+        where = f"{option}{path}"
+        if isinstance(item, bool) or item is None:
+            continue
+        if isinstance(item, int):
+            if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
+                raise refuse(
+                    option,
+                    f"{where} is an integer beyond +-(2**53 - 1), more than the log holds "
+                    "(docs/log-format.md section 2)",
+                )
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise refuse(option, f"{where} is {item!r}, not a finite number")
+        elif isinstance(item, str):
+            _utf8(option, where, item)
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= _DEPTH:
+                raise refuse(option, f"{where} nests deeper than {_DEPTH} levels")
+            if isinstance(item, Mapping):
+                for key, member in item.items():
+                    if isinstance(key, str):
+                        _utf8(option, f"{where} (a key)", key)
+                    step = f"[{key!r}]" if isinstance(key, str) else "[...]"
+                    stack.append((path + step, member, depth + 1))
+            else:
+                stack.extend((f"{path}[{i}]", member, depth + 1) for i, member in enumerate(item))
+
+
+def _utf8(option: str, where: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise refuse(
+            option, f"{where} holds a lone surrogate (not UTF-8), which the log cannot hold"
+        ) from None
 
 
 #: ``check(value, given) -> resolved``: ``value`` is the caller's (or :data:`MISSING`),

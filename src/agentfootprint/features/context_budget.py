@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import count as whole_count
 from agentfootprint.features.llm_call import system_prompt_chars, system_prompt_text
 from agentfootprint.verify.canonical import canon
 
@@ -58,9 +59,7 @@ def _check(value: Any, given: Mapping[str, Any]) -> dict[str, int]:
             raise refuse(
                 OPTION, f"unknown slot {slot!r}; the slots are {', '.join(map(repr, DEFAULTS))}"
             )
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise refuse(OPTION, f"the {slot!r} budget must be a positive integer, got {budget!r}")
-        budgets[slot] = budget
+        budgets[slot] = whole_count(OPTION, budget, f"the {slot!r} budget")
     return budgets
 
 

@@ -32,7 +32,15 @@ from typing import Any, ClassVar
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.run import StageContext
 from agentfootprint.features import keep_last_tool_results as pinning
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    count,
+    refuse,
+)
 from agentfootprint.features.wrap_up import WRAP_UP_FRAME_PREFIX
 from agentfootprint.verify.canonical import canon
 
@@ -82,9 +90,7 @@ def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
             'must be {"keep_last_turns": N} (N >= 1: the user turns served), optionally with '
             f'"summarize": True (fold what leaves into a summary), got {value!r}',
         )
-    turns = value["keep_last_turns"]
-    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
-        raise refuse(OPTION, f"keep_last_turns must be an integer >= 1, got {turns!r}")
+    turns = count(OPTION, value["keep_last_turns"], "keep_last_turns")
     summarize = value.get("summarize", False)
     if not isinstance(summarize, bool):
         raise refuse(OPTION, f"summarize must be True or False, got {summarize!r}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentfootprint.core.events import AgentEvent
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, OptionSpec, refuse
 
 OPTION = "keep_last_tool_results"
 #: the default with a window (the seed's)
@@ -64,10 +64,11 @@ def _check(value: Any, given: Mapping[str, Any]) -> int | None:
         return DEFAULT if windowed else None
     if value is False:
         value = 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
         raise refuse(
             OPTION,
-            f"must be a non-negative integer number of tools (or False: off), got {value!r}",
+            f"must be a non-negative integer number of tools up to {MAX_COUNT} (or False: "
+            f"off), got {value!r}",
         )
     return value if windowed else None
 

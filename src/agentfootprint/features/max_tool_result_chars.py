@@ -26,7 +26,7 @@ import orjson
 
 from agentfootprint.core.run import StageContext
 from agentfootprint.core.tools import ToolOutcome
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
+from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, OptionSpec, ToolResult, refuse
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.commitments import read_json_text
 
@@ -36,10 +36,10 @@ OPTION = "max_tool_result_chars"
 def _check(value: Any, given: Mapping[str, Any]) -> int | None:
     if value is MISSING or value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
         raise refuse(
             OPTION,
-            f"must be a positive integer number of characters, got {value!r} "
+            f"must be a positive integer number of characters up to {MAX_COUNT}, got {value!r} "
             "(0 is not 'off': omit the option to leave results unmeasured)",
         )
     return value

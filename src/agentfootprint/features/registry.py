@@ -19,7 +19,7 @@ from typing import Any
 
 from agentfootprint.core.chart import Chart, Stage
 from agentfootprint.errors import UsageError
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, loggable
 from agentfootprint.features.seed_options import SEED_OPTIONS, python_name
 
 __all__ = [
@@ -121,12 +121,20 @@ def _refuse_unknown(name: str) -> UsageError:
     return UsageError(f"unknown option {name!r}{hint}", option=name)
 
 
+#: options naming this process's resources (a file path may be any bytes the file system
+#: takes): never in the log or a request
+_LOCAL = frozenset({"store", "disclosures"})
+
+
 def resolve(given: Mapping[str, Any]) -> dict[str, Any]:
     """Every option checked by its feature, in declaration order: resolved values by name."""
     specs = option_specs()
     for name in given:
         if name not in specs:
             raise _refuse_unknown(name)
+    for name, value in given.items():
+        if name not in _LOCAL:
+            loggable(name, value)  # what no log can hold, before any check reads it
     return {name: spec.check(given.get(name, MISSING), given) for name, (_, spec) in specs.items()}
 
 

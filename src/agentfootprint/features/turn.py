@@ -13,12 +13,22 @@ from typing import Any
 
 from agentfootprint.core.events import TurnStart
 from agentfootprint.core.run import ReplayInput, StageContext
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    count,
+    refuse,
+)
 from agentfootprint.verify.commitments import read_json_text
 
 #: the stage that starts a turn (the replay reads the recorded input at its commit)
 SEED_STAGE = "seed"
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+#: the highest temperature accepted (OpenAI's range is 0 to 2, Anthropic's 0 to 1)
+MAX_TEMPERATURE = 2
 
 
 def _model(value: Any, given: Mapping[str, Any]) -> str:
@@ -53,18 +63,20 @@ def _temperature(value: Any, given: Mapping[str, Any]) -> float | None:
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or value < 0
+        or not 0 <= value <= MAX_TEMPERATURE
     ):
-        raise refuse("temperature", f"must be a finite number >= 0, got {value!r}")
+        raise refuse(
+            "temperature",
+            f"must be a finite number from 0 to {MAX_TEMPERATURE} (the widest vendor range), "
+            f"got {value!r}",
+        )
     return value
 
 
 def _max_tokens(value: Any, given: Mapping[str, Any]) -> int | None:
     if value is MISSING or value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise refuse("max_tokens", f"must be a positive integer, got {value!r}")
-    return value
+    return count("max_tokens", value, "max_tokens")
 
 
 def call_params(options: Mapping[str, Any]) -> dict[str, Any]:

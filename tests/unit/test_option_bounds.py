@@ -1,0 +1,191 @@
+"""Every option is bounded at construction to what the log can hold: a number the log would
+refuse later (an integer beyond +-(2**53 - 1), a float that is not finite) or one past an
+option's documented bound is a UsageError naming the option at ``Agent(...)``, never a run
+that fails (or, worse, records nothing) once it starts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentfootprint as af
+from agentfootprint.features import registry
+from agentfootprint.features.base import MAX_COUNT, MAX_SAFE_INT
+
+
+def _tool(name: str) -> af.Tool:
+    return af.define_tool(name=name, description=f"The {name}.", execute=lambda args: "ok")
+
+
+PRICES = {"m": {"input": 1, "output": 2, "cache_read": 0.5, "cache_write": 1.5}}
+
+#: a valid value of every option whose value holds a number (and the options it needs)
+NUMERIC: dict[str, tuple[Any, dict[str, Any]]] = {
+    "temperature": (0.5, {}),
+    "max_tokens": (100, {}),
+    "max_iterations": (5, {}),
+    "tool_teardown_timeout_ms": (1000, {}),
+    "window": ({"keep_last_turns": 2}, {}),
+    "keep_last_tool_results": (2, {"window": {"keep_last_turns": 2}}),
+    "max_tool_result_chars": (100, {}),
+    "context_budget": ({"system_prompt": 10, "messages": 10, "tools": 10}, {}),
+    "tool_choice": ({"serve": {"top": 1}}, {"tools": [_tool("a"), _tool("b")]}),
+    "cost_budget": ({"usd": 1, "on_exceed": "halt"}, {"pricing_table": PRICES}),
+    "pricing_table": (PRICES, {}),
+}
+#: options whose values hold no number (objects, strings, booleans, paths)
+NOT_NUMERIC = frozenset(
+    {
+        "provider",
+        "model",
+        "name",
+        "id",
+        "system",
+        "tools",
+        "store",
+        "disclosures",
+        "ports",
+        "redact",
+        "react_mode",
+        "tool_arg_validation",
+        "commit_values",
+        "record_receipt",
+        "record_system_prompt",
+        "repeated_call_nudge",
+        "wrap_up_at_max_iterations",
+        "permission_checker",
+        "caching",
+        "cache_strategy",
+    }
+)
+#: what no log holds, and what no option's bound admits
+HUGE = {"2**53": 2**53, "-(2**53)": -(2**53), "10**30": 10**30, "10**5000": 10**5000}
+
+
+def _make(**options: Any) -> af.Agent:
+    return af.Agent(**{"provider": af.MockProvider(["hi"]), "model": "m", **options})
+
+
+def _numbers(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The paths of every number in ``value`` (the empty path: the value is one)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        yield path
+    elif isinstance(value, dict):
+        for key, member in value.items():
+            yield from _numbers(member, (*path, key))
+
+
+def _with(value: Any, path: tuple[Any, ...], number: int) -> Any:
+    if not path:
+        return number
+    copied = dict(value)
+    copied[path[0]] = _with(value[path[0]], path[1:], number)
+    return copied
+
+
+def test_every_option_is_sorted_into_numeric_or_not() -> None:
+    # a new option is swept here once it is named in one of the two
+    assert set(NUMERIC) | NOT_NUMERIC == set(registry.option_specs())
+    assert not set(NUMERIC) & NOT_NUMERIC
+
+
+def _sweep() -> Iterator[Any]:
+    for option, (example, needs) in NUMERIC.items():
+        for path in _numbers(example):
+            for label, number in HUGE.items():
+                where = "".join(f"[{key!r}]" for key in path)
+                yield pytest.param(
+                    option, example, needs, path, number, id=f"{option}{where}={label}"
+                )
+
+
+@pytest.mark.parametrize(("option", "example", "needs", "path", "number"), list(_sweep()))
+def test_a_number_beyond_the_log_is_refused_at_construction_naming_the_option(
+    option: str, example: Any, needs: dict[str, Any], path: tuple[Any, ...], number: int
+) -> None:
+    _make(**needs, **{option: example})  # the example itself is accepted
+    with pytest.raises(af.UsageError) as caught:
+        _make(**needs, **{option: _with(example, path, number)})
+    assert caught.value.option == option and f"option {option!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "needs"),
+    [
+        ("max_tokens", MAX_COUNT + 1, {}),
+        ("window", {"keep_last_turns": MAX_COUNT + 1}, {}),
+        ("keep_last_tool_results", MAX_COUNT + 1, {"window": {"keep_last_turns": 1}}),
+        ("max_tool_result_chars", MAX_COUNT + 1, {}),
+        ("context_budget", {"messages": MAX_COUNT + 1}, {}),
+        ("tool_choice", {"serve": {"top": MAX_COUNT + 1}}, NUMERIC["tool_choice"][1]),
+        ("temperature", 2.5, {}),
+        ("temperature", float("inf"), {}),
+        ("max_iterations", 51, {}),
+        ("tool_teardown_timeout_ms", 86_400_001, {}),
+        ("cost_budget", {"usd": MAX_SAFE_INT + 1.0}, {"pricing_table": PRICES}),
+        ("pricing_table", {"m": {"input": float("nan"), "output": 1}}, {}),
+    ],
+)
+def test_a_value_past_the_options_documented_bound_is_refused(
+    option: str, value: Any, needs: dict[str, Any]
+) -> None:
+    with pytest.raises(af.UsageError) as caught:
+        _make(**needs, **{option: value})
+    assert caught.value.option == option
+
+
+def test_the_bounds_themselves_run_and_are_recorded() -> None:
+    # the widest values accepted reach run.open and the request, and the log holds them
+    agent = _make(
+        max_tokens=MAX_COUNT,
+        temperature=2,
+        window={"keep_last_turns": MAX_COUNT},
+        keep_last_tool_results=MAX_COUNT,
+        max_tool_result_chars=MAX_COUNT,
+    )
+    result = agent.run_sync("go")
+    assert result.answer == "hi"
+    checked = af.verify_run(agent.store, result.run_id)
+    assert checked.outcome.name == "VALID_UNSIGNED"
+    assert af.served_at(agent.store, result.run_id, 0)["params"]["max_tokens"] == MAX_COUNT
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("model", "m\ud800"),
+        ("name", "a\udcff"),
+        ("system", ["fine", "lone \ud800 surrogate"]),
+        ("window", {"keep_last_turns": 2, "\ud800": 1}),
+    ],
+)
+def test_a_string_the_log_cannot_hold_is_refused_at_construction(option: str, value: Any) -> None:
+    with pytest.raises(af.UsageError, match="lone surrogate") as caught:
+        _make(**{option: value})
+    assert caught.value.option == option
+
+
+def test_a_value_nested_in_itself_is_refused_not_walked_for_ever() -> None:
+    looped: dict[str, Any] = {"keep_last_turns": 2}
+    looped["summarize"] = looped
+    with pytest.raises(af.UsageError, match="nests deeper") as caught:
+        _make(window=looped)
+    assert caught.value.option == "window"
+
+
+def test_a_store_path_is_not_held_to_the_logs_strings(tmp_path: Path) -> None:
+    # a file name may be any bytes the file system takes (decoded with surrogateescape):
+    # the path is never recorded, so it is not refused for a lone surrogate
+    path = str(tmp_path / "runs-\udcff.db")
+    try:  # can this file system name it at all?
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+    except (UnicodeEncodeError, OSError):
+        pytest.skip("the file system cannot name this file")
+    os.remove(path)
+    agent = _make(store=path)
+    assert agent.run_sync("go").answer == "hi"
+    agent.close()
