@@ -192,16 +192,17 @@ def test_an_imported_sealed_run_gets_a_leaf_in_the_importing_log(tmp_path: Path)
 
 def test_a_tail_cut_with_its_close_and_seal_is_invalid_by_the_seal_log(tmp_path: Path) -> None:
     """The forgery that reads as a crash without seals (issue 14): cut at a batch boundary,
-    the run is UNSEALED, but the seal log says it was sealed."""
+    the run alone would be UNSEALED, but the seal log says it was sealed. Its verdict says
+    so, once (section 9.2 step 5); per-run paths: test_seal_log_per_run.py."""
     path = tmp_path / "cut.db"
     ids = record(path, 2)
     with tampering(path) as conn:
         rewrite(conn, ids[0], plain(read_rows(conn, ids[0]))[:-2])
     verdicts = whole_file(path)
-    assert verdicts[ids[0]] == "UNSEALED"
-    assert verdicts[f"{ids[0]} (finding)"] == "seal-log"
+    assert verdicts == {ids[0]: "seal-log", ids[1]: "VALID"}
     result = CliRunner().invoke(cli, ["verify", str(path), "--key", SIGNER.public.text])
     assert result.exit_code == 1 and "its tail was cut" in result.output
+    assert result.output.count(ids[0]) == 1
 
 
 def test_a_crafted_seal_log_is_reported_row_by_row(tmp_path: Path) -> None:
@@ -211,7 +212,8 @@ def test_a_crafted_seal_log_is_reported_row_by_row(tmp_path: Path) -> None:
         conn.execute("INSERT INTO seal_log VALUES (5, 'ghost')")
         conn.execute("DELETE FROM seal_log WHERE leaf = 1")
     verdicts = whole_file(path)
-    assert verdicts[f"{ids[1]} (finding)"] == "seal-log"  # sealed, and no leaf lists it
+    assert verdicts[ids[1]] == "seal-log"  # sealed, and no leaf lists it: its verdict
+    assert f"{ids[1]} (finding)" not in verdicts
     assert verdicts["ghost"] == "seal-log"  # numbered 5 at position 1
 
 

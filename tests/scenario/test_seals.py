@@ -357,16 +357,22 @@ def test_a_forger_who_re_signs_gets_valid_unsigned_at_best(
     assert result.exit_code == 1, result.output
 
 
-def test_a_tail_cut_with_its_seal_reads_as_a_crash_without_a_checkpoint(
+def test_a_tail_cut_with_its_seal_is_told_from_a_crash_by_the_seal_log(
     sealed: tuple[Path, str],
 ) -> None:
     """What a seal alone cannot show (docs/seals.md section 4): cut at a batch boundary, the
-    close and the seal go together and the run alone reads as one that never closed. The
-    database's seal log still lists it (test_seal_log.py); --require-signature refuses it."""
+    close and the seal go together and the run's rows alone read as one that never closed.
+    The database's seal log still lists it, and verifying the run alone consults it: INVALID
+    seal-log, not UNSEALED (docs/seals.md section 7). Cut with its seal log row too, it
+    reads as a crash; --require-signature refuses it."""
     path, run_id = sealed
     with tampering(path) as conn:
         rows = plain(read_rows(conn, run_id))
         rewrite(conn, run_id, rows[:-2])
+    assert failure(path, run_id).code == "seal-log"
+    assert failure(path, run_id, ()).code == "seal-log"  # whatever the keys
+    with tampering(path) as conn:
+        conn.execute("DELETE FROM seal_log WHERE run_id = ?", (run_id,))
     assert verify(path, run_id, (SIGNER.public,)).outcome is af.Outcome.UNSEALED
     result = CliRunner().invoke(
         cli, ["verify", str(path), "--key", SIGNER.public.text, "--require-signature"]

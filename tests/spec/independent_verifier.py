@@ -13,7 +13,10 @@ or unreadable path ``(None, "file", None)``: neither is a verification verdict (
 Keys: ``keys`` (raw 32-byte Ed25519 public keys) pin the signers of seals and checkpoints: a
 sealed run whose seal verifies under a pinned key is ``"VALID"`` (section 9.2 step 4.4), a
 version 2 bundle's checkpoint is opened under them (section 13.4). A run's proven inclusion
-is in :func:`inclusions` and in the reason :func:`explain_file` gives a verified run.
+is in :func:`inclusions` and in the reason :func:`explain_file` gives a verified run. A key
+that proves nothing (seals.md section 1: not a canonical encoding of a point, or of small
+order) is refused wherever it is given: ``(None, "usage", None)``, or ``"usage"``.
+:func:`verify_runs` verifies named runs only (section 9.6 ``--run``).
 """
 
 from __future__ import annotations
@@ -77,6 +80,60 @@ class Failure(Exception):
 
 def usage(why: str) -> Failure:
     return Failure("usage", None, why)
+
+
+# --- pinned keys (docs/seals.md section 1, "Keys that prove nothing") ---------------------
+
+ED_P = 2**255 - 19
+ED_D = -121665 * pow(121666, -1, ED_P) % ED_P
+
+
+def _ed_add(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """RFC 8032 section 5.1.4: point addition in extended coordinates (X, Y, Z, T)."""
+    x1, y1, z1, t1 = a
+    x2, y2, z2, t2 = b
+    aa, bb = (y1 - x1) * (y2 - x2) % ED_P, (y1 + x1) * (y2 + x2) % ED_P
+    cc, dd = t1 * 2 * ED_D * t2 % ED_P, z1 * 2 * z2 % ED_P
+    e, f, g, h = bb - aa, dd - cc, dd + cc, bb + aa
+    return e * f % ED_P, g * h % ED_P, f * g % ED_P, e * h % ED_P
+
+
+def pinned_key_problem(key: Any) -> str | None:
+    """Why ``key`` cannot be pinned (seals.md section 1), or None: 32 bytes that RFC 8032
+    section 5.1.3 decodes as a point whose multiple by 8 is not the identity."""
+    if not isinstance(key, bytes) or len(key) != 32:
+        return "not 32 bytes"
+    y = int.from_bytes(key, "little") & ((1 << 255) - 1)
+    sign = key[31] >> 7
+    if y >= ED_P:
+        return "y is not below p: not canonical"
+    u, v = (y * y - 1) % ED_P, (ED_D * y * y + 1) % ED_P
+    x = u * pow(v, 3, ED_P) * pow(u * pow(v, 7, ED_P), (ED_P - 5) // 8, ED_P) % ED_P
+    if v * x * x % ED_P == (-u) % ED_P:
+        x = x * pow(2, (ED_P - 1) // 4, ED_P) % ED_P
+    if v * x * x % ED_P != u:
+        return "no point has this y"
+    if x == 0 and sign:
+        return "x is 0 with the sign bit set: not canonical"
+    if x % 2 != sign:
+        x = ED_P - x
+    point = (x, y, 1, x * y % ED_P)
+    for _ in range(3):
+        point = _ed_add(point, point)
+    px, py, pz, _ = point
+    if px % ED_P == 0 and (py - pz) % ED_P == 0:
+        return "of small order: it verifies forged signatures"
+    return None
+
+
+def refuse_keys(keys: Iterable[bytes]) -> tuple[bytes, ...]:
+    """The pinned keys, each checked; a usage failure names the first that proves nothing."""
+    out = tuple(bytes(k) for k in keys)
+    for key in out:
+        why = pinned_key_problem(key)
+        if why is not None:
+            raise usage(f"the pinned key ed25519:{base64.b64encode(key).decode()} is {why}")
+    return out
 
 
 class BudgetSpent(Exception):
@@ -907,7 +964,9 @@ class Verifier:
     def __init__(self, source: DbSource | BundleSource, keys: Iterable[bytes] = ()) -> None:
         self.source = source
         self.cache: dict[Any, RunResult | Failure] = {}
-        self.keys = tuple(bytes(k) for k in keys)
+        self.keys = refuse_keys(keys)  # usage: a key that proves nothing
+        #: section 9.2 step 5: the seal log, read once before any run's rows (None: no log)
+        self.seal_log = source.seal_log() if isinstance(source, DbSource) else None
         version_2 = isinstance(source, BundleSource) and source.checkpoint is not None
         self.inclusions = InclusionJudge(source, self.keys) if version_2 else None
 
@@ -1142,6 +1201,14 @@ class Verifier:
             why, signed = seal_signed(parsed, self.keys)
             if why:
                 raise Failure("seal", seal_seq, why)
+        if self.seal_log is not None:  # section 9.2 step 5: the seal log's word on the run
+            listed = any(is_str(rid) and rid == R for _, rid in self.seal_log)
+            if listed and envelope is None:
+                raise Failure("seal-log", None, "the seal log lists the run, which has no seal")
+            if not listed and envelope is not None:
+                again = self.source.seal_log()  # it may have been sealed after the first read
+                if not any(is_str(rid) and rid == R for _, rid in again):
+                    raise Failure("seal-log", None, "a sealed run the seal log does not list")
         outcome = (SIGNED if signed else VALID) if closed else UNSEALED
         return RunResult(outcome, len(rows), head, conversation, close,
                          state, lists, parent_id, opened_at, envelope is not None,
@@ -1370,31 +1437,23 @@ def index_findings(source: Any, results: dict[Any, RunResult | Failure]) -> list
 
 
 def seal_log_findings(source: Any, results: dict[Any, RunResult | Failure]) -> list[Any]:
-    """Section 9.5 step 4: the seal log's rows in leaf order against the sealed runs (a
-    database's only: a bundle has no seal log, section 13.4 judges its proofs instead)."""
+    """Section 9.5 step 4: the seal log's own rows, in leaf order (a database's only: a
+    bundle has no seal log, section 13.4 judges its proofs instead). Each run was judged
+    against the log by its own verdict (section 9.2 step 5)."""
     if not isinstance(source, DbSource):
         return []
-    log = source.seal_log()
     out: list[tuple[Verdict, str]] = []
-    listed: set[Any] = set()
-    for index, (leaf, rid) in enumerate(log):
+    placed: set[Any] = set()  # run ids named by an earlier row whose leaf was its position
+    for index, (leaf, rid) in enumerate(source.seal_log()):
+        shown_id = rid if is_str(rid) else repr(rid)
         if not is_int(leaf) or leaf != index:
             out.append(((rid, "seal-log", None), f"seal log row {index} is numbered {leaf!r}"))
-            continue
-        if not is_str(rid) or rid in listed:
-            out.append(((rid if is_str(rid) else repr(rid), "seal-log", None), "a bad leaf"))
-            continue
-        listed.add(rid)
-        res = results.get(rid)
-        if res is None:
-            out.append(((rid, "seal-log", None), "a leaf of a run with no events"))
-        elif isinstance(res, RunResult) and not res.sealed:
-            out.append(((rid, "seal-log", None), "a leaf of a run that has no seal"))
-    out += [
-        ((run, "seal-log", None), "a sealed run with no leaf")
-        for run, res in results.items()
-        if isinstance(res, RunResult) and res.sealed and run not in listed
-    ]
+        elif not is_str(rid) or rid in placed:
+            out.append(((shown_id, "seal-log", None), "a run id not text, or named before"))
+        else:
+            placed.add(rid)
+            if rid not in results:
+                out.append(((rid, "seal-log", None), "a leaf of a run with no events"))
     return out
 
 
@@ -1442,6 +1501,33 @@ def explain_file(
 def verify_file(path: str | os.PathLike[str], keys: Iterable[bytes] = ()) -> list[Verdict]:
     """Section 9.5's verdicts; ``keys`` pin the checkpoint signers (section 13.4)."""
     return [verdict for verdict, _ in explain_file(path, keys)]
+
+
+def verify_runs(
+    path: str | os.PathLike[str], run_ids: Iterable[str], keys: Iterable[bytes] = ()
+) -> list[Verdict]:
+    """Section 9.6 ``--run``: the verdict of each named run (its ancestors verified first,
+    section 9.3, and not reported); a run with no events is a usage verdict (exit 2)."""
+    try:
+        source = open_source(path)
+    except Failure as e:
+        return [(None, e.code, None)]
+    try:
+        verifier = Verifier(source, keys)
+        out: list[Verdict] = []
+        for run in run_ids:
+            if not source.rows(run, 1):
+                out.append((run, "usage", None))
+                continue
+            try:
+                out.append((run, verifier.verify(run).outcome, None))
+            except Failure as f:
+                out.append((run, f.code, f.seq))
+        return out
+    except Failure as e:  # a pinned key that proves nothing
+        return [(None, e.code, None)]
+    finally:
+        source.close()
 
 
 def inclusions(
@@ -1627,6 +1713,7 @@ def open_checkpoint(note: bytes, keys: Iterable[bytes]) -> Checkpoint:
     def bad(why: str) -> Failure:
         return Failure("note/malformed", None, f"checkpoint: {why}")
 
+    keys = refuse_keys(keys)  # seals.md section 1: one key would do
     if len(note) > MAX_NOTE_BYTES:
         raise bad(f"longer than {MAX_NOTE_BYTES} bytes")
     try:
@@ -1729,6 +1816,7 @@ class InclusionJudge:
     (step 1); each run that verified is judged (steps 2 and 3)."""
 
     def __init__(self, source: BundleSource, keys: Iterable[bytes]) -> None:
+        keys = refuse_keys(keys)
         self.source = source
         self.relied_on = False  # a sealed run came to use the checkpoint (step 3)
         self.opened: Checkpoint | Failure

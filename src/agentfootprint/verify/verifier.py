@@ -15,7 +15,8 @@ Checks, per run, in seq order:
    format v2's ``call`` markers, nothing after ``run.close``;
 5. receipts: the request rebuilt from the folded state under the run's projection hashes,
    piece by piece and as a whole, to what the receipt says;
-6. ancestry: a continued run's parent verifies and its head is the one recorded.
+6. ancestry: a continued run's parent verifies and its head is the one recorded;
+7. the seal, and the source's seal log: a run it lists has a seal, a sealed run is listed.
 
 Every value read from the log has its type checked before it is indexed, iterated or
 called: a crafted file gets INVALID with a code and a seq, never a traceback and never a
@@ -105,7 +106,7 @@ from agentfootprint.verify.seal_check import (
     witness_open,
     witness_row,
 )
-from agentfootprint.verify.seal_log_check import SealedRun, seal_log_findings
+from agentfootprint.verify.seal_log_check import SealedRun, SealListing, log_findings
 from agentfootprint.verify.spares import Spares
 
 __all__ = [
@@ -202,6 +203,8 @@ class Verifier:
         #: whether it holds "$" or a backslash, or a commit marker's parsed body (no tuple:
         #: a container per entry would cost the garbage collector)
         self._proven: dict[bytes, bool | dict[str, Any]] = {}
+        #: the source's seal log as one call reads it (each run is checked against it)
+        self._listing = SealListing(source)
 
     def verify(self, run_id: str) -> RunVerification:
         """Verify one run (and, as needed, its ancestors); raise on the first failure."""
@@ -237,11 +240,12 @@ class Verifier:
                 f"{type(self.source).__name__} cannot list its runs (no run_ids()); "
                 "verify runs one by one with verify(run_id)"
             )
-        run_ids = list(list_runs())
         facts: dict[Any, tuple[Any, Any, Any] | None] = {}
         sealed: dict[Any, SealedRun | None] = {}
         self._failed = {}  # the whole file's failures: a failed parent is verified once
         try:
+            self._listing.start()  # before the runs are listed: a run it names has its rows
+            run_ids = list(list_runs())
             for run_id in run_ids:
                 try:
                     verified = self._verified(run_id)[0]  # ids as stored: not text is rows
@@ -255,14 +259,14 @@ class Verifier:
                     yield run_id, verified
         finally:
             self._failed = None
+            stored = self._listing.log
+            self._listing.end()
         entries = getattr(self.source, "index_entries", None)
         if callable(entries):
             for finding in index_findings(run_ids, facts, list(entries())):
                 yield finding.run_id, finding
-        log = getattr(self.source, "seal_log", None)
-        stored = log() if callable(log) else None
-        if stored is not None:
-            for finding in seal_log_findings(stored, sealed):
+        if stored is not None:  # each run was checked against it: now the log's own rows
+            for finding in log_findings(stored, sealed):
                 yield finding.run_id, finding
         judge = self._inclusions
         if judge is not None and judge.error is not None and not judge.used:
@@ -281,6 +285,7 @@ class Verifier:
             return self._verified_in_scope(run_id)
         finally:
             self._failed = None
+            self._listing.end()
 
     def _verified_in_scope(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
         assert self._failed is not None
@@ -293,6 +298,7 @@ class Verifier:
             return cached
         if run_id in self._failed:
             raise self._failed[run_id]
+        self._listing.start()  # once per call, before any row is read
         raw = self._chain_rows(run_id)  # an unknown run: RunNotFoundError
         rows: Iterator[Row] = iter(()) if raw is not None else iter(self.source.read(run_id))
         first: Row | None = next(rows, None)
@@ -555,7 +561,7 @@ class Verifier:
         witness: SealWitness,
     ) -> _Verified:
         """The end of a run's rows: no run, a truncated batch, or its verification (its
-        seal judged, section 9.2 step 4)."""
+        seal judged and the seal log's word on it, section 9.2 steps 4 and 5)."""
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
         if check.in_batch and not (
@@ -581,6 +587,9 @@ class Verifier:
                 final_state=check.state,
             )
             outcome = Outcome.VALID if verdict.signed_by else Outcome.VALID_UNSIGNED
+        listed = self._listing.finding(run_id, witness.envelope is not None)  # step 5
+        if listed is not None:
+            raise listed
         seal = hashlib.sha256(witness.envelope).digest() if witness.envelope else None
         inclusion = None
         if self._inclusions is not None:
