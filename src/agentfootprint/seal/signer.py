@@ -34,6 +34,8 @@ from agentfootprint.errors import (
     UsageError,
     WrongPassphraseError,
 )
+from agentfootprint.verify.ed25519_keys import key_problem
+from agentfootprint.verify.files import open_regular
 
 __all__ = [
     "PUBLIC_KEY_PREFIX",
@@ -45,6 +47,7 @@ __all__ = [
     "key_id_of",
     "load_public_key",
     "load_signer",
+    "refused_key",
 ]
 
 #: the text form of a public key starts with this
@@ -60,6 +63,17 @@ _NOT_PKCS8 = (
     b"-----BEGIN EC PRIVATE KEY-----",
     b"-----BEGIN DSA PRIVATE KEY-----",
 )
+
+
+def refused_key(raw: bytes) -> str | None:
+    """Why the raw 32 bytes cannot be pinned as a public key, naming the key in its text form
+    (docs/seals.md section 1: a non-canonical encoding or a point of small order would let
+    forged signatures verify); None when they can."""
+    problem = key_problem(raw)
+    if problem is None:
+        return None
+    shown = PUBLIC_KEY_PREFIX + base64.b64encode(raw).decode("ascii")
+    return f"ed25519 public key {shown} {problem}; pin the signer's real key"
 
 
 def key_id_of(raw_public_key: bytes) -> str:
@@ -85,6 +99,9 @@ def checked_signer(signer: object) -> Signer:
             "option 'signer': its public_key must be the 32 raw bytes of an Ed25519 key",
             option="signer",
         )
+    refused = refused_key(public)
+    if refused is not None:
+        raise UsageError(f"option 'signer': its public_key: {refused}", option="signer")
     if key_id != key_id_of(public):
         raise UsageError(
             "option 'signer': its key_id is not the SHA-256 hex of its public_key",
@@ -118,6 +135,9 @@ class PublicKey:
     def __post_init__(self) -> None:
         if type(self.raw) is not bytes or len(self.raw) != 32:
             raise KeyFileError("an Ed25519 public key is exactly 32 bytes")
+        refused = refused_key(self.raw)
+        if refused is not None:
+            raise KeyFileError(refused)
         try:
             ed25519.Ed25519PublicKey.from_public_bytes(self.raw)
         except ValueError:
@@ -250,7 +270,7 @@ def _read_key_file(path: Path) -> bytes:
     if path.is_dir():
         raise KeyFileError(f"{path} is a folder: name the key file", path=str(path))
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, error=KeyFileError) as handle:  # no FIFO, no device
             data = handle.read(MAX_KEY_FILE_BYTES + 1)
     except FileNotFoundError:
         raise KeyFileError(f"{path}: no such key file", path=str(path)) from None
@@ -382,6 +402,13 @@ def load_public_key(source: str | bytes | os.PathLike[str] | PublicKey) -> Publi
     return _public_from_bytes(data, str(path), str(path))
 
 
+def _public_named(raw: bytes, where: str, path: str | None) -> PublicKey:
+    try:
+        return PublicKey(raw)
+    except KeyFileError as exc:
+        raise KeyFileError(f"{where}: {exc}", path=path) from None
+
+
 def _public_from_bytes(data: bytes, where: str, path: str | None) -> PublicKey:
     stripped = data.strip()
     if stripped.startswith((_PKCS8, _PKCS8_ENCRYPTED, *_NOT_PKCS8)):
@@ -402,9 +429,8 @@ def _public_from_bytes(data: bytes, where: str, path: str | None) -> PublicKey:
             raise UnsupportedKeyError(
                 f"{where} holds a {_key_kind(key)} public key: seals are Ed25519", path=path
             )
-        return PublicKey(
-            key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        )
+        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return _public_named(raw, where, path)
     if stripped.startswith(PUBLIC_KEY_PREFIX.encode("ascii")):
         try:
             text = stripped.decode("ascii")
@@ -415,7 +441,7 @@ def _public_from_bytes(data: bytes, where: str, path: str | None) -> PublicKey:
         except KeyFileError as exc:
             raise KeyFileError(f"{where}: {exc}", path=path) from None
     if len(data) == 32:
-        return PublicKey(data)
+        return _public_named(data, where, path)
     raise KeyFileError(
         f"{where} is not a public key: expected PEM ('-----BEGIN PUBLIC KEY-----'), the text "
         f"form ({PUBLIC_KEY_PREFIX}...) or the raw 32 bytes",

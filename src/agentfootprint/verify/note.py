@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from agentfootprint.errors import UsageError, VerificationError
 from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.verify.ed25519_keys import key_problem
 from agentfootprint.verify.merkle import HASH_SIZE
 
 __all__ = [
@@ -122,8 +123,8 @@ def key_id(name: str, public_key: bytes) -> bytes:
 def ed25519_verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
     """RFC 8032 Ed25519 verification through ``cryptography`` (OpenSSL): a 32-byte key, a
     64-byte signature with canonical S; False on anything else, never an exception."""
-    if len(public_key) != 32 or len(signature) != 64:
-        return False
+    if len(public_key) != 32 or len(signature) != 64 or key_problem(bytes(public_key)):
+        return False  # a key of small order or not canonical verifies forgeries: proves nothing
     try:
         Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
     except (InvalidSignature, ValueError):
@@ -145,6 +146,13 @@ class VerifierKey:
             )
         if not isinstance(self.public_key, bytes) or len(self.public_key) != 32:
             raise UsageError("an Ed25519 public key is 32 raw bytes")
+        problem = key_problem(bytes(self.public_key))
+        if problem is not None:
+            shown = "ed25519:" + _b64(bytes(self.public_key))
+            raise UsageError(
+                f"note key {self.name}: ed25519 public key {shown} {problem}; pin the "
+                "signer's real key"
+            )
         try:
             Ed25519PublicKey.from_public_bytes(self.public_key)
         except ValueError as exc:
