@@ -84,6 +84,7 @@ from agentfootprint.store.postgres_url import PostgresLocation
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.canonical import canon, parse
 from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.verify.files import open_regular
 
 if TYPE_CHECKING:
     import psycopg
@@ -98,6 +99,8 @@ __all__ = [
 ]
 
 KEY_BYTES: Final = 32
+#: a master key file is 32 bytes or 64 hex digits: reading stops past this many bytes
+_MAX_KEY_FILE_BYTES: Final = 1024
 NONCE_BYTES: Final = 12
 _CHECK_LABEL: Final = b"agentfootprint vault key check"
 _HEX_KEY = re.compile(rb"[0-9A-Fa-f]{64}(\r?\n)?")
@@ -178,8 +181,9 @@ def load_master_key(master_key: object, *, option: str = "master_key") -> bytes:
     if not os.fspath(master_key):
         raise UsageError(f"option {option!r}: an empty path names no key file", option=option)
     path = Path(os.fspath(master_key))
-    try:
-        data = path.read_bytes()
+    try:  # a FIFO or a device is refused; a key file is small: read no more than that
+        with open_regular(path, "master key file", error=KeyFileError) as handle:
+            data = handle.read(_MAX_KEY_FILE_BYTES + 1)
     except FileNotFoundError:
         raise KeyFileError(
             f"master key file {path}: no such file (a str names a key file; pass the key "
@@ -205,6 +209,8 @@ def load_master_key(master_key: object, *, option: str = "master_key") -> bytes:
         what = "nothing (the file is empty)"
     elif _HEX_KEY.fullmatch(data[:64]) and len(data) > 64:
         what = "64 hex digits followed by more"
+    elif len(data) > _MAX_KEY_FILE_BYTES:
+        what = f"more than {_MAX_KEY_FILE_BYTES} bytes"
     else:
         what = f"{len(data)} bytes"
     raise KeyFileError(

@@ -70,6 +70,7 @@ from agentfootprint.store.sqlite_layout import (
     _rebuilt,
 )
 from agentfootprint.verify.chain import CLOSING_TYPES, GENESIS
+from agentfootprint.verify.files import open_regular
 
 #: The first 16 bytes of every SQLite 3 database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -199,8 +200,8 @@ def probe_file(path: Path) -> tuple[int, bytes]:
         raise FileError(f"cannot read {path}: {exc.strerror or exc}", path=str(path)) from exc
     if stat.S_ISDIR(info.st_mode):
         raise FileError(f"{path} is a folder, not a file", path=str(path))
-    try:
-        with open(path, "rb") as handle:
+    try:  # a FIFO or a device is refused here, before SQLite is handed the path
+        with open_regular(path) as handle:
             header = handle.read(len(SQLITE_HEADER))
     except OSError as exc:
         raise FileError(f"cannot read {path}: {exc.strerror or exc}", path=str(path)) from exc

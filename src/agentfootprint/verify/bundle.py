@@ -60,6 +60,7 @@ from agentfootprint.verify.bundle_json import (
 )
 from agentfootprint.verify.bundle_proofs import InclusionClaim, check_note_text, claim_of
 from agentfootprint.verify.chain import CLOSING_TYPES, open_body, stored_kind
+from agentfootprint.verify.files import open_regular
 
 __all__ = [
     "BUNDLE_MAGIC",
@@ -164,7 +165,7 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
     """
     checked = _path_argument(path, "path", "is_bundle")
     try:
-        with open(checked, "rb") as handle:
+        with open_regular(checked) as handle:  # a FIFO or a device is refused, never read
             return handle.read(len(_PREFIX)) == _PREFIX
     except OSError as exc:
         raise _file_error(exc, checked, "read") from exc
@@ -594,7 +595,7 @@ class BundleSource:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = _path_argument(path, "path", "BundleSource")
         try:
-            self._handle = io.BufferedReader(io.FileIO(self.path, "r"), buffer_size=1 << 16)
+            self._handle = open_regular(self.path, buffer_size=1 << 16)  # no FIFO, no device
         except OSError as exc:
             raise _file_error(exc, self.path, "read") from exc
         self._lock = threading.Lock()
