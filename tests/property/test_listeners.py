@@ -536,24 +536,31 @@ def test_a_listener_stopping_the_process_stops_the_run(stop: type[BaseException]
 
 # -- copies: only when someone listens, and exact -----------------------------------------
 def test_no_copy_is_made_when_nobody_listens(monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[str] = []
-    original = events_module._Copies.__init__
+    snapshots: list[str] = []
+    copies: list[str] = []
+    snapshot, fresh = events_module._snapshot, events_module._fresh
 
-    def counting(self: Any, event: AgentEvent) -> None:
-        made.append(event.kind)
-        original(self, event)
+    def counted_snapshot(event: AgentEvent) -> Any:
+        snapshots.append(event.kind)
+        return snapshot(event)
 
-    monkeypatch.setattr(events_module._Copies, "__init__", counting)
+    def counted_fresh(taken: Any) -> AgentEvent:
+        made = fresh(taken)
+        copies.append(made.kind)
+        return made
+
+    monkeypatch.setattr(events_module, "_snapshot", counted_snapshot)
+    monkeypatch.setattr(events_module, "_fresh", counted_fresh)
     agent, _ = probe_tool()
     agent.run_sync("go")
-    assert made == []  # args_invalid was recorded, and copied for nobody
+    assert snapshots == copies == []  # args_invalid was recorded, and copied for nobody
     agent, _ = probe_tool()
-    copies: list[AgentEvent] = []
-    agent.on(TOOL_START, copies.append)
-    agent.on(TOOL_START, copies.append)
+    got: list[AgentEvent] = []
+    agent.on(TOOL_START, got.append)
+    agent.on(TOOL_START, got.append)
     agent.run_sync("go")
-    assert made == [TOOL_START, TOOL_START]  # once per delivered event
-    assert len(copies) == 4  # and a fresh copy per listener
+    assert snapshots == [TOOL_START] * 2  # serialised once per delivered event
+    assert copies == [TOOL_START] * 4 and len({id(e) for e in got}) == 4  # a copy per call
 
 
 def test_detached_copies_keep_json_types_and_share_nothing() -> None:

@@ -211,54 +211,58 @@ def detached(value: _T) -> _T:
     return copied
 
 
-class _Copies:
-    """Fresh copies of one event, one per listener call. The nested members (lists, dicts)
-    are serialised once per event and parsed once per copy; scalar members are immutable
-    and shared. Each listener gets an object of its own, so nothing one listener does to
-    its copy (even ``object.__setattr__`` on the frozen event) is seen by the next."""
-
-    __slots__ = ("cls", "fields", "nested", "plain")
-
-    def __init__(self, event: AgentEvent) -> None:
-        cls = self.cls = type(event)
-        plain = self.plain = _in_dict(cls)
-        self.fields = (
-            event.__dict__
-            if plain
-            else {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
-        )
-        self.nested: dict[str, tuple[bytes | None, Any]] = {}
-        for name, value in self.fields.items():
-            if type(value) not in _SCALARS:
-                try:
-                    self.nested[name] = (orjson.dumps(value), None)
-                except orjson.JSONEncodeError:  # not JSON: deep-copied for each listener
-                    self.nested[name] = (None, value)
-
-    def fresh(self) -> AgentEvent:
-        event: AgentEvent | None = None
-        if self.plain:
-            event = object.__new__(self.cls)
-            members = event.__dict__
-            members.update(self.fields)
-        else:
-            members = dict(self.fields)
-        for name, (blob, value) in self.nested.items():
-            members[name] = orjson.loads(blob) if blob is not None else copy.deepcopy(value)
-        return event if event is not None else self.cls(**members)
+#: one event's members as a listener's copy is made from them: the event class, whether
+#: its fields live in the instance ``__dict__``, the members, and the nested ones (name,
+#: their JSON, or the value itself when it is not JSON)
+_Snapshot = tuple[type[Any], bool, dict[str, Any], list[tuple[str, bytes | None, Any]]]
 
 
-#: per event class: its fields live in the instance ``__dict__`` (no slots, all in init),
-#: so a copy is a new object given a copy of that dict, without running ``__init__``
+def _snapshot(event: AgentEvent) -> _Snapshot:
+    """What every copy of ``event`` is made from, once per delivered event: the nested
+    members (lists, dicts) serialised by orjson; scalars are immutable and shared."""
+    cls = type(event)
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = _in_dict(cls)
+    fields = (
+        event.__dict__
+        if plain
+        else {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    )
+    nested: list[tuple[str, bytes | None, Any]] = []
+    for name, value in fields.items():
+        if type(value) not in _SCALARS:
+            try:
+                nested.append((name, orjson.dumps(value), None))
+            except orjson.JSONEncodeError:  # not JSON: deep-copied for each listener
+                nested.append((name, None, value))
+    return cls, plain, fields, nested
+
+
+def _fresh(snapshot: _Snapshot) -> AgentEvent:
+    """A new event object with its own nested members (the JSON parsed again), so nothing
+    one listener does to its copy, even ``object.__setattr__`` on the frozen event, is
+    seen by the next, or by the run."""
+    cls, plain, fields, nested = snapshot
+    event: AgentEvent | None = None
+    if plain:  # a new object given the members, without running ``__init__``
+        event = object.__new__(cls)
+        members = event.__dict__
+        members.update(fields)
+    else:
+        members = dict(fields)
+    for name, blob, value in nested:
+        members[name] = orjson.loads(blob) if blob is not None else copy.deepcopy(value)
+    return event if event is not None else cls(**members)
+
+
+#: per event class: its fields live in the instance ``__dict__`` (no slots, all in init)
 _PLAIN: dict[type[Any], bool] = {}
 
 
 def _in_dict(cls: type[Any]) -> bool:
-    plain = _PLAIN.get(cls)
-    if plain is None:
-        slotted = any("__slots__" in vars(c) for c in cls.__mro__[:-1])
-        plain = _PLAIN[cls] = not slotted and all(f.init for f in dataclasses.fields(cls))
-    return plain
+    slotted = any("__slots__" in vars(c) for c in cls.__mro__[:-1])
+    return not slotted and all(f.init for f in dataclasses.fields(cls))
 
 
 def _matches(pattern: str, kind: str) -> bool:
@@ -328,29 +332,26 @@ class EventBus:
         return wanted
 
     async def emit(self, event: AgentEvent) -> None:
-        """Deliver ``event`` to the listeners that take its kind, each its own copy."""
-        if not self.wants(event.kind):
-            return
+        """Deliver ``event`` to the listeners that take its kind, each its own copy, and
+        contain what they raise."""
         kind = event.kind
-        listeners = [fn for pattern, fn in self._listeners if _matches(pattern, kind)]
-        copies = _Copies(event)
+        if not self.wants(kind):
+            return
+        snapshot = _snapshot(event)
         task = _current_task()
-        for listener in listeners:
-            await _deliver(listener, copies.fresh(), task)
-
-
-async def _deliver(listener: Listener, event: AgentEvent, task: asyncio.Task[Any] | None) -> None:
-    """Call one listener; contain what it raises (see :class:`EventBus`)."""
-    cancels = task.cancelling() if task is not None else 0
-    try:
-        result = listener(event)
-        if inspect.isawaitable(result):
-            await result
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except asyncio.CancelledError:
-        if task is not None and task.cancelling() > cancels:
-            raise  # the run's task was cancelled meanwhile: the run ends cancelled
-        log.exception("listener %r for %s raised; the run goes on", listener, event.kind)
-    except BaseException:
-        log.exception("listener %r for %s raised; the run goes on", listener, event.kind)
+        for pattern, listener in list(self._listeners):
+            if not _matches(pattern, kind):
+                continue
+            cancels = task.cancelling() if task is not None else 0
+            try:
+                result = listener(_fresh(snapshot))
+                if result is not None and inspect.isawaitable(result):
+                    await result
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except asyncio.CancelledError:
+                if task is not None and task.cancelling() > cancels:
+                    raise  # the run's task was cancelled meanwhile: the run ends cancelled
+                log.exception("listener %r for %s raised; the run goes on", listener, kind)
+            except BaseException:
+                log.exception("listener %r for %s raised; the run goes on", listener, kind)
