@@ -1,8 +1,10 @@
 """Every sealed-run and checkpoint vector of tests/vectors (``seals.json``, made by
 ``build_seals.py``) through the library and the CLI, as an auditor runs them: the file opened
 read-only and left byte-identical, the keys pinned as the entry says, the failure codes, the
-outcomes, the exit codes with and without ``--require-signature``, and the checkpoint's
-verdict. Then the Wycheproof invalid signature classes inside a seal envelope."""
+outcomes, the exit codes with and without ``--require-signature``, ``--json`` listing each run
+once, the run an entry names verified alone (``--run``), a pinned key that proves nothing
+refused (exit 2), and the checkpoint's verdict. Then the Wycheproof invalid signature classes
+inside a seal envelope."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from vector_support import KEYS, files, place, verify_cli
 
 import agentfootprint as af
-from agentfootprint.errors import SealError
+from agentfootprint.errors import KeyFileError, SealError
 from agentfootprint.seal import parse_envelope, verify_envelope
 from agentfootprint.seal.statement import PAYLOAD_TYPE
 from agentfootprint.testing.seals import SIGNER, signature_variants
@@ -48,6 +50,18 @@ def test_sealed_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) 
     store = af.SqliteStore(path, readonly=True)
     try:
         keys = [KEYS[k] for k in entry["keys"]]
+        if entry["refused"]:  # a key that proves nothing: refused before anything is judged
+            with pytest.raises(KeyFileError, match=entry["refused"]) as info:
+                af.Verifier(store, trusted_keys=keys)
+            assert "pin the signer's real key" in str(info.value)
+            return
+        if entry["run"]:
+            try:
+                alone = af.Verifier(store, trusted_keys=keys).verify(entry["run"])
+                verdict = alone.outcome.value
+            except af.VerificationError as exc:
+                verdict = exc.code
+            assert verdict == entry["run_code"], entry["about"]
         results = list(af.Verifier(store, trusted_keys=keys).verify_all())
         codes = sorted({r.code for _, r in results if isinstance(r, af.VerificationError)})
         outcomes = sorted(
@@ -78,6 +92,19 @@ def test_sealed_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> N
     assert required.returncode == entry["exit_required"], (entry["about"], required.stdout)
     for code in entry["codes"]:
         assert f"[{code}]" in done.stdout, (code, done.stdout)
+    if entry["refused"]:
+        pinned = [KEYS[k] for k in entry["keys"]]
+        assert all(key in done.stderr for key in pinned), done.stderr
+        assert entry["refused"] in done.stderr and not done.stdout, done.stderr
+    else:
+        document = orjson.loads(verify_cli(path, entry, "--json").stdout)
+        listed = [verdict["run_id"] for verdict in document["runs"]]
+        assert len(listed) == len(set(listed)) == 3, listed  # each run once, no finding
+        assert document["exit"] == entry["exit"]
+    if entry["run"]:
+        alone = verify_cli(path, entry, "--run", entry["run"])
+        assert alone.returncode == entry["run_exit"], (entry["about"], alone.stdout)
+        assert f"[{entry['run_code']}]" in alone.stdout or entry["run_code"] in alone.stdout
     if entry["checkpoint"]:
         note = str(path.parent / entry["checkpoint"])
         with_note = verify_cli(path, entry, "--key", SIGNER.public.text, "--checkpoint", note)

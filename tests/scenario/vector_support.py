@@ -13,7 +13,14 @@ from typing import Any
 
 from agentfootprint.testing.seals import OTHER, SIGNER
 
-KEYS = {"signer": SIGNER.public, "other": OTHER.public}
+#: the keys a vector entry pins, by name, in their text form; the last two prove nothing and
+#: are refused wherever they are read (docs/seals.md section 1)
+KEYS = {
+    "signer": SIGNER.public.text,
+    "other": OTHER.public.text,
+    "small-order": "ed25519:AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+    "non-canonical": "ed25519:7v///////////////////////////////////////38=",
+}
 
 
 def files(folder: Path) -> dict[str, str]:
@@ -21,7 +28,7 @@ def files(folder: Path) -> dict[str, str]:
 
 
 def verify_cli(path: Path, entry: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
-    keys = [arg for k in entry["keys"] for arg in ("--key", KEYS[k].text)]
+    keys = [arg for k in entry["keys"] for arg in ("--key", KEYS[k])]
     return subprocess.run(
         [sys.executable, "-c", "from agentfootprint.cli import main; main()", "verify",
          str(path), *keys, *extra],

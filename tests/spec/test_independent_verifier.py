@@ -24,7 +24,7 @@ from typing import Any
 import independent_verifier as iv
 import pytest
 import rfc8785
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
@@ -32,6 +32,7 @@ from agentfootprint.testing import redaction_strategies as rs
 from agentfootprint.testing import strategies as runs_st
 from agentfootprint.testing import tamper
 from agentfootprint.testing.seals import OTHER, SIGNER
+from agentfootprint.verify.ed25519_keys import SMALL_ORDER_ENCODINGS, key_problem
 from agentfootprint.verify.verifier import VerificationError, Verifier
 
 VECTORS = Path(__file__).parent.parent / "vectors"
@@ -2642,3 +2643,99 @@ def test_proven_vector(entry: dict[str, Any]) -> None:
         note = (VECTORS / entry["checkpoint"]).read_bytes()
         verdict = iv.check_bundle_checkpoint(path, note, SIGNER.public.raw)
         assert verdict == (entry["checkpoint_code"] or "CONSISTENT"), entry["about"]
+
+
+# --- (g) the sealed vectors, per run and with keys that prove nothing ------------------------
+
+SEALS = json.loads((VECTORS / "seals.json").read_text())
+
+
+def _pinned(names: list[str]) -> list[bytes]:
+    """seals.json's key names as raw keys (vector_support.KEYS, read without judging them)."""
+    import base64
+
+    from agentfootprint.testing.seals import OTHER, SIGNER
+
+    texts = {
+        "signer": SIGNER.public.text,
+        "other": OTHER.public.text,
+        "small-order": "ed25519:AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        "non-canonical": "ed25519:7v///////////////////////////////////////38=",
+    }
+    return [base64.b64decode(texts[name].removeprefix("ed25519:")) for name in names]
+
+
+@pytest.mark.parametrize("entry", SEALS, ids=[e["file"] for e in SEALS])
+def test_sealed_vector(entry: dict[str, Any]) -> None:
+    """Each sealed vector (seals.json, build_seals.py) through the independent verifier with
+    the entry's keys: the codes and outcomes it lists, the exit, each run once, the run it
+    names verified alone (section 9.2 step 5), and a key that proves nothing refused (usage,
+    exit 2; seals.md section 1)."""
+    path = VECTORS / entry["file"]
+    keys = _pinned(entry["keys"])
+    verdicts = iv.verify_file(path, keys)
+    assert exit_code(verdicts) == entry["exit"], iv.explain_file(path, keys)
+    if entry["refused"]:
+        assert verdicts == [(None, "usage", None)]
+        assert iv.verify_runs(path, ["any"], keys) == [(None, "usage", None)]
+        return
+    assert sorted(iv.failure_codes(verdicts)) == entry["codes"], iv.explain_file(path, keys)
+    outcomes = {code for _, code, _ in verdicts if code in (iv.VALID, iv.UNSEALED, iv.SIGNED)}
+    assert sorted(outcomes) == sorted(entry["outcomes"])
+    runs = [run for run, _, _ in verdicts]
+    assert len(runs) == len(set(runs)) == 3, verdicts  # each run once: no finding beside
+    if entry["run"]:
+        ((run, code, seq),) = iv.verify_runs(path, [entry["run"]], keys)
+        assert (run, code) == (entry["run"], entry["run_code"])
+        assert exit_code([(run, code, seq)]) == entry["run_exit"]
+
+
+def test_a_forged_run_verifies_under_a_small_order_key_unless_it_is_refused() -> None:
+    """Why the keys are refused: the forged vector's seal verifies under its key in OpenSSL."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    for name, file in (
+        ("small-order", "sealed-forged-small-order-key.db"),
+        ("non-canonical", "sealed-forged-non-canonical-key.db"),
+    ):
+        (key,) = _pinned([name])
+        source = iv.open_source(VECTORS / file)
+        try:
+            for run in source.run_keys():
+                rows = source.rows(run)
+                if rows[-1][2] != "run.seal":
+                    continue
+                parsed = iv.envelope_of(json.loads(rows[-1][4])["dsse"])
+                assert not isinstance(parsed, str)
+                env, payload, signatures = parsed
+                kind = env["payloadType"].encode()
+                message = b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+                for keyid, sig in signatures:
+                    if keyid == hashlib.sha256(key).hexdigest():
+                        Ed25519PublicKey.from_public_bytes(key).verify(sig, message)  # forged
+                        assert iv.pinned_key_problem(key) is not None
+        finally:
+            source.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=32, max_size=32) | st.sampled_from(SMALL_ORDER_ENCODINGS))
+@example(bytes(32)).via("y = 0: a point of order 4")
+@example(b"\xee" + b"\xff" * 30 + b"\x7f").via("y = p + 1: the identity, not canonical")
+def test_both_verifiers_refuse_the_same_keys(raw: bytes) -> None:
+    """seals.md section 1 implemented twice: the same 32 bytes are refused by both."""
+    assert (iv.pinned_key_problem(raw) is None) == (key_problem(raw) is None), raw.hex()
+
+
+JSON_VECTORS = json.loads((VECTORS / "json.json").read_text())
+
+
+@pytest.mark.parametrize("entry", JSON_VECTORS, ids=[e["file"] for e in JSON_VECTORS])
+def test_json_vector(entry: dict[str, Any]) -> None:
+    """The ``verify --json`` vectors (json.json) through the independent verifier: the same
+    exit, and the failure code the JSON object carries (a bundle's framing: section 13.2)."""
+    path = VECTORS / entry["file"]
+    verdicts = iv.verify_file(path, _pinned(entry["keys"]))
+    assert exit_code(verdicts) == entry["exit"]
+    codes = {code for _, code, _ in verdicts}
+    assert entry["code"] in codes, verdicts

@@ -10,7 +10,13 @@ the verifier pins (``keys``: ``signer``, ``other`` or none), the failure codes w
 verification must report, the outcomes of the runs that verify, the exit code of ``verify``
 with those keys and of ``verify --require-signature``, and, for checkpoint vectors, the note
 to check (``checkpoint``) and the code it must fail with (``checkpoint_code``, empty when it
-is CONSISTENT). ``tests/scenario/test_seal_vectors.py`` runs them all.
+is CONSISTENT). An entry may name one run to verify alone (``run``, with ``run_code``, its
+outcome or failure code, and ``run_exit``, the exit of ``verify --run``), and a key that proves
+nothing (``small-order``, ``non-canonical``: docs/seals.md section 1), which every reader
+refuses before judging anything (``refused``: words of the error; exit 2).
+``tests/scenario/test_seal_vectors.py`` and ``tests/spec/test_independent_verifier.py`` run
+them all. ``python tests/vectors/build_seals.py FILE...`` rebuilds only the named vectors
+(the index keeps the others' run ids).
 """
 
 from __future__ import annotations
@@ -28,11 +34,14 @@ from typing import Any
 import orjson
 
 import agentfootprint as af
-from agentfootprint.seal import sign_envelope
+from agentfootprint.seal import parse_envelope, sign_envelope
+from agentfootprint.seal.signer import key_id_of
+from agentfootprint.seal.statement import SealFacts, parse_statement
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.checkpoint import log_leaves, make_checkpoint, sign_checkpoint_with
+from agentfootprint.verify.ed25519_keys import SMALL_ORDER_ENCODINGS
 from agentfootprint.verify.merkle import root
 from agentfootprint.verify.note import Checkpoint
 
@@ -61,6 +70,10 @@ class Entry:
     exit_required: int  # verify DB --key ... --require-signature
     checkpoint: str = ""  # a note file to check against the database
     checkpoint_code: str = ""  # "" = CONSISTENT
+    run_role: str = ""  # a field of Runs: the run verified alone (its id is the index's "run")
+    run_code: str = ""  # its outcome or failure code, verified alone
+    run_exit: int = 0  # verify DB --run ID --key ...
+    refused: str = ""  # a pinned key is refused: words of the error
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -488,11 +501,95 @@ def _resigned(db: Path, runs: Runs) -> None:
         ["VALID"],
         1,
         1,
+        run_role="redacted",
+        run_code="seal-log",
+        run_exit=1,
     )
 )
 def _tail_cut(db: Path, runs: Runs) -> None:
     _rechain(db, runs.redacted, lambda rows: plain(rows)[:-2])
     return None
+
+
+# -- keys that prove nothing ---------------------------------------------------------------
+
+#: the identity point, and a non-canonical spelling of it (y = p + 1): under either, a
+#: signature (R of small order, S = 0) verifies for every message in OpenSSL
+DEGENERATE = {"small-order": SMALL_ORDER_ENCODINGS[0], "non-canonical": SMALL_ORDER_ENCODINGS[12]}
+
+
+def _forged(db: Path, runs: Runs, key: bytes) -> None:
+    """The redacted run rewritten, named as sealed by ``key`` and "signed" with a forged
+    signature that verifies under it: pinned, such a key would make the forgery VALID."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    def forged(data: bytes) -> bytes:  # no private key: the signature every message has
+        for r in SMALL_ORDER_ENCODINGS[:8]:
+            try:
+                Ed25519PublicKey.from_public_bytes(key).verify(r + bytes(32), data)
+            except InvalidSignature:
+                continue
+            return r + bytes(32)
+        raise AssertionError("no forged signature verifies under this key")
+
+    with tampering(db) as conn:
+        *kept, seal = read_rows(conn, runs.redacted)
+        triples = plain(kept)
+        triples[0] = reencoded(kept[0], lambda b: b.__setitem__("seal", {"key_id": key_id_of(key)}))
+        rewrite(conn, runs.redacted, triples)
+        head = read_rows(conn, runs.redacted)[-1].chain_hash.hex()
+        facts = parse_statement(parse_envelope(seal.value["dsse"]).payload)
+        statement = canon(af.seal.build_statement(SealFacts(**{**facts.__dict__, "head": head})))
+        kind = b"application/vnd.in-toto+json"
+        sig = forged(b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(statement), statement))
+        envelope = orjson.dumps(
+            {
+                "payload": base64.b64encode(statement).decode(),
+                "payloadType": kind.decode(),
+                "signatures": [{"keyid": key_id_of(key), "sig": base64.b64encode(sig).decode()}],
+            },
+            option=orjson.OPT_SORT_KEYS,
+        )
+        rewrite(
+            conn,
+            runs.redacted,
+            [*triples, ("run.seal", seal.ts, canon({"dsse": envelope.decode()}))],
+        )
+
+
+@vector(
+    Entry(
+        "sealed-forged-small-order-key.db",
+        "the redacted run forged and 'signed' under the identity point; that key pinned: "
+        "refused (it would verify the forgery), exit 2",
+        ["small-order"],
+        [],
+        [],
+        2,
+        2,
+        refused="is of small order",
+    )
+)
+def _small_order(db: Path, runs: Runs) -> None:
+    _forged(db, runs, DEGENERATE["small-order"])
+
+
+@vector(
+    Entry(
+        "sealed-forged-non-canonical-key.db",
+        "the redacted run forged under a non-canonical spelling of the identity (y = p + 1); "
+        "that key pinned: refused, exit 2",
+        ["non-canonical"],
+        [],
+        [],
+        2,
+        2,
+        refused="is not a canonical encoding",
+    )
+)
+def _non_canonical(db: Path, runs: Runs) -> None:
+    _forged(db, runs, DEGENERATE["non-canonical"])
 
 
 # -- checkpoints ---------------------------------------------------------------------------
@@ -627,14 +724,25 @@ def _compact(db: Path) -> None:
     conn.close()
 
 
-def build(target: Path = HERE) -> list[Entry]:
+def build(target: Path = HERE, only: set[str] | None = None) -> list[Entry]:
+    """Build every vector (or the files named in ``only``) into ``target``, and the index of
+    all of them (an entry not rebuilt keeps its run id from the index there)."""
+    old_index = target / "seals.json"
+    known = (
+        {e["file"]: e.get("run", "") for e in orjson.loads(old_index.read_bytes())}
+        if old_index.exists()
+        else {}
+    )
+    ran: dict[str, str] = {}
+    built = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         base = work / "base.db"
         runs = record(base)
         _compact(base)
-        built = []
         for entry, damage in VECTORS:
+            if only is not None and entry.file not in only:
+                continue
             db = work / entry.file
             shutil.copyfile(base, db)
             note = damage(db, runs)
@@ -642,14 +750,21 @@ def build(target: Path = HERE) -> list[Entry]:
             shutil.copyfile(db, target / entry.file)
             if note:
                 shutil.copyfile(work / note, target / note)
+            ran[entry.file] = getattr(runs, entry.run_role) if entry.run_role else ""
             built.append(entry)
-    index = [{k: v for k, v in asdict(e).items() if k != "extra"} for e in built]
+    index = []
+    for entry, _ in VECTORS:
+        row = {k: v for k, v in asdict(entry).items() if k not in ("extra", "run_role")}
+        row["run"] = ran.get(entry.file, known.get(entry.file, ""))
+        index.append(row)
     (target / "seals.json").write_bytes(orjson.dumps(index, option=orjson.OPT_INDENT_2) + b"\n")
     return built
 
 
 if __name__ == "__main__":
-    for old in [*HERE.glob("sealed-*.db"), *HERE.glob("checkpoint-*.*")]:
-        old.unlink()
-    made = build()
+    named = set(sys.argv[1:]) or None
+    if named is None:
+        for old in [*HERE.glob("sealed-*.db"), *HERE.glob("checkpoint-*.*")]:
+            old.unlink()
+    made = build(only=named)
     print(f"built {len(made)} sealed vectors in {HERE}", file=sys.stderr)
