@@ -164,8 +164,8 @@ def run(args: list[str]) -> Result:
 
 
 def check(result: Result, code: int, *fragments: str, verdict: bool = False) -> None:
-    """Exit ``code``, no traceback, no internal error, the fragments said; a project error
-    is one ``Error:`` line on stderr (a click usage error ends with one)."""
+    """Exit ``code``, no traceback, no internal error, the fragments said; an error (a
+    click usage error too) is one ``Error:`` line on stderr, never click's usage block."""
     shown = result.stdout + result.stderr
     assert result.exit_code == code, shown
     assert isinstance(result.exception, SystemExit | None), repr(result.exception)
@@ -175,9 +175,7 @@ def check(result: Result, code: int, *fragments: str, verdict: bool = False) -> 
     if code in (EXIT_OK,) or verdict:
         return
     lines = result.stderr.splitlines()
-    assert lines and lines[-1].startswith("Error: "), shown
-    if not result.stderr.startswith("Usage:"):  # not click's own: one line, nothing else
-        assert len(lines) == 1, shown
+    assert len(lines) == 1 and lines[0].startswith("Error: "), shown
 
 
 @contextlib.contextmanager

@@ -2,17 +2,21 @@
 
 A project error becomes one ``Error: ...`` line on stderr and its documented exit code;
 anything unexpected is an "internal error" line with exit 2, never a traceback (set
-``AGENTFOOTPRINT_DEBUG=1`` to get the traceback instead). Commands that report verdicts
-print a :class:`VerificationError` as an ``INVALID`` line on stdout, as their own
-verdict lines are.
+``AGENTFOOTPRINT_DEBUG=1`` to get the traceback instead). A click usage error (a missing
+argument, an unknown option, a bad value) is one such line too, exit 2, not click's usage
+block. Commands that report verdicts print a :class:`VerificationError` as an ``INVALID``
+line on stdout, as their own verdict lines are; a command asked for ``--json`` prints every
+failure as one JSON object on stdout instead (docs/log-format.md section 9.6).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import click
+import orjson
 
 from agentfootprint.errors import (
     AgentFootprintError,
@@ -29,9 +33,11 @@ __all__ = [
     "EXIT_OK",
     "EXIT_UNSEALED",
     "EXIT_USAGE",
+    "JSON_ERRORS",
     "BoundaryGroup",
     "fail",
     "invalid_line",
+    "json_errors",
     "one_line",
     "verification_message",
 ]
@@ -44,6 +50,19 @@ DEBUG_VARIABLE = "AGENTFOOTPRINT_DEBUG"
 
 #: commands whose output is verdict lines: a VerificationError is one more of them
 VERDICT_COMMANDS = frozenset({"verify", "demo", "diff", "replay"})
+
+#: ``ctx.meta`` key: True when the command prints its failures as one JSON object
+JSON_ERRORS = "agentfootprint.json_errors"
+#: commands whose ``--json`` covers failures too (before their options are parsed, a
+#: ``--json`` among the arguments decides)
+_JSON_COMMANDS = frozenset({"verify"})
+_ARGS = "agentfootprint.args"
+#: click 8.2+: a group given no arguments prints its help (exit 2), which stays
+_HELP_ERRORS: tuple[type[Exception], ...] = tuple(
+    error
+    for error in (getattr(click.exceptions, "NoArgsIsHelpError", None),)
+    if isinstance(error, type)
+)
 
 
 def one_line(text: object) -> str:
@@ -78,6 +97,61 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
+def json_errors(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """Callback of an eager ``--json`` flag: the command's failures, from then on, are
+    printed as one JSON object (:class:`BoundaryGroup`)."""
+    ctx.meta[JSON_ERRORS] = bool(value)
+    return value
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    chosen = ctx.meta.get(JSON_ERRORS)
+    if chosen is not None:
+        return bool(chosen)
+    if ctx.invoked_subcommand not in _JSON_COMMANDS:
+        return False
+    args: Sequence[str] = ctx.meta.get(_ARGS, ())
+    given = list(args)[: list(args).index("--")] if "--" in args else args
+    return "--json" in given  # the options did not parse: as the user asked
+
+
+def _usage_message(exc: click.ClickException) -> str:
+    """A click error as one line, with where to find the usage instead of click's block."""
+    message = exc.format_message()
+    where = getattr(exc, "ctx", None)
+    if isinstance(where, click.Context):
+        message = f"{message.rstrip('.')} (see '{where.command_path} --help')"
+    return message
+
+
+def _fail_in(
+    ctx: click.Context,
+    message: str,
+    code: int,
+    *,
+    error_code: str = "usage",
+    verification: VerificationError | None = None,
+) -> NoReturn:
+    """End the command with ``code``: one ``Error:`` line on stderr (an ``INVALID`` line
+    on stdout for a verdict command's VerificationError); under ``--json``, one JSON object
+    on stdout as well (section 9.6), and no ``INVALID`` line."""
+    if _wants_json(ctx):
+        found = {
+            "code": verification.code if verification is not None else error_code,
+            "run_id": (verification.run_id or None) if verification is not None else None,
+            "seq": verification.seq if verification is not None else None,
+            "reason": str(verification) if verification is not None else one_line(message),
+        }
+        document = {"runs": [], "exit": code, "error": found}
+        click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+        if verification is not None and ctx.invoked_subcommand in VERDICT_COMMANDS:
+            raise click.exceptions.Exit(code)
+    elif verification is not None and ctx.invoked_subcommand in VERDICT_COMMANDS:
+        click.echo(invalid_line(verification))
+        raise click.exceptions.Exit(code)
+    fail(message, code)
+
+
 def _os_message(exc: OSError) -> str:
     reason = exc.strerror or type(exc).__name__
     if exc.filename is None:
@@ -101,30 +175,59 @@ def _error_message(exc: AgentFootprintError) -> str:
 class BoundaryGroup(click.Group):
     """A click group whose subcommands run inside the error boundary."""
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _HELP_ERRORS:
+            raise
+        except click.ClickException as exc:  # the group's own options: one line, exit 2
+            fail(_usage_message(exc), EXIT_USAGE)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        ctx.meta[_ARGS] = list(args)  # what --json failures fall back on (_wants_json)
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise  # usage errors (exit 2) and the commands' own exits pass through
-        except KeyboardInterrupt:
-            click.echo("Error: interrupted", err=True)
-            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except click.exceptions.Exit:
+            raise  # the commands' own exits pass through
+        except _HELP_ERRORS:
+            raise
+        except click.ClickException as exc:
+            _fail_in(ctx, _usage_message(exc), EXIT_USAGE)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            _fail_in(ctx, "interrupted", EXIT_INTERRUPTED, error_code="interrupted")
         except VerificationError as exc:
             if ctx.invoked_subcommand in VERDICT_COMMANDS:
-                click.echo(invalid_line(exc))
-                raise click.exceptions.Exit(EXIT_INVALID) from None
-            fail(f"the log does not verify: {verification_message(exc)}", EXIT_INVALID)
+                _fail_in(ctx, verification_message(exc), EXIT_INVALID, verification=exc)
+            _fail_in(
+                ctx,
+                f"the log does not verify: {verification_message(exc)}",
+                EXIT_INVALID,
+                verification=exc,
+            )
         except ReplayDivergence as exc:
-            fail(_error_message(exc), EXIT_DIFFERENT)
+            _fail_in(ctx, _error_message(exc), EXIT_DIFFERENT, error_code="diverged")
         except AgentFootprintError as exc:
-            fail(_error_message(exc), EXIT_USAGE)
+            _fail_in(ctx, _error_message(exc), EXIT_USAGE)
         except OSError as exc:
-            fail(_os_message(exc), EXIT_USAGE)
+            _fail_in(ctx, _os_message(exc), EXIT_USAGE)
         except Exception as exc:
             if os.environ.get(DEBUG_VARIABLE) == "1":
                 raise
-            fail(
+            _fail_in(
+                ctx,
                 f"internal error: {type(exc).__name__}: {exc} (please report it, with "
                 f"{DEBUG_VARIABLE}=1 set for the traceback)",
                 EXIT_USAGE,
+                error_code="internal",
             )

@@ -20,10 +20,12 @@ from agentfootprint.store.transfer import open_log as open_reading
 from agentfootprint.store.urls import StoreLocation, is_store_url, parse_store_url, refusal
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.vault_base import Vault
+from agentfootprint.verify.files import check_regular, kind_of, open_regular, read_bounded
 from agentfootprint.verify.note import MAX_NOTE_BYTES
 
 __all__ = [
     "DB",
+    "INPUT_FILE",
     "TARGET_DB",
     "Database",
     "check_output",
@@ -31,6 +33,7 @@ __all__ = [
     "echo_json",
     "open_log",
     "open_vault_argument",
+    "read_input",
     "short",
     "when",
     "write_output",
@@ -71,7 +74,7 @@ class _Database(_PathType):
         if isinstance(value, StoreLocation):
             return value
         if not is_store_url(value):
-            return self._file.convert(value, param, ctx)
+            return self._regular(self._file.convert(value, param, ctx), param, ctx)
         refused = refusal(value)
         if refused is not None:
             self.fail(refused, param, ctx)
@@ -82,15 +85,52 @@ class _Database(_PathType):
             self.fail(self.memory_refusal, param, ctx)
         assert location.path is not None
         try:
-            return self._file.convert(location.path, param, ctx)
+            return self._regular(self._file.convert(location.path, param, ctx), param, ctx)
         except click.BadParameter as exc:
             self.fail(f"{exc.message} (the file of {value})", param, ctx)
+
+    def _regular(
+        self, path: Path, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Path:
+        """``path`` when it is missing (a target) or a regular file: a FIFO would block
+        SQLite's open for ever, a device would never end."""
+        if os.path.lexists(path):
+            try:
+                check_regular(path)
+            except FileError as exc:
+                self.fail(str(exc), param, ctx)
+        return path
 
     def shell_complete(
         self, ctx: click.Context, param: click.Parameter, incomplete: str
     ) -> list[Any]:
         return self._file.shell_complete(ctx, param, incomplete)
 
+
+class InputFile(_PathType):
+    """A file argument that is only read (a key, a checkpoint, a proof, a disclosures
+    file): it must exist and be a regular file (a FIFO would block the read, a device
+    never end), refused at once with a usage error saying what it is instead. The read
+    itself is :func:`read_input`, bounded."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = value if isinstance(value, Path) else Path(os.fsdecode(value))
+        try:
+            check_regular(path)
+        except FileError as exc:
+            self.fail(str(exc), param, ctx)
+        return path
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[Any]:
+        return click.Path(dir_okay=False).shell_complete(ctx, param, incomplete)
+
+
+#: an existing regular file that a command only reads
+INPUT_FILE = InputFile()
 
 #: an existing file, or a sqlite:///PATH URL naming one (a folder, a missing file,
 #: memory: or another URL is a click usage error, exit 2)
@@ -167,7 +207,13 @@ def check_output(out: Path, *inputs: Database) -> None:
     for given in inputs:
         if isinstance(given, Path) and same_file(out, given):
             raise UsageError(f"--out {out} is the input {given}: refusing to overwrite it")
-    with contextlib.suppress(OSError), out.open("rb") as handle:
+    kind = kind_of(out.stat().st_mode)
+    if kind is not None:  # a FIFO, a device: never replaced by the file written
+        raise FileError(
+            f"--out {out} is {kind}, not a regular file: name a new file or one to replace",
+            path=str(out),
+        )
+    with contextlib.suppress(OSError), open_regular(out, "--out") as handle:
         if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
             raise FileError(
                 f"--out {out} is an SQLite database (a log or a vault?): refusing to "
@@ -211,9 +257,7 @@ def echo_json(document: Any, *, sort_keys: bool = False) -> None:
     click.echo(orjson.dumps(document, option=option).decode())
 
 
-def read_small(path: Path, what: str, limit: int = MAX_NOTE_BYTES) -> bytes:
-    """The bytes of a small input file (a signed note, a proof), refused above ``limit``
-    before it is read."""
-    if path.stat().st_size > limit:
-        raise UsageError(f"{what} {path} is larger than a {what.strip('-')} may be")
-    return path.read_bytes()
+def read_input(path: Path, what: str, noun: str, limit: int = MAX_NOTE_BYTES) -> bytes:
+    """The bytes of an input file (a signed note, a proof, a disclosures file): a regular
+    file, refused above ``limit`` (the most a ``noun`` may be) before it is read."""
+    return read_bounded(path, what, limit, noun=noun)

@@ -15,7 +15,14 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, invalid_line, one_line
-from agentfootprint.cli._common import DB, Database, check_output, open_log, read_small
+from agentfootprint.cli._common import (
+    DB,
+    INPUT_FILE,
+    Database,
+    check_output,
+    open_log,
+    read_input,
+)
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import UsageError, VerificationError
 from agentfootprint.seal.signer import load_public_key, load_signer
@@ -25,11 +32,20 @@ from agentfootprint.verify.checkpoint import (
     leaves_of,
     prove_consistency,
 )
+from agentfootprint.verify.files import MAX_PROOF_BYTES
 from agentfootprint.verify.verifier import Verifier
 
-__all__ = ["checkpoint_command", "consistency_command", "default_origin"]
+__all__ = [
+    "MAX_ORIGIN_BYTES",
+    "checkpoint_command",
+    "consistency_command",
+    "default_origin",
+    "log_origin",
+]
 
-_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+#: the longest --origin (UTF-8 bytes): it is written twice in a note of at most
+#: MAX_NOTE_BYTES, and is a name to read, not a document
+MAX_ORIGIN_BYTES = 1024
 
 
 def default_origin(db: Database) -> str:
@@ -43,13 +59,51 @@ def default_origin(db: Database) -> str:
     return "agentfootprint/" + (re.sub(r"[\s+\x00-\x1f]", "-", stem) or "log")
 
 
+def _origin_problem(origin: str) -> str | None:
+    """What keeps ``origin`` from naming a log in a checkpoint, or None: it is the note's
+    first line and its signature's key name (docs/merkle.md; verify/note.py), so it is
+    non-empty UTF-8 text without spaces (any Unicode space), ``+`` or control characters."""
+    if not origin:
+        return "it is empty"
+    for char in origin:
+        if char.isspace():
+            return f"it holds a space ({char!r}, U+{ord(char):04X})"
+        if char == "+":
+            return "it holds a '+'"
+        if ord(char) < 0x20:
+            return f"it holds a control character (U+{ord(char):04X})"
+    try:
+        size = len(origin.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid UTF-8 text"
+    if size > MAX_ORIGIN_BYTES:
+        return f"it is {size} bytes long, more than {MAX_ORIGIN_BYTES}"
+    return None
+
+
+def log_origin(origin: str | None, db: Database) -> str:
+    """The origin a checkpoint of ``db`` names: ``--origin`` checked (an empty one is
+    refused, never replaced by the default), or :func:`default_origin`."""
+    if origin is None:
+        return default_origin(db)
+    problem = _origin_problem(origin)
+    if problem is not None:
+        raise UsageError(
+            f"--origin {origin!r} cannot name a log: {problem}. The origin is the checkpoint's "
+            "first line and its signature's key name: non-empty text without spaces, '+' or "
+            f"control characters, at most {MAX_ORIGIN_BYTES} bytes (e.g. example.com/my-log)",
+            option="--origin",
+        )
+    return origin
+
+
 @click.command("checkpoint")
 @click.argument("db", type=DB)
 @click.option(
     "--key",
     "key_path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="The private key file that signs the checkpoint (PKCS8 PEM, as `keys generate` "
     "writes it).",
 )
@@ -58,11 +112,12 @@ def default_origin(db: Database) -> str:
     "--origin",
     metavar="NAME",
     help="The log's name in the checkpoint and its signature (default: agentfootprint/ and "
-    "the file name). Keep it the same for every checkpoint of one database.",
+    "the file name): non-empty, no spaces, '+' or control characters, at most 1024 bytes. "
+    "Keep it the same for every checkpoint of one database.",
 )
 @click.option(
     "--since",
-    type=_FILE,
+    type=INPUT_FILE,
     help="An earlier checkpoint of DB by this key: also write the proof that the new tree "
     "extends it (to --proof-out).",
 )
@@ -95,18 +150,20 @@ def checkpoint_command(
          holds OLD's tree (nothing is signed or written)
       2  usage error: DB is missing or not a log; the key file is missing, not a
          private key or encrypted without --passphrase-env; a bad --origin; --since
-         without --proof-out (or the reverse), or a --proof-out that exists
+         without --proof-out (or the reverse), or a --proof-out that exists; a file
+         that is not a regular file (a FIFO, a device) or too large
     """
     if (since is None) != (proof_out is None):
         raise UsageError("--since and --proof-out go together", option="--since")
     if proof_out is not None:
         check_output(proof_out, db)
+    name = log_origin(origin, db)
     signer = load_signer(key_path, _passphrase(passphrase_env))
-    old = read_small(since, "--since") if since is not None else None
+    old = read_input(since, "--since", "checkpoint") if since is not None else None
     with open_log(db) as source:
         try:
             leaves = leaves_of(source, Verifier(source).verify_all())
-            note = checkpoint_of(leaves, signer, origin or default_origin(db))
+            note = checkpoint_of(leaves, signer, name)
             proof = prove_consistency(old, signer, leaves) if old is not None else None
         except VerificationError as exc:
             click.echo(invalid_line(exc))
@@ -118,9 +175,9 @@ def checkpoint_command(
 
 
 @click.command("consistency")
-@click.argument("old", type=_FILE)
-@click.argument("new", type=_FILE)
-@click.argument("proof", type=_FILE)
+@click.argument("old", type=INPUT_FILE)
+@click.argument("new", type=INPUT_FILE)
+@click.argument("proof", type=INPUT_FILE)
 @click.option(
     "--key",
     "keys",
@@ -141,12 +198,15 @@ def consistency_command(old: Path, new: Path, proof: Path, keys: tuple[str, ...]
     Exit codes:
       0  CONSISTENT
       1  a checkpoint's signature, the origins or the proof do not verify
-      2  usage error: a file missing or too large, a --key that is not a public key
+      2  usage error: a file missing, too large (a checkpoint over 256 KiB, a proof
+         over 64 KiB) or not a regular file (a FIFO, a device); a --key that is not a
+         public key
     """
     trusted = [load_public_key(key) for key in keys]
-    notes = read_small(old, "OLD"), read_small(new, "NEW")
+    notes = read_input(old, "OLD", "checkpoint"), read_input(new, "NEW", "checkpoint")
+    proven = read_input(proof, "PROOF", "consistency proof", MAX_PROOF_BYTES)
     try:
-        first, second = check_consistency(*notes, read_small(proof, "PROOF", 64 * 1024), trusted)
+        first, second = check_consistency(*notes, proven, trusted)
     except VerificationError as exc:
         click.echo(invalid_line(exc))
         raise click.exceptions.Exit(EXIT_INVALID) from None

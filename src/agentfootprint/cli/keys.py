@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import one_line
-from agentfootprint.errors import UsageError
+from agentfootprint.errors import KeyFileError, UsageError
 from agentfootprint.seal.signer import (
     PUBLIC_KEY_PREFIX,
     PublicKey,
@@ -21,6 +21,7 @@ from agentfootprint.seal.signer import (
     load_public_key,
     load_signer,
 )
+from agentfootprint.verify.files import open_regular
 
 __all__ = ["keys"]
 
@@ -131,7 +132,7 @@ def _warn_if_readable(path: Path) -> None:
 
 def _is_private(path: Path) -> bool:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, error=KeyFileError) as handle:  # a FIFO is refused, not read
             head = handle.read(256).lstrip()
     except OSError:
         return False  # load_public_key says what is wrong with the path

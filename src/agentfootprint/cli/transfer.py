@@ -8,8 +8,15 @@ from pathlib import Path
 import click
 
 from agentfootprint.cli._boundary import EXIT_INVALID, fail, one_line, verification_message
-from agentfootprint.cli._common import DB, TARGET_DB, Database, check_output, read_small
-from agentfootprint.cli.checkpointing import default_origin
+from agentfootprint.cli._common import (
+    DB,
+    INPUT_FILE,
+    TARGET_DB,
+    Database,
+    check_output,
+    read_input,
+)
+from agentfootprint.cli.checkpointing import log_origin
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import FileError, UsageError, VerificationError
 from agentfootprint.seal.signer import load_signer
@@ -18,6 +25,7 @@ from agentfootprint.store.sqlite import SQLITE_HEADER
 from agentfootprint.store.transfer import copy_runs, export_runs, import_bundle
 from agentfootprint.store.urls import database_of, open_store_url
 from agentfootprint.verify.bundle import BundleSource, is_bundle
+from agentfootprint.verify.files import open_regular
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["copy_command", "export_command", "import_command"]
@@ -43,7 +51,7 @@ __all__ = ["copy_command", "export_command", "import_command"]
 @click.option(
     "--key",
     "key_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="Sign a checkpoint of DB's sealed runs with this private key file (as `checkpoint "
     "--key`) and put it in the bundle, with each sealed run's inclusion proof under it.",
 )
@@ -57,7 +65,7 @@ __all__ = ["copy_command", "export_command", "import_command"]
 @click.option(
     "--checkpoint",
     "checkpoint_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="Instead of --key: a checkpoint of DB signed earlier (from `checkpoint`, e.g. the "
     "one an auditor keeps); the proofs are made under its tree.",
 )
@@ -97,8 +105,9 @@ def export_command(
         raise UsageError("give --key (a new checkpoint) or --checkpoint, not both", option="--key")
     if origin is not None and key_path is None:
         raise UsageError("--origin names the checkpoint --key signs", option="--origin")
+    name = log_origin(origin, db) if key_path else None
     signer = load_signer(key_path, _passphrase(passphrase_env)) if key_path else None
-    note = read_small(checkpoint_path, "--checkpoint") if checkpoint_path else None
+    note = read_input(checkpoint_path, "--checkpoint", "checkpoint") if checkpoint_path else None
     with contextlib.closing(open_store_url(db, option="DB", readonly=True)) as store:
         try:
             manifest = export_runs(
@@ -106,7 +115,7 @@ def export_command(
                 list(run_ids),
                 out,
                 signer=signer,
-                origin=(origin or default_origin(db)) if signer else None,
+                origin=name,
                 checkpoint=note,
             )
         except VerificationError as exc:
@@ -129,7 +138,7 @@ def _same_database(a: Database, b: Database) -> bool:
 
 
 def _not_a_bundle(path: Path) -> FileError:
-    with path.open("rb") as handle:
+    with open_regular(path, "BUNDLE") as handle:
         head = handle.read(len(SQLITE_HEADER))
     what = (
         "an empty file"

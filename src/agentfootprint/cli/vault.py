@@ -10,6 +10,7 @@ import click
 from agentfootprint.cli._boundary import one_line
 from agentfootprint.cli._common import (
     DB,
+    INPUT_FILE,
     Database,
     check_output,
     open_vault_argument,
@@ -17,6 +18,7 @@ from agentfootprint.cli._common import (
 )
 from agentfootprint.errors import UsageError
 from agentfootprint.store.vault import disclosures_document
+from agentfootprint.verify.files import MAX_DISCLOSURES_BYTES
 
 __all__ = ["disclose", "erase", "vault_key"]
 
@@ -55,7 +57,13 @@ def disclose(vault: Database, commitments: tuple[str, ...], run_id: str | None, 
                 else "name commitments, or --run ID"
             )
         found = store.disclose(chosen)
-    write_output(out, disclosures_document(found))
+    document = disclosures_document(found)
+    if len(document) > MAX_DISCLOSURES_BYTES:  # `verify --disclosures` would refuse it
+        raise UsageError(
+            f"the {len(found)} disclosures are {len(document)} bytes, more than a disclosures "
+            f"file may be ({MAX_DISCLOSURES_BYTES}): disclose fewer commitments per file"
+        )
+    write_output(out, document)
     click.echo(f"wrote {len(found)} disclosures to {one_line(out)}")
 
 
@@ -114,7 +122,7 @@ def vault_key_new(path: Path) -> None:
 
 @vault_key.command("rotate")
 @click.argument("vault", type=DB)
-@click.argument("new_key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("new_key", type=INPUT_FILE)
 def vault_key_rotate(vault: Database, new_key: Path) -> None:
     """Wrap every live entry's key of VAULT again under NEW_KEY, in one transaction.
 

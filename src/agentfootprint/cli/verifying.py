@@ -18,9 +18,10 @@ from agentfootprint.cli._boundary import (
     EXIT_OK,
     EXIT_UNSEALED,
     invalid_line,
+    json_errors,
     one_line,
 )
-from agentfootprint.cli._common import DB, Database, open_log, read_small, short
+from agentfootprint.cli._common import DB, INPUT_FILE, Database, open_log, read_input, short
 from agentfootprint.errors import StoreError, UsageError, VerificationError
 from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.store.vault import read_disclosures
@@ -28,6 +29,7 @@ from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.bundle_proofs import Inclusion
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of, same_tree
 from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.verify.files import MAX_DISCLOSURES_BYTES
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
 __all__ = ["report", "severity", "verify"]
@@ -137,7 +139,7 @@ def _results(
 
 
 def _disclosures(path: Path) -> list[Disclosure]:
-    data = path.read_bytes()
+    data = read_input(path, "--disclosures", "disclosures file", MAX_DISCLOSURES_BYTES)
     if data.startswith(b"SQLite format 3\x00"):
         raise StoreError(
             f"--disclosures {path} is an SQLite database (a vault or a log?), not a "
@@ -162,7 +164,7 @@ def _checkpoint_note(
         raise UsageError(
             "--checkpoint proves the whole seal log: give no --run", option="--checkpoint"
         )
-    return read_small(path, "--checkpoint")
+    return read_input(path, "--checkpoint", "checkpoint")
 
 
 def _check_checkpoint(
@@ -218,8 +220,8 @@ def _check_checkpoint(
 )
 @click.option(
     "--disclosures",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A disclosures file (from `disclose`): prove each value it opens.",
+    type=INPUT_FILE,
+    help="A disclosures file (from `disclose`, at most 256 MiB): prove each value it opens.",
 )
 @click.option(
     "--key",
@@ -243,12 +245,20 @@ def _check_checkpoint(
 @click.option(
     "--checkpoint",
     "checkpoint_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="A signed checkpoint (from `checkpoint`) kept elsewhere: prove DB's sealed runs "
     "only grew since (for a bundle: that its inclusion proofs are under this very tree). "
     "Its signer's public key must be a --key.",
 )
-@click.option("--json", "json_out", is_flag=True, help="Print the verdicts as one JSON object.")
+@click.option(
+    "--json",
+    "json_out",
+    is_flag=True,
+    is_eager=True,  # set before any other argument is checked: its failures are JSON too
+    callback=json_errors,
+    help="Print the verdicts, or the failure that stopped verification, as one JSON object "
+    "on stdout (docs/log-format.md section 9.6).",
+)
 def verify(
     db: Database,
     run_ids: tuple[str, ...],
@@ -290,9 +300,15 @@ def verify(
          --require-signature, also any run that is not VALID; with
          --require-inclusion, also any run not proven in a checkpoint a --key signed
       2  usage error: DB is missing, not a log (it says what it is instead), of a newer
-         schema version, or unreadable; an unknown --run; a bad disclosures file; a
-         --key that is not a public key; --checkpoint without --key or with --run
+         schema version, or unreadable; a file that is not a regular file (a FIFO, a
+         device) or too large; an unknown --run; a bad disclosures file; a --key that
+         is not a public key; --checkpoint without --key or with --run
       3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
+
+    With --json, stdout is one JSON object whatever happens: the verdicts, or, when
+    something stopped verification (the bundle's framing, a usage error), {"runs": [],
+    "exit": CODE, "error": {"code", "run_id", "seq", "reason"}} (a usage error is also
+    the one Error: line on stderr).
     """
     opened = _disclosures(disclosures) if disclosures is not None else []
     trusted: list[PublicKey] = [load_public_key(key) for key in keys]

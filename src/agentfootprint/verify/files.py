@@ -11,8 +11,9 @@ caught too. SQLite opens a database by its path: :func:`check_regular` runs just
 
 Whole-file reads are bounded (:func:`read_bounded`): the file's size is checked before it
 is read, and never more than the bound plus one byte is read, so a file that grows while
-it is read is refused as well. The bounds for each kind of file are documented with the
-constants below (and in docs/log-format.md and docs/seals.md where the format has them).
+it is read is refused as well. The bound of each kind of file (docs/log-format.md section
+9.6): key files ``seal.signer.MAX_KEY_FILE_BYTES``, checkpoints ``note.MAX_NOTE_BYTES``, and
+the two below; a bundle is read a line at a time, each line bounded (``limits``).
 """
 
 from __future__ import annotations
