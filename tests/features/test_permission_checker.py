@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -144,14 +150,34 @@ def test_a_checker_that_raises_denies_fail_closed_naming_the_error_class() -> No
 
 
 @pytest.mark.parametrize(
-    "answer", [None, 42, "maybe", {"decision": "gate_open"}, {"decision": "allow", "by": 3}]
+    ("answer", "why"),
+    [
+        (None, "returned NoneType"),
+        (42, "returned int"),
+        (True, "returned bool"),
+        ("maybe", "decision 'maybe'"),
+        ({"decision": "gate_open"}, "decision 'gate_open'"),
+        ({"decision": "allow", "by": 3}, "by is a int"),
+        # exactly the documented shapes: anything more or else denies (fail closed)
+        ({"decision": "allow", "allowed": True}, "key 'allowed' beyond decision, by, reason"),
+        ({"decision": "allow", 7: "x"}, "key 7 beyond"),
+        ({"allow": True}, "key 'allow' beyond"),
+        ({}, "a mapping without a decision"),
+        ({"by": "policy"}, "a mapping without a decision"),
+        ({"decision": True}, "decision True"),
+        ({"decision": ["allow"]}, "decision ['allow']"),
+        ({"decision": "allow", "reason": None}, "reason is a NoneType"),
+        ({"decision": "allow", "reason": b"ok"}, "reason is a bytes"),
+    ],
 )
-def test_a_checker_answering_garbage_denies_fail_closed(answer: Any) -> None:
+def test_a_checker_answering_garbage_denies_fail_closed(answer: Any, why: str) -> None:
     agent, ran = agent_with(Garbage(answer), script("good"))
     result = agent.run_sync("go")
     assert ran == []
     (decision,) = events_of(agent.store, result.run_id, KIND)
     assert decision["decision"] == "deny" and "fail closed" in decision["reason"]
+    assert why in decision["reason"], decision["reason"]  # the denial records why
+    assert tool_messages(result)[0]["is_error"] is True
 
 
 @pytest.mark.parametrize(
@@ -174,6 +200,125 @@ def test_an_async_checker_is_awaited() -> None:
     result = agent.run_sync("go")
     assert ran == []
     assert events_of(agent.store, result.run_id, KIND)[0]["by"] == "async-policy"
+
+
+def test_a_sync_checker_runs_off_the_event_loop() -> None:
+    seen: list[int] = []
+
+    class Where:
+        def check(self, request: PermissionRequest) -> str:
+            seen.append(threading.get_ident())
+            return "allow"
+
+    agent, ran = agent_with(Where(), script("good"))
+    agent.run_sync("go")
+    assert ran == [{"q": "good"}] and seen and seen[0] != threading.get_ident()
+
+
+class Blocking:
+    """A sync checker that blocks until released, then allows (too late)."""
+
+    def __init__(self) -> None:
+        self.asked, self.release, self.answered = (threading.Event() for _ in range(3))
+
+    def check(self, request: PermissionRequest) -> str:
+        self.asked.set()
+        self.release.wait(30)  # a hang guard: the test releases it
+        self.answered.set()
+        return "allow"
+
+
+def _cancelled(agent: af.Agent) -> dict[str, Any]:
+    (info,) = list(agent.store.runs())
+    verified = af.verify_run(agent.store, info.run_id)
+    assert verified.outcome.name == "VALID_UNSIGNED" and verified.close is not None
+    assert verified.close["outcome"] == "failed"
+    assert verified.close["error"]["type"] == "CancelledError"
+    assert events_of(agent.store, info.run_id, KIND) == []  # no decision was taken
+    return verified.close
+
+
+def test_a_run_cancelled_while_a_sync_checker_blocks_stops_at_once_and_runs_no_tool() -> None:
+    checker = Blocking()
+    agent, ran = agent_with(checker, script("good"))
+
+    async def scenario() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(agent.run("go"), 0.5)
+        # the wait ended while the checker still blocked: it did not hold the loop
+        assert checker.asked.is_set() and not checker.answered.is_set()
+        checker.release.set()
+        await asyncio.get_running_loop().run_in_executor(None, checker.answered.wait, 30)
+        for _ in range(10):  # turns of the loop: the late "allow" is handed back and dropped
+            await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert checker.answered.is_set() and ran == []
+    _cancelled(agent)
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGINT"),
+    reason="Ctrl-C reaches the main thread only",
+)
+def test_ctrl_c_under_run_sync_while_a_sync_checker_blocks_stops_and_runs_no_tool() -> None:
+    checker = Blocking()
+    agent, ran = agent_with(checker, script("good"))
+    interrupter = threading.Thread(
+        target=lambda: checker.asked.wait(30) and os.kill(os.getpid(), signal.SIGINT)
+    )
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.run_sync("go")
+        assert not checker.answered.is_set()  # run_sync returned while the check blocked
+    finally:
+        checker.release.set()
+        interrupter.join(30)
+    assert checker.answered.wait(30) and ran == []
+    _cancelled(agent)
+
+
+def test_a_process_whose_cancelled_checker_never_returns_still_exits() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(NEVER_ANSWERS)],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a hang guard: the child exits about 0.2 s after its run
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["cancelled", "ran=[]"]
+
+
+NEVER_ANSWERS = """
+    import asyncio, threading
+    import agentfootprint as af
+
+    ran = []
+
+    class Never:
+        def check(self, request):
+            threading.Event().wait()  # never returns
+
+    tool = af.define_tool(name="t", description="T.", execute=lambda args: ran.append(1) or "x")
+    agent = af.Agent(
+        provider=af.MockProvider([af.reply(tool_calls=[af.tool_call("t", {})]), "done"]),
+        model="m",
+        tools=[tool],
+        permission_checker=Never(),
+        tool_teardown_timeout_ms=200,  # what exit still gives the abandoned check
+    )
+
+    async def main():
+        try:
+            await asyncio.wait_for(agent.run("go"), 0.5)
+        except asyncio.TimeoutError:
+            print("cancelled")
+
+    asyncio.run(main())
+    print(f"ran={ran}")
+"""
 
 
 def test_calls_the_loop_refuses_first_never_reach_the_checker() -> None:

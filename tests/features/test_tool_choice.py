@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -280,6 +282,42 @@ def test_a_classifier_that_fails_is_unavailable_and_the_full_list_is_served(
     assert len(classifier.calls) == calls  # the replay answered from the record
 
 
+def test_a_sync_classifier_runs_off_the_loop_and_a_cancelled_run_makes_no_call() -> None:
+    asked, release, answered = threading.Event(), threading.Event(), threading.Event()
+    where: list[int] = []
+
+    class Blocking(Counting):
+        def rank(self, query: str, candidates: Sequence[ToolCandidate]) -> Any:
+            where.append(threading.get_ident())
+            asked.set()
+            release.wait(30)  # a hang guard: the test releases it
+            answered.set()
+            return super().rank(query, candidates)
+
+    provider = af.MockProvider([asking("weather"), "done"])
+    agent = af.Agent(
+        provider=provider,
+        model="m",
+        tools=toolbox(),
+        ports=fixed_ports(),
+        tool_choice={"classifier": Blocking(), "serve": {"top": 1}},
+    )
+
+    async def scenario() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(agent.run("weather?"), 0.5)
+        assert asked.is_set() and not answered.is_set()  # the loop did not wait for it
+        release.set()
+        await asyncio.get_running_loop().run_in_executor(None, answered.wait, 30)
+
+    asyncio.run(scenario())
+    assert where and where[0] != threading.get_ident()
+    assert provider.requests == []  # the call the ranking preceded was never made
+    (info,) = list(agent.store.runs())
+    close = af.verify_run(agent.store, info.run_id).close
+    assert close is not None and close["error"]["type"] == "CancelledError"
+
+
 def test_a_classifier_scoring_fewer_than_n_is_unavailable() -> None:
     classifier = Counting(prefer=["weather"])  # scores one candidate only
     agent = agent_of(["done"], tool_choice={"classifier": classifier, "serve": {"top": 2}})
@@ -485,9 +523,9 @@ class NoRank:
         ([1], "must be"),
         ({"top": 1}, "unknown key 'top'"),
         ({"serve": "some"}, 'serve must be "all"'),
-        ({"serve": {"top": 0}}, "top must be an integer >= 1"),
-        ({"serve": {"top": 1.5}}, "top must be an integer >= 1"),
-        ({"serve": {"top": True}}, "top must be an integer >= 1"),
+        ({"serve": {"top": 0}}, "serve's top must be a positive integer"),
+        ({"serve": {"top": 1.5}}, "serve's top must be a positive integer"),
+        ({"serve": {"top": True}}, "serve's top must be a positive integer"),
         ({"serve": {"top": 1, "min": 2}}, 'serve must be "all"'),
         ({"serve": {"n": 1}}, 'serve must be "all"'),
         ({"always_serve": "search"}, "always_serve must be a list"),

@@ -32,7 +32,7 @@ from jsonschema.exceptions import SchemaError
 
 from agentfootprint.core.fast_schema import compile_check
 from agentfootprint.core.scope import to_json_value
-from agentfootprint.core.tool_threads import run_in_thread
+from agentfootprint.core.tool_threads import DEFAULT_GRACE_S, run_in_thread
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.store.redaction import refuse_reserved_key
 from agentfootprint.verify import limits
@@ -74,7 +74,8 @@ class ToolContext:
         opened. It runs once the run ends (answered, stopped early, failed or cancelled),
         each cleanup bounded by ``tool_teardown_timeout_ms``; the last registered runs first.
         Its outcome is recorded (``agentfootprint.tools.session_closed`` or
-        ``session_close_failed``)."""
+        ``session_close_failed``). A sync cleanup past its budget is abandoned in its worker
+        thread and never holds interpreter exit."""
         if not callable(fn):
             raise UsageError(
                 f"tool {self.tool!r}: on_teardown() takes a function of no arguments, got {fn!r}",
@@ -370,13 +371,16 @@ def _refused(tool_name: str, exc: CanonicalFormError) -> ToolOutcome:
     )
 
 
-async def call_tool(tool: Tool, arguments: Any, ctx: ToolContext) -> Any:
-    """Run ``execute``: coroutine functions awaited, sync ones in a worker thread."""
+async def call_tool(
+    tool: Tool, arguments: Any, ctx: ToolContext, *, grace: float = DEFAULT_GRACE_S
+) -> Any:
+    """Run ``execute``: coroutine functions awaited, sync ones in a worker thread (which
+    interpreter exit waits for at most ``grace`` seconds once the run was cancelled)."""
     fn = tool.execute
     args = (arguments, ctx) if tool.takes_context else (arguments,)
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
-    result = await run_in_thread(fn, *args)
+    result = await run_in_thread(fn, *args, grace=grace)
     if inspect.isawaitable(result):
         return await _await(result)
     return result

@@ -16,8 +16,16 @@ arguments refused by validation): those calls never reach it.
 Every decision is one recorded event ``agentfootprint.permission.check``
 ``{tool, tool_call_id, arguments, iteration, decision, by, reason}`` (a halt is the same
 event with ``decision: "halt"``; there is no separate halt event). A checker that raises, or
-answers anything but a decision, is a denial (fail closed) whose reason names what went
-wrong (the exception's class, never its message), recorded the same way.
+answers anything but exactly one of the documented shapes (a :class:`Decision`; a mapping
+with ``decision`` and at most ``by`` and ``reason``, all str; the bare decision string), is a
+denial (fail closed) whose reason names what went wrong (the exception's class, never its
+message; the extra key; the wrong type), recorded the same way.
+
+A sync ``check`` runs in a worker thread (:mod:`agentfootprint.core.tool_threads`), never on
+the event loop: a run cancelled while it decides (``asyncio.wait_for``, Ctrl-C under
+``run_sync``) stops waiting at once, closes ``failed`` with its ``CancelledError`` recorded,
+and runs no tool whatever the check answers later. At interpreter exit such an abandoned
+check is waited for at most ``tool_teardown_timeout_ms`` more.
 
 The checker is a port: before asking it, the feature asks ``ctx.run.decisions`` with the
 question ``{tool, tool_call_id, arguments, iteration}``; a replay answers from the
@@ -35,8 +43,10 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.run import StageContext
+from agentfootprint.core.tool_threads import run_in_thread
 from agentfootprint.core.tools import ToolOutcome
 from agentfootprint.errors import PolicyHaltError, ReplayDivergence, UsageError
+from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
 from agentfootprint.features.tool_dispatch import recordable_arguments
 
@@ -145,37 +155,70 @@ class _Garbage(Exception):
     """The checker's answer is not a decision."""
 
 
+#: the keys a mapping answer may hold (``decision`` required)
+_KEYS = ("decision", "by", "reason")
+
+
+def _shown(value: Any) -> str:
+    """A short repr for a reason (what the checker answered, never more than 40 chars)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _normalised(answer: Any, by: str) -> tuple[str, str, str]:
+    """The answer as ``(decision, by, reason)`` when it is exactly one of the documented
+    shapes; anything else (an extra key, a missing decision, a wrong type) is garbage."""
     decision: Any
     who: Any
     reason: Any
     if isinstance(answer, Decision):
         decision, who, reason = answer.decision, answer.by, answer.reason
     elif isinstance(answer, Mapping):
-        decision, who, reason = answer.get("decision"), answer.get("by", ""), answer.get("reason")
-        reason = "" if reason is None else reason
+        extra = [key for key in answer if key not in _KEYS]
+        if extra:
+            raise _Garbage(
+                "the permission checker answered a mapping with key "
+                + ", ".join(_shown(key) for key in extra[:3])
+                + (", ..." if len(extra) > 3 else "")
+                + " beyond decision, by, reason"
+            )
+        if "decision" not in answer:
+            raise _Garbage("the permission checker answered a mapping without a decision")
+        decision, who, reason = answer["decision"], answer.get("by", ""), answer.get("reason", "")
     elif isinstance(answer, str):
         decision, who, reason = answer, "", ""
     else:
         raise _Garbage(f"the permission checker returned {type(answer).__name__}, not a Decision")
-    if decision not in DECISIONS:
+    if not isinstance(decision, str) or decision not in DECISIONS:
         raise _Garbage(
-            f"the permission checker returned decision {str(decision)[:40]!r}, not one of "
+            f"the permission checker returned decision {_shown(decision)}, not one of "
             + ", ".join(DECISIONS)
         )
-    if not isinstance(who, str) or not isinstance(reason, str):
-        raise _Garbage("the permission checker returned a decision whose by or reason is not a str")
-    return str(decision), who or by, reason
+    for name, value in (("by", who), ("reason", reason)):
+        if not isinstance(value, str):
+            raise _Garbage(
+                f"the permission checker returned a decision whose {name} is a "
+                f"{type(value).__name__}, not a str"
+            )
+    return str(decision), who or by, str(reason)
 
 
-async def _ask(checker: Any, request: PermissionRequest) -> tuple[str, str, str]:
+async def _ask(
+    checker: Any, request: PermissionRequest, options: Mapping[str, Any]
+) -> tuple[str, str, str]:
     """The checker's decision, normalised; fail closed (deny) when it raises or answers
-    anything but a decision."""
+    anything but a decision. A sync ``check`` runs in a worker thread, never on the loop:
+    a cancelled run (``wait_for``, Ctrl-C) stops waiting for it at once, and no answer
+    arriving later runs the tool."""
     by = _who(checker)
     try:
-        answer = checker.check(request)
-        if inspect.isawaitable(answer):
-            answer = await answer
+        check = checker.check
+        if inspect.iscoroutinefunction(check):
+            answer = await check(request)
+        else:
+            answer = await run_in_thread(check, request, grace=tool_teardown.exit_grace(options))
+            if inspect.isawaitable(answer):
+                answer = await answer
         return _normalised(answer, by)
     except _Garbage as exc:
         return "deny", by, f"{exc}; denied (fail closed)"
@@ -224,7 +267,7 @@ async def _permission(ctx: StageContext, call: ToolResult) -> ToolOutcome | None
             iteration=call.iteration,
             run_id=run.run_id,
         )
-        decision, by, reason = await _ask(run.config.options[OPTION], request)
+        decision, by, reason = await _ask(run.config.options[OPTION], request, run.config.options)
     else:
         decision, by, reason = _recorded_answer(ctx, recorded)
     await ctx.emit(

@@ -29,6 +29,9 @@ classifier, and a replay asking another question diverges (kind ``decision``). R
 construction: unknown keys, a bad ``serve``, ``always_serve`` names that are not tools of
 the agent, a classifier without ``rank``, no tools, ``react_mode="classic"``. Recorded in
 ``run.open.options`` as ``{"classifier": name, "serve": ..., "always_serve": [...]}``.
+
+A sync ``rank`` of the user's runs in a worker thread (never on the loop): a run cancelled
+while it ranks stops waiting at once and makes no call.
 """
 
 from __future__ import annotations
@@ -43,8 +46,17 @@ from agentfootprint.classifiers import DescriptionClassifier, ToolCandidate
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.providers.base import LLMResponse
 from agentfootprint.core.run import StageContext
-from agentfootprint.features import wrap_up
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.core.tool_threads import run_in_thread
+from agentfootprint.features import tool_teardown, wrap_up
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    count,
+    refuse,
+)
 from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
 from agentfootprint.verify.hashing import hexdigest
 
@@ -118,10 +130,7 @@ def _serve(value: Any) -> str | dict[str, int]:
     if value == "all" and isinstance(value, str):
         return "all"
     if isinstance(value, Mapping) and set(value) == {"top"}:
-        top = value["top"]
-        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-            raise refuse(OPTION, f"serve's top must be an integer >= 1, got {top!r}")
-        return {"top": top}
+        return {"top": count(OPTION, value["top"], "serve's top")}
     raise refuse(OPTION, f'serve must be "all" or {{"top": N}} (N >= 1), got {value!r}')
 
 
@@ -238,12 +247,21 @@ def normalised(answer: Any, candidates: Sequence[str]) -> list[dict[str, Any]]:
 
 
 async def _ask(
-    classifier: Any, query: str, candidates: list[dict[str, str]]
+    classifier: Any, query: str, candidates: list[dict[str, str]], grace: float
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Ask the classifier (live): its ranking, or [] and why it is unavailable."""
+    """Ask the classifier (live): its ranking, or [] and why it is unavailable. A sync
+    ``rank`` of the user's runs in a worker thread, never on the loop, so a cancelled run
+    stops waiting for it at once (the shipped lexical scorer, which calls nothing, runs
+    inline)."""
     offered = [ToolCandidate(name=c["name"], description=c["description"]) for c in candidates]
     try:
-        answer = classifier.rank(query, offered)
+        rank = classifier.rank
+        if type(classifier) is DescriptionClassifier:
+            answer = rank(query, offered)
+        elif inspect.iscoroutinefunction(rank):
+            answer = await rank(query, offered)
+        else:
+            answer = await run_in_thread(rank, query, offered, grace=grace)
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception as exc:  # a failing classifier never fails the run
@@ -311,7 +329,8 @@ async def _decide(
     }
     recorded = ctx.run.decisions.recorded(ToolChoice.kind, question)
     if recorded is None:
-        ranking, error = await _ask(resolved.classifier, message, candidates)
+        grace = tool_teardown.exit_grace(ctx.run.config.options)
+        ranking, error = await _ask(resolved.classifier, message, candidates, grace)
     else:  # a replay: the original's answer, the classifier is not asked
         ranking, error = _recorded_answer(recorded)
     await ctx.emit(

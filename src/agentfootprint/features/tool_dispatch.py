@@ -159,7 +159,9 @@ async def _dispatch(
     )
     await run.flush()  # the reply that asked for this call is durable before the tool acts
     try:
-        value = await call_tool(tool, arguments, tool_ctx)
+        value = await call_tool(
+            tool, arguments, tool_ctx, grace=tool_teardown.exit_grace(run.config.options)
+        )
     except Exception as exc:
         return _raised(tool.name, exc), arguments, True
     return result_text(tool.name, value), arguments, True

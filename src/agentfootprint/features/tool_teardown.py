@@ -7,7 +7,11 @@ a cancellation (``asyncio.CancelledError``, e.g. the run's task cancelled mid-to
 the run; the last registered runs first. Each gets ``tool_teardown_timeout_ms`` (default
 5000 ms, a positive integer); past it the cleanup is *abandoned*, not cancelled (there is
 nothing to cancel a vendor's in-flight call with: a coroutine keeps running in the loop, a
-sync function in its worker thread), and the run goes on closing.
+sync function in its worker thread), and the run goes on closing. An abandoned sync cleanup
+never holds the process: interpreter exit waits for it only until its budget is spent, then
+exits without it (the worker is a daemon thread); likewise a sync tool or permission check
+whose run was cancelled gets at most ``tool_teardown_timeout_ms`` more at exit
+(:mod:`agentfootprint.core.tool_threads`).
 
 Each outcome is a recorded event, in the commit of the stage where the run ended (so it is
 written before ``run.close`` and verifies): ``agentfootprint.tools.session_closed``
@@ -37,7 +41,7 @@ from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
 if TYPE_CHECKING:
     from agentfootprint.core.run import RunState, StageContext
 
-__all__ = ["DEFAULT_MS", "SessionCloseFailed", "SessionClosed", "registrar"]
+__all__ = ["DEFAULT_MS", "SessionCloseFailed", "SessionClosed", "exit_grace", "registrar"]
 
 OPTION = "tool_teardown_timeout_ms"
 DEFAULT_MS = 5000
@@ -92,11 +96,18 @@ def registrar(run: RunState, tool: str, tool_call_id: str) -> Callable[[Callable
     return register
 
 
-async def _invoke(fn: Callable[[], Any]) -> None:
+def exit_grace(options: Mapping[str, Any]) -> float:
+    """How long interpreter exit still waits for sync user code a cancelled run gave up (a
+    tool, a permission check), in seconds: what one cleanup gets."""
+    return float(options.get(OPTION, DEFAULT_MS)) / 1000
+
+
+async def _invoke(fn: Callable[[], Any], timeout: float) -> None:
     if inspect.iscoroutinefunction(fn):
         await fn()
         return
-    result = await run_in_thread(fn)
+    # past its budget the thread is given up: exit does not wait for it any longer
+    result = await run_in_thread(fn, budget=timeout, grace=0.0)
     if inspect.isawaitable(result):
         await result
 
@@ -114,7 +125,7 @@ def _abandon(task: asyncio.Future[Any]) -> None:
 
 async def _close(fn: Callable[[], Any], timeout: float) -> str | None:
     """Run one cleanup within ``timeout`` seconds: None, or the class name of its failure."""
-    task = asyncio.ensure_future(_invoke(fn))
+    task = asyncio.ensure_future(_invoke(fn, timeout))
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except BaseException:  # the run is cancelled again while waiting: stop waiting
