@@ -221,7 +221,10 @@ class Blocking:
     def __init__(self) -> None:
         self.asked, self.release, self.answered = (threading.Event() for _ in range(3))
 
+        self.thread = 0  #: the thread the check runs in
+
     def check(self, request: PermissionRequest) -> str:
+        self.thread = threading.get_ident()
         self.asked.set()
         self.release.wait(30)  # a hang guard: the test releases it
         self.answered.set()
@@ -257,16 +260,29 @@ def test_a_run_cancelled_while_a_sync_checker_blocks_stops_at_once_and_runs_no_t
     _cancelled(agent)
 
 
+def _interrupt(checker: Blocking, taker: str) -> None:
+    """Ctrl-C once the check blocks: sent to the process (the kernel picks the thread), or
+    taken by the worker thread running the check (which only flags the main thread)."""
+    if not checker.asked.wait(30):
+        return
+    if taker == "process":
+        os.kill(os.getpid(), signal.SIGINT)
+    else:
+        signal.pthread_kill(checker.thread, signal.SIGINT)
+
+
 @pytest.mark.skipif(
-    threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGINT"),
-    reason="Ctrl-C reaches the main thread only",
+    threading.current_thread() is not threading.main_thread()
+    or not hasattr(signal, "pthread_kill"),
+    reason="Ctrl-C reaches the main thread only (POSIX)",
 )
-def test_ctrl_c_under_run_sync_while_a_sync_checker_blocks_stops_and_runs_no_tool() -> None:
+@pytest.mark.parametrize("taker", ["process", "worker"])
+def test_ctrl_c_under_run_sync_while_a_sync_checker_blocks_stops_and_runs_no_tool(
+    taker: str,
+) -> None:
     checker = Blocking()
     agent, ran = agent_with(checker, script("good"))
-    interrupter = threading.Thread(
-        target=lambda: checker.asked.wait(30) and os.kill(os.getpid(), signal.SIGINT)
-    )
+    interrupter = threading.Thread(target=_interrupt, args=(checker, taker))
     interrupter.start()
     try:
         with pytest.raises(KeyboardInterrupt):

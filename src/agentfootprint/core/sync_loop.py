@@ -129,8 +129,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         threading.current_thread() is threading.main_thread()
         and _getsignal(signal.SIGINT) is signal.default_int_handler
     )
+    wakeup: int | None = None  # the wakeup fd before ours
     if handles_sigint:
         _setsignal(signal.SIGINT, on_sigint)
+        # Ctrl-C taken by a worker thread (a sync tool or check blocked in user code) only
+        # flags the main thread, which sleeps in the selector: the self-pipe as the wakeup
+        # fd wakes it, so the handler runs at once (asyncio's own signal handling does this)
+        csock = getattr(loop, "_csock", None)
+        if csock is not None:
+            wakeup = signal.set_wakeup_fd(csock.fileno(), warn_on_full_buffer=False)
     try:
         try:
             return loop.run_until_complete(task)
@@ -139,6 +146,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
                 raise KeyboardInterrupt from None
             raise
     finally:
+        if wakeup is not None:
+            signal.set_wakeup_fd(wakeup)
         if handles_sigint and _getsignal(signal.SIGINT) is on_sigint:
             _setsignal(signal.SIGINT, signal.default_int_handler)
         _finish(loop)
