@@ -35,6 +35,8 @@ OPENERS = {
     "DisclosureVault": "DisclosureVault(P)",
     "open_log": "open_log(P)",
     "load_master_key": "load_master_key(P)",
+    # an output: checked before anything is planned or written
+    "write_bundle out": "write_bundle(MemoryStore(), ['r'], P, library='t')",
 }
 
 DRIVER = textwrap.dedent(
@@ -48,6 +50,8 @@ DRIVER = textwrap.dedent(
     from agentfootprint.store.vault import DisclosureVault
     from agentfootprint.store.transfer import open_log
     from agentfootprint.store.postgres_vault import load_master_key
+    from agentfootprint.store.memory import MemoryStore
+    from agentfootprint.verify.bundle_write import write_bundle
     P = sys.argv[1]
     for name, call in json.loads(sys.argv[2]).items():
         try:

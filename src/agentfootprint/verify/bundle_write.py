@@ -33,6 +33,7 @@ from agentfootprint.verify.bundle import _HEADER, _SQLITE_MAGIC, PLAIN_VERSION, 
 from agentfootprint.verify.bundle_json import _file_error, _safe_int
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.chain import open_body, stored_kind
+from agentfootprint.verify.files import open_regular
 from agentfootprint.verify.verifier import Row, RowSource
 
 __all__ = ["write_bundle"]
@@ -190,7 +191,7 @@ def _check_output(out: Path, source: RowSource) -> None:
         same = given is not None and os.path.samefile(out, given)
     if same:
         raise FileError(f"{out} is the log being exported: refusing to replace it", path=str(out))
-    with contextlib.suppress(OSError), open(out, "rb") as handle:
+    with contextlib.suppress(OSError), open_regular(out) as handle:  # a FIFO: refused
         if handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
             raise FileError(
                 f"{out} is an SQLite database (a log or a vault?): refusing to replace it "
