@@ -6,8 +6,9 @@ One module per command group; every command runs inside the one error boundary
 * 0: success (every run verified and is closed: VALID_UNSIGNED; identical; written);
 * 1: INVALID (a run, the run index, a bundle or a disclosure failed verification), a
   replay that diverged, a diff that found a difference;
-* 2: usage and I/O (a missing, unreadable or unwritable file, a file that is not a log
-  or not a vault, a newer schema version, an unknown run, bad arguments), and any
+* 2: usage and I/O (a missing, unreadable or unwritable file, a FIFO or a device, a file
+  over its size bound, a file that is not a log or not a vault, a newer schema version,
+  an unknown run, bad arguments: click's usage errors too, as one line), and any
   internal error (one line, no traceback; ``AGENTFOOTPRINT_DEBUG=1`` re-raises it);
 * 3: every run is consistent but at least one never closed (UNSEALED: a crash).
 
@@ -55,9 +56,11 @@ Exit codes (each command's --help says which apply):
   0  success: every run VALID (or VALID_UNSIGNED), identical, or written
   1  INVALID (a run, the run index, a bundle or a disclosure failed
      verification), a replay diverged, a diff found a difference
-  2  usage or I/O: a file missing, unreadable, unwritable, not a log or not
-     a vault (the message says what it is), a newer schema version, an
-     unknown run, bad arguments; also an internal error (one line, no traceback)
+  2  usage or I/O: a file missing, unreadable, unwritable, not a regular file
+     (a FIFO, a device) or too large, not a log or not a vault (the message
+     says what it is), a newer schema version, an unknown run, bad arguments
+     (one Error: line, never a usage block); also an internal error (one
+     line, no traceback)
   3  UNSEALED: every run consistent, but one never closed (a crash)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
