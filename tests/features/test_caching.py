@@ -6,6 +6,8 @@ wire are in tests/providers/test_anthropic.py.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -168,6 +170,35 @@ def test_an_own_strategy_is_asked_about_the_request_and_its_answer_recorded() ->
         af.replay_sync(other, made.store, result.run_id)
     assert caught.value.call == 0
     assert "prompt cache markers differ" in str(caught.value)
+
+
+def test_an_own_strategy_runs_off_the_loop_and_a_cancelled_run_makes_no_call() -> None:
+    asked, release, answered = threading.Event(), threading.Event(), threading.Event()
+    where: list[int] = []
+
+    class Blocking:
+        def markers(self, served: af.Request) -> None:
+            where.append(threading.get_ident())
+            asked.set()
+            release.wait(30)  # a hang guard: the test releases it
+            answered.set()
+
+    provider = af.MockProvider(["hi"])
+    made = agent(provider, cache_strategy=Blocking())
+
+    async def scenario() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(made.run("go"), 0.5)
+        assert asked.is_set() and not answered.is_set()  # the loop did not wait for it
+        release.set()
+        await asyncio.get_running_loop().run_in_executor(None, answered.wait, 30)
+
+    asyncio.run(scenario())
+    assert where and where[0] != threading.get_ident()
+    assert provider.requests == []  # the call it decided the markers of was never made
+    (info,) = list(made.store.runs())
+    close = af.verify_run(made.store, info.run_id).close
+    assert close is not None and close["error"]["type"] == "CancelledError"
 
 
 def test_markers_that_are_no_longer_wanted_are_deleted() -> None:

@@ -28,7 +28,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from agentfootprint.core.providers.base import Request
 from agentfootprint.core.run import StageContext
+from agentfootprint.core.tool_threads import run_in_thread
 from agentfootprint.errors import UsageError
+from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
 from agentfootprint.verify.projection import (
     CACHE_MARKERS_MAX,
@@ -52,7 +54,8 @@ class CacheStrategy(Protocol):
     """A strategy of your own: given the request about to be served (without markers),
     return ``{"system": [...], "tools": [...], "messages": [...]}``, increasing indices
     into its lists (a member left out marks nothing there; at most 4 markers in all), or
-    None to mark nothing. It should be a function of the request: a replay asks it again."""
+    None to mark nothing. It should be a function of the request: a replay asks it again.
+    It runs in a worker thread, never on the event loop."""
 
     def markers(self, served: Request) -> Mapping[str, Sequence[int]] | None: ...
 
@@ -158,7 +161,13 @@ async def mark(ctx: StageContext) -> None:
     if strategy == "breakpoints":
         markers = breakpoints(served)
     else:
-        markers = _normalized(strategy.markers(Request.from_served(served)), strategy, served)
+        # the user's code, off the loop: a run cancelled while it decides stops at once
+        answer = await run_in_thread(
+            strategy.markers,
+            Request.from_served(served),
+            grace=tool_teardown.exit_grace(run.config.options),
+        )
+        markers = _normalized(answer, strategy, served)
     if markers is None:
         if _KEY in committed:
             s.delete(_KEY)
