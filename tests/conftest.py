@@ -8,26 +8,32 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
 from agentfootprint.testing.tamper import new_file_schema
 
+# Hypothesis profiles: "default" for the README's ``pytest`` (examples fixed by a seed per
+# test, so every run of the suite is the same run), "deep" for ``.ci/run``'s second pass over
+# the properties (ten times the examples, still fixed), "explore" for a developer hunting new
+# examples (random). Health checks stay on: a property that needs one off says so where it is
+# declared.
 settings.register_profile(
-    "ci",
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
+    "default", max_examples=30, deadline=None, derandomize=True, print_blob=True
 )
 settings.register_profile(
-    "dev",
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    "deep", max_examples=300, deadline=None, derandomize=True, print_blob=True
 )
-settings.register_profile("thorough", max_examples=1000, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+settings.register_profile("explore", max_examples=300, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every Hypothesis property is in the deep pass (``-m deep_pass``), beside the trials
+    that mark themselves (crash and many-writer tests, whose counts grow under AFP_DEEP)."""
+    deep = pytest.mark.deep_pass
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(deep)
 
 
 @pytest.fixture(scope="module", autouse=True)

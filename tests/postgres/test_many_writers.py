@@ -26,7 +26,7 @@ from agentfootprint.store.postgres import PostgresStore
 from agentfootprint.testing.seals import SIGNER
 from agentfootprint.verify.checkpoint import check_checkpoint, log_leaves, make_checkpoint
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.deep_pass]
 
 WRITERS, RUNS = (16, 50) if os.environ.get("AFP_DEEP") else (6, 8)
 

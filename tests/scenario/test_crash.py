@@ -46,6 +46,7 @@ from agentfootprint.testing.seals import SIGNER
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL (POSIX)"),
     pytest.mark.slow,
+    pytest.mark.deep_pass,
 ]
 
 TRIALS = int(os.environ.get("AFP_CRASH_TRIALS", "5"))
