@@ -103,7 +103,8 @@ def show(key: str, passphrase_env: str | None, pem: bool) -> None:
     \b
     Exit codes:
       0  the public key was printed
-      2  usage error: no such file, not an Ed25519 key, a wrong or missing
+      2  usage error: no such file, not an Ed25519 key, a public key that proves
+         nothing (of small order, or not canonically encoded), a wrong or missing
          passphrase, a damaged file
     """
     passphrase = _passphrase(passphrase_env)

@@ -302,7 +302,8 @@ def verify(
       2  usage error: DB is missing, not a log (it says what it is instead), of a newer
          schema version, or unreadable; a file that is not a regular file (a FIFO, a
          device) or too large; an unknown --run; a bad disclosures file; a --key that
-         is not a public key; --checkpoint without --key or with --run
+         is not a public key, or one that proves nothing (of small order, or not
+         canonically encoded); --checkpoint without --key or with --run
       3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
 
     With --json, stdout is one JSON object whatever happens: the verdicts, or, when
