@@ -57,7 +57,7 @@ KINDS = (
     ("messages", "history", "piece/message"),
     ("tools", "tool_schemas", "piece/tool"),
 )
-KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 3, 2  # 3: the seal log (section 4.3); 2: 13.4
+KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 3, 2  # 3: the seal log (section 4.1); 2: 13.4
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUNDLE_PREFIX = b'{"agentfootprint_bundle":'
 BUNDLE_VERSION = re.compile(rb'\{"agentfootprint_bundle":(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
@@ -597,7 +597,7 @@ class DbSource:
         return [tuple(typed(r[i], r[i + 1]) for i in range(0, 8, 2)) for r in cur]
 
     def seal_log(self) -> list[tuple[Any, Any]]:
-        """Section 4.3: ``(leaf, run_id)`` in leaf order; none without the table."""
+        """Section 4.1: ``(leaf, run_id)`` in leaf order; none without the table."""
         q = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'seal_log'"
         if self.conn.execute(q).fetchone() is None:
             return []

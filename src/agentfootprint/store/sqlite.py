@@ -671,7 +671,7 @@ class SqliteStore(EventStore):
 
     @staticmethod
     def _seal(conn: sqlite3.Connection, events: Sequence[StoredEvent]) -> None:
-        """The runs this batch seals get their leaves, in this transaction (section 4.3)."""
+        """The runs this batch seals get their leaves, in this transaction (section 4.1)."""
         for run_id in sealed_in(events):
             record_seal(conn, run_id, int(time.time() * 1000))
 
