@@ -484,6 +484,37 @@ def test_listeners_get_what_the_record_holds() -> None:
     assert all(type(e.duration_ms) is float and type(e.usage["input"]) is int for e in ends)
 
 
+def test_a_tool_editing_its_arguments_changes_nothing() -> None:
+    """The same hole from the tools' side: a tool gets its own copy of the arguments, so
+    editing them changes neither the history nor what the features compare (the repeated
+    call is still noticed)."""
+
+    def run(edit: bool) -> list[tuple[str, bytes]]:
+        def add(args: Any) -> Any:
+            total = args["a"] + args["b"]
+            if edit:
+                args["a"] = 1000
+                del args["b"]
+            return total
+
+        tool = af.define_tool(name="add", description="Add.", input_schema=NUMBERS, execute=add)
+        replies = [asks("add", {"a": 2, "b": 3}), asks("add", {"a": 2, "b": 3}), "done"]
+        agent = af.Agent(
+            provider=af.MockProvider(replies), model="m", tools=[tool], ports=fixed_ports()
+        )
+        result = agent.run_sync("go")
+        calls = [m for m in result.state["history"] if m.get("tool_calls")]
+        assert [c["tool_calls"][0]["arguments"] for c in calls] == [{"a": 2, "b": 3}] * 2
+        assert [c.arguments for c in af.tool_calls(agent.store, result.run_id)] == [
+            {"a": 2, "b": 3}
+        ] * 2
+        return [(e.type, bytes(e.body)) for e in agent.store.read(result.run_id)]
+
+    edited = run(edit=True)
+    assert edited == run(edit=False)
+    assert any(b"agentfootprint.tools.repeated_call" in body for _, body in edited)
+
+
 # -- raising, cancelling -------------------------------------------------------------------
 @pytest.mark.parametrize("is_async", [False, True])
 def test_a_listener_raising_cancelled_error_is_contained(is_async: bool) -> None:
@@ -513,6 +544,32 @@ def test_a_listener_cancelling_the_runs_task_ends_the_run_cancelled() -> None:
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(agent.run("go"))
     assert len(ran) <= 1  # cancelled at the run's next await: no further call
+    (run_id,) = agent.store.run_ids()
+    close = [e.decoded() for e in agent.store.read(run_id) if e.type == "run.close"]
+    assert close[0]["outcome"] == "failed"
+    assert close[0]["error"]["type"] == "CancelledError"
+
+
+def test_the_callers_cancel_while_a_listener_awaits_cancels_the_run() -> None:
+    agent, ran = probe_tool()
+    entered: list[asyncio.Event] = []
+
+    async def waits(event: AgentEvent) -> None:
+        entered[0].set()
+        await asyncio.Event().wait()  # until the run is cancelled
+
+    agent.on(TOOL_START, waits)
+
+    async def main() -> None:
+        entered.append(asyncio.Event())
+        task = asyncio.ensure_future(agent.run("go"))
+        await asyncio.wait_for(entered[0].wait(), timeout=60)  # a hang guard only
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert ran == []
     (run_id,) = agent.store.run_ids()
     close = [e.decoded() for e in agent.store.read(run_id) if e.type == "run.close"]
     assert close[0]["outcome"] == "failed"

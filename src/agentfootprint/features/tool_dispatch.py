@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from agentfootprint.core.events import ArgsInvalid, IterationEnd, ToolEnd, ToolStart
+from agentfootprint.core.events import ArgsInvalid, IterationEnd, ToolEnd, ToolStart, detached
 from agentfootprint.core.run import StageContext, exception_text, structured_details
 from agentfootprint.core.scope import to_json_value
 from agentfootprint.core.tools import (
@@ -159,8 +159,10 @@ async def _dispatch(
     )
     await run.flush()  # the reply that asked for this call is durable before the tool acts
     try:
+        # the tool's own copy: what it does to its arguments never reaches the history or
+        # what the features compare (the arguments may be the reply's, in state)
         value = await call_tool(
-            tool, arguments, tool_ctx, grace=tool_teardown.exit_grace(run.config.options)
+            tool, detached(arguments), tool_ctx, grace=tool_teardown.exit_grace(run.config.options)
         )
     except Exception as exc:
         return _raised(tool.name, exc), arguments, True
