@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.errors import ReservedKeyError, UsageError
+from agentfootprint.store.pattern_subset import PatternRefused, check_pattern
 from agentfootprint.verify.canonical import canon, json_path
 from agentfootprint.verify.commitments import (
     COMMIT_KEY,
@@ -73,20 +74,30 @@ def random_salt() -> bytes:
 class RedactionPolicy:
     """Keys to redact by name, at any depth of any recorded value.
 
-    ``keys``: exact key names. ``patterns``: regular expressions in RE2 syntax (linear-time
-    matching, portable to RE2 libraries of other languages), found anywhere in a key; put
-    flags inline, e.g. ``"(?i)email"``. Recorded as a version 2 policy document.
+    ``keys``: exact key names. ``patterns``: regular expressions, found anywhere in a key,
+    written in the version 2 pattern subset of RE2 (:mod:`agentfootprint.store.pattern_subset`:
+    linear-time matching, and a meaning an auditor's matcher can reproduce exactly); put the
+    flag inline, e.g. ``"(?i)email"``. Recorded as a version 2 policy document.
     """
 
     keys: tuple[str, ...]
     patterns: tuple[str, ...]
     document: PolicyDocument = field(repr=False, compare=False)
+    #: patterns carried from a recorded policy (a parent's, an original's): they were
+    #: checked by the writer that recorded them, so the subset is not asked of them again
+    carried: frozenset[str] = field(repr=False, compare=False)
 
     def __init__(
-        self, keys: Iterable[str] = (), patterns: Iterable[str | re.Pattern[str]] = ()
+        self,
+        keys: Iterable[str] = (),
+        patterns: Iterable[str | re.Pattern[str]] = (),
+        *,
+        _carried: frozenset[str] = frozenset(),
     ) -> None:
         keys_t = _strings("keys", keys)
-        patterns_t = tuple(dict.fromkeys(_pattern(p) for p in _items("patterns", patterns)))
+        patterns_t = tuple(
+            dict.fromkeys(_pattern(p, _carried) for p in _items("patterns", patterns))
+        )
         if not keys_t and not patterns_t:
             raise UsageError(
                 "option 'redact': the policy names no key and no pattern; "
@@ -111,11 +122,13 @@ class RedactionPolicy:
         object.__setattr__(self, "keys", keys_t)
         object.__setattr__(self, "patterns", patterns_t)
         object.__setattr__(self, "document", document)
+        object.__setattr__(self, "carried", _carried & frozenset(patterns_t))
 
     @classmethod
     def from_document(cls, document: Any) -> RedactionPolicy:
         """The policy a recorded ``run.open`` document (version 1 or 2) names, to record a
-        run that continues or replays it: always a version 2 policy. A version 1 pattern
+        run that continues or replays it: always a version 2 policy. Its patterns are carried
+        as recorded (the version 2 subset is asked of new patterns only); a version 1 pattern
         (Python ``re``) that RE2 cannot compile is a :class:`UsageError` naming it."""
         try:
             recorded = PolicyDocument.from_json(document)
@@ -134,12 +147,16 @@ class RedactionPolicy:
                         "under a version 2 policy, which would have to hold that pattern",
                         option="redact",
                     )
-        return cls(keys=recorded.keys, patterns=recorded.patterns)
+        return cls(
+            keys=recorded.keys, patterns=recorded.patterns, _carried=frozenset(recorded.patterns)
+        )
 
     def __or__(self, other: RedactionPolicy) -> RedactionPolicy:
         """The union of two policies (``conversation_redaction() | RedactionPolicy(...)``)."""
         return RedactionPolicy(
-            keys=(*self.keys, *other.keys), patterns=(*self.patterns, *other.patterns)
+            keys=(*self.keys, *other.keys),
+            patterns=(*self.patterns, *other.patterns),
+            _carried=self.carried | other.carried,
         )
 
     @property
@@ -166,7 +183,7 @@ def _strings(option: str, values: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _pattern(pattern: Any) -> str:
+def _pattern(pattern: Any, carried: frozenset[str]) -> str:
     if isinstance(pattern, re.Pattern):
         inline = re.compile(pattern.pattern).flags if isinstance(pattern.pattern, str) else 0
         if not isinstance(pattern.pattern, str) or pattern.flags & ~(re.UNICODE | inline):
@@ -180,13 +197,27 @@ def _pattern(pattern: Any) -> str:
         raise UsageError(
             f"option 'redact': patterns must be non-empty strings, got {pattern!r}", option="redact"
         )
+    if pattern in carried:  # recorded by an earlier writer, which checked it
+        return pattern
     why = re2_refusal(pattern)
-    if why is not None:
+    try:
+        check_pattern(pattern)
+    except PatternRefused as exc:
+        where = f"at position {exc.position}: {exc.construct}"
+        reason = (
+            f"pattern {pattern!r} is outside the version 2 pattern subset ({where})"
+            if why is None
+            else f"pattern {pattern!r} is not RE2 syntax ({why}; {where})"
+        )
         raise UsageError(
-            f"option 'redact': pattern {pattern!r} is not RE2 syntax ({why}); patterns are "
-            "RE2 regular expressions (https://github.com/google/re2/wiki/Syntax: no "
-            "backreferences or lookaround, \\z for the end of a key)",
+            f"option 'redact': {reason}; patterns are RE2 regular expressions restricted to a "
+            'subset every engine reads alike (docs/redaction.md, "Patterns": no '
+            "lookaround or backreferences, no \\p classes, \\z or $ for the end of a key)",
             option="redact",
+        ) from exc
+    if why is not None:  # pragma: no cover - never: the subset compiles (test_pattern_subset)
+        raise UsageError(
+            f"option 'redact': pattern {pattern!r} is not RE2 syntax ({why})", option="redact"
         )
     return pattern
 
