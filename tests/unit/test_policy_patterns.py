@@ -1,12 +1,16 @@
 """Policy documents and their patterns: version 2 (RE2, linear time) and version 1 (Python
-``re``, recorded by older writers, matched under a time budget that fails closed).
+``re``, recorded by older writers, matched under a budget of counted steps that fails closed).
 
-* new policies are RE2 and are recorded as ``{"v": 2, ...}``; they record and verify;
+* new policies are RE2, in the version 2 pattern subset, recorded as ``{"v": 2, ...}``; they
+  record and verify;
+* a recorded version 2 pattern outside the subset (``\\pL``, as earlier writers accepted)
+  keeps verifying, and a run recorded under it can be continued;
 * a malformed version 2 document (with a correct digest) is a ``policy`` failure;
 * the v1 logs in ``tests/data/redaction_v1`` (recorded by the last v1 writer) keep
   verifying, from the database and from the bundle, and their disclosures still prove;
 * a v1 document whose pattern backtracks catastrophically fails closed with
-  ``policy-budget`` within a second or two, never hanging;
+  ``policy-budget`` once its steps are spent (a count: the verdict is the same on any
+  machine), never hanging;
 * continuing a v1 run records the joined policy as version 2, or refuses, naming a v1
   pattern RE2 cannot read.
 """
@@ -15,12 +19,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import re2
 from click.testing import CliRunner
 
 import agentfootprint as af
@@ -30,12 +34,14 @@ from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, 
 from agentfootprint.verify.bundle_write import write_bundle
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.commitments import (
-    LEGACY_BUDGET_SECONDS,
+    LEGACY_BUDGET_STEPS,
+    LEGACY_BUDGET_STEPS_PER_KEY,
     MatchBudgetExceeded,
     PolicyDocument,
     re2_refusal,
 )
 from agentfootprint.verify.hashing import hexdigest
+from agentfootprint.verify.legacy_match import LegacyPattern
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "redaction_v1"
 #: the three runs of v1.db: a root, its continuation, a root whose pattern is not RE2
@@ -44,7 +50,7 @@ ROOT, CHILD, LEGACY = (
     "01a2321e3d4b735c78194d3827b590b4",
     "01a2321e3d50585db06917173bc4a592",
 )
-#: the regex module undoes ^(a+)+$ quickly; this one it cannot
+#: backtracks exponentially on LONG_KEY (so does ^(a+)+$)
 CATASTROPHIC = "^(a|aa)+$"
 LONG_KEY = "a" * 60 + "b"
 
@@ -57,14 +63,14 @@ def invoke(*args: str | Path) -> Any:
 
 
 def test_a_v2_policy_records_and_verifies(tmp_path: Path) -> None:
-    """RE2 syntax Python ``re`` lacks (``\\pL``, ``\\z``) and a key beyond 256 characters."""
+    """RE2 syntax Python ``re`` lacks (``\\z``) and a key beyond 256 characters."""
     long_key = "x" * 300 + "_secret"
     tool = af.define_tool(
         name="t",
         description="d",
         execute=lambda a: {"Émail": "ann@example.com", long_key: "s-1", "name": "Ann"},
     )
-    policy = af.RedactionPolicy(keys=["ssn"], patterns=[r"^\pLmail\z", r"_secret\z"])
+    policy = af.RedactionPolicy(keys=["ssn"], patterns=[r"^[^\x00-\x7f]mail\z", r"_secret\z"])
     agent = af.Agent(
         provider=af.MockProvider([af.reply(tool_calls=[af.tool_call("t", {"ssn": "1"})]), "ok"]),
         model="m",
@@ -74,12 +80,41 @@ def test_a_v2_policy_records_and_verifies(tmp_path: Path) -> None:
     )
     result = agent.run_sync("go")
     opened: Any = next(iter(agent.store.read(result.run_id))).decoded()
-    assert opened["policy"] == {"v": 2, "keys": ["ssn"], "patterns": [r"^\pLmail\z", r"_secret\z"]}
+    assert opened["policy"] == {
+        "v": 2,
+        "keys": ["ssn"],
+        "patterns": [r"^[^\x00-\x7f]mail\z", r"_secret\z"],
+    }
     assert opened["policy_digest"] == policy.digest
     recorded = b"".join(row.body for row in agent.store.read(result.run_id))
     assert b"ann@example.com" not in recorded and b"s-1" not in recorded
     assert af.Verifier(agent.store).verify(result.run_id).outcome is af.Outcome.VALID_UNSIGNED
     agent.close()
+
+
+@pytest.mark.unverified
+def test_a_recorded_v2_pattern_outside_the_subset_keeps_verifying(
+    recorded: tuple[Path, str],
+) -> None:
+    """Earlier writers took any pattern RE2 compiles; the subset is asked of new policies
+    only. The verifier matches such a pattern with RE2 (here it finds a leak), and a run
+    recorded under it continues with the pattern carried."""
+    db, run_id = recorded
+    with pytest.raises(af.UsageError, match=re.escape("at position 1: a Unicode class \\p")):
+        af.RedactionPolicy(patterns=[r"^\pLmail\z"])
+    old = PolicyDocument(keys=("ssn",), patterns=(r"^\pLmail\z",))
+    with_policy(db, run_id, old.to_json(), old.digest())
+    store = af.SqliteStore(db)
+    assert af.Verifier(store).verify(run_id).outcome is af.Outcome.VALID_UNSIGNED
+    store.close()
+    agent = af.Agent(provider=af.MockProvider(["again"]), model="m", store=db)
+    child = agent.run_sync("more", continue_from=run_id)
+    opened: Any = next(iter(agent.store.read(child.run_id))).decoded()
+    assert opened["policy"]["patterns"] == [r"^\pLmail\z"]
+    agent.close()
+    leaking = PolicyDocument(keys=("ssn",), patterns=(r"^\pL+b\z",))  # matches LONG_KEY
+    with_policy(db, run_id, leaking.to_json(), leaking.digest())
+    assert verification_error(db, run_id).code == "leak"
 
 
 def test_v2_matching_is_re2_search() -> None:
@@ -88,10 +123,10 @@ def test_v2_matching_is_re2_search() -> None:
     assert not matches("token\n")  # RE2's $ is the end of the key (Python's also before \n)
     assert not matches("١٢٣")  # RE2's \d is ASCII
     assert matches("a" * 100_000 + "token")  # linear: any key length
-    started = time.perf_counter()
+    # RE2 builds an automaton: no backtracking, whatever the pattern (its program is small)
     slow = PolicyDocument(keys=(), patterns=("^(a+)+$", CATASTROPHIC)).matcher()
     assert not slow("a" * 100_000 + "b")
-    assert time.perf_counter() - started < 1.0
+    assert all(re2.compile(p).programsize < 20 for p in ("^(a+)+$", CATASTROPHIC))
 
 
 def test_re2_refusals_are_named() -> None:
@@ -275,22 +310,22 @@ def test_a_recorded_document_becomes_a_v2_policy() -> None:
         af.RedactionPolicy.from_document({"v": 9, "keys": ["a"], "patterns": []})
 
 
-# -- version 1: the time budget -------------------------------------------------------------
+# -- version 1: the budget of steps ----------------------------------------------------------
 
 
-def test_a_catastrophic_v1_pattern_runs_out_of_its_budget_fast() -> None:
+def test_a_catastrophic_v1_pattern_runs_out_of_its_budget() -> None:
     matches = PolicyDocument(keys=("ssn",), patterns=(CATASTROPHIC,), version=1).matcher()
     assert matches("ssn") and matches("aaaa") and not matches("abc")
-    started, cpu = time.perf_counter(), time.process_time()
     with pytest.raises(MatchBudgetExceeded, match=re.escape(repr(CATASTROPHIC))) as caught:
         matches(LONG_KEY)
-    assert LEGACY_BUDGET_SECONDS * 0.9 < time.process_time() - cpu < LEGACY_BUDGET_SECONDS * 1.5
-    assert time.perf_counter() - started < 6.0  # (CPU time: longer on a loaded machine)
     assert isinstance(caught.value, ValueError) and "61 characters" in str(caught.value)
-    started = time.perf_counter()
+    assert f"{LEGACY_BUDGET_STEPS:,} steps" in str(caught.value)
     with pytest.raises(MatchBudgetExceeded):
         matches("abcd")  # spent: every later key that needs the patterns fails, at once
-    assert time.perf_counter() - started < 0.1
+    # the verdict is a count: the same pattern and key take the same steps anywhere
+    alone = LegacyPattern(CATASTROPHIC)
+    alone.allowance = 10**9
+    assert alone.search("a" * 20 + "b") is False and alone.steps == 150_065
 
 
 def test_v1_matching_keeps_its_meaning_and_many_keys_fit_the_budget() -> None:
@@ -298,22 +333,24 @@ def test_v1_matching_keeps_its_meaning_and_many_keys_fit_the_budget() -> None:
     assert matches("token\n")  # Python's $ also matches before a final newline
     assert matches("١٢٣")  # Python's \d is Unicode
     assert not matches("x" * 300 + "token")  # version 1: patterns skip keys over 256 chars
-    started = time.perf_counter()
     assert not any(matches(f"key{i}x") for i in range(50_000))  # legitimate volume
-    assert time.perf_counter() - started < LEGACY_BUDGET_SECONDS
+    # what one such key costs, counted: far below the steps each key adds to the budget
+    counted = [LegacyPattern(p) for p in (r"(?i)token$", r"^\d+$")]
+    for pattern in counted:
+        pattern.allowance = LEGACY_BUDGET_STEPS_PER_KEY
+        assert not pattern.search("key49999x")
+    assert sum(p.steps for p in counted) < LEGACY_BUDGET_STEPS_PER_KEY // 10
 
 
 @pytest.mark.unverified
-def test_a_log_with_a_catastrophic_v1_pattern_fails_closed_fast(
+def test_a_log_with_a_catastrophic_v1_pattern_fails_closed(
     recorded: tuple[Path, str], tmp_path: Path
 ) -> None:
     db, run_id = recorded
     legacy = PolicyDocument(keys=("ssn",), patterns=(CATASTROPHIC,), version=1)
     with_policy(db, run_id, legacy.to_json(), legacy.digest())
-    started = time.process_time()
     error = verification_error(db, run_id)
     assert error.code == "policy-budget" and CATASTROPHIC in error.reason
-    assert time.process_time() - started < LEGACY_BUDGET_SECONDS + 1.0
     # the same from a bundle, and through the CLI: INVALID (exit 1), no traceback
     bundle = tmp_path / "forged.afp"
     store = af.SqliteStore(db, readonly=True)
@@ -323,24 +360,21 @@ def test_a_log_with_a_catastrophic_v1_pattern_fails_closed_fast(
         af.Verifier(af.BundleSource(bundle)).verify(run_id)
     assert caught.value.code == "policy-budget"
     for path in (db, bundle):
-        started = time.process_time()
         shown = invoke("verify", path)
         assert shown.exit_code == 1 and "Traceback" not in shown.output, shown.output
         assert "policy-budget" in shown.output or "budget" in shown.output
-        assert time.process_time() - started < LEGACY_BUDGET_SECONDS + 1.0
 
 
 @pytest.mark.unverified
-def test_a_v1_pattern_the_regex_module_handles_does_not_hang(recorded: tuple[Path, str]) -> None:
-    """``^(a+)+$`` (the issue's example) with a long key: matched quickly, no failure."""
+def test_a_v1_pattern_that_backtracks_exponentially_fails_on_every_machine(
+    recorded: tuple[Path, str],
+) -> None:
+    """``^(a+)+$`` with a long key: the budget counts the steps ``re`` would backtrack
+    through, not what a faster engine (the ``regex`` module once used here) gets away with."""
     db, run_id = recorded
     legacy = PolicyDocument(keys=("ssn",), patterns=("^(a+)+$",), version=1)
     with_policy(db, run_id, legacy.to_json(), legacy.digest())
-    started = time.perf_counter()
-    store = af.SqliteStore(db, readonly=True)
-    assert af.Verifier(store).verify(run_id).outcome is af.Outcome.VALID_UNSIGNED
-    store.close()
-    assert time.perf_counter() - started < 1.0
+    assert verification_error(db, run_id).code == "policy-budget"
 
 
 def test_the_boundary_never_records_under_a_v1_document() -> None:

@@ -4,8 +4,9 @@ A policy selects values by the *name of the key* they sit under, at any depth: a
 matches when it is one of ``keys`` exactly, or when a ``patterns`` regular expression finds
 a match in it. Policy documents of version 2 (what the writer records) hold RE2 patterns,
 matched in linear time at any key length; version 1 documents (older logs) hold Python
-``re`` patterns, tried on keys of at most 256 characters and matched with the ``regex``
-module under a time budget (:class:`MatchBudgetExceeded` when it runs out).
+``re`` patterns, tried on keys of at most 256 characters and matched under a budget of
+counted steps (:mod:`~agentfootprint.verify.legacy_match`; :class:`MatchBudgetExceeded` when
+it runs out, on every machine alike).
 
 Strings that hold JSON text are classified by one rule, :func:`read_json_text`, shared by
 the store boundary and the verifier: text (not an object or array), a *walkable* container
@@ -26,7 +27,6 @@ import enum
 import json
 import math
 import re
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -34,15 +34,15 @@ from typing import Any, Final
 
 import orjson
 import re2
-import regex
 
 from agentfootprint.verify.canonical import MAX_DEPTH, MAX_SAFE_INT, canon, json_path
 from agentfootprint.verify.hashing import hexdigest, is_hex_digest
+from agentfootprint.verify.legacy_match import LegacyPattern, StepsSpent
 
 __all__ = [
     "COMMIT_KEY",
-    "LEGACY_BUDGET_PER_KEY",
-    "LEGACY_BUDGET_SECONDS",
+    "LEGACY_BUDGET_STEPS",
+    "LEGACY_BUDGET_STEPS_PER_KEY",
     "LEGACY_POLICY_VERSION",
     "MAX_PATTERN_KEY",
     "MAX_TEXT_DEPTH",
@@ -70,11 +70,11 @@ COMMIT_KEY: Final = "$commit"
 MAX_PATTERN_KEY: Final = 256
 POLICY_VERSION: Final = 2
 LEGACY_POLICY_VERSION: Final = 1
-#: CPU time a version 1 policy's matcher may spend in its patterns (the clock the ``regex``
-#: module's ``timeout`` counts): this much to start with ...
-LEGACY_BUDGET_SECONDS: Final = 1.0
-#: ... and this much more for every key it tries them on (so the budget is linear in the input)
-LEGACY_BUDGET_PER_KEY: Final = 50e-6
+#: steps a version 1 policy's matcher may take in its patterns, per run (a step: one node of
+#: a pattern tried at one position; log-format section 12.2): this many to start with ...
+LEGACY_BUDGET_STEPS: Final = 1_000_000
+#: ... and this many more for every key it tries them on (so the budget is linear in the input)
+LEGACY_BUDGET_STEPS_PER_KEY: Final = 1_000
 #: deepest bracket nesting of JSON text that is walked (deeper text is opaque)
 MAX_TEXT_DEPTH: Final = MAX_DEPTH
 
@@ -446,11 +446,9 @@ def _python_re_refusal(pattern: str) -> str | None:
     except (RecursionError, OverflowError) as exc:
         return type(exc).__name__
     try:
-        regex.compile(pattern, flags=regex.VERSION0)
-    except (regex.error, RecursionError, OverflowError) as exc:
-        return (
-            f"the regex module, which matches version 1 patterns under a budget, refuses it: {exc}"
-        )
+        LegacyPattern(pattern)
+    except (ValueError, RecursionError) as exc:  # pragma: no cover - what re parses, it takes
+        return f"the version 1 matcher cannot read it: {exc}"
     return None
 
 
@@ -502,8 +500,8 @@ class PolicyDocument:
     def matcher(self) -> Callable[[str], bool]:
         """``matches(key)``, with a cache. Version 2: exact keys, or an RE2 pattern found
         anywhere in the key (linear time). Version 1: exact keys, or a Python ``re`` pattern
-        found in a key of at most 256 characters, within a time budget of
-        :data:`LEGACY_BUDGET_SECONDS` plus :data:`LEGACY_BUDGET_PER_KEY` per key tried;
+        found in a key of at most 256 characters, within a budget of
+        :data:`LEGACY_BUDGET_STEPS` plus :data:`LEGACY_BUDGET_STEPS_PER_KEY` per key tried;
         running out raises :class:`MatchBudgetExceeded`, then and for every later key it
         has to try the patterns on (keys seen before keep their answers)."""
         exact = frozenset(self.keys)
@@ -540,8 +538,8 @@ def _re2_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
 def _legacy_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
     if not patterns:
         return None
-    compiled = [(p, regex.compile(p, flags=regex.VERSION0)) for p in patterns]
-    budget = [LEGACY_BUDGET_SECONDS]
+    compiled = [LegacyPattern(p) for p in patterns]
+    budget = [LEGACY_BUDGET_STEPS]
     spent: list[MatchBudgetExceeded] = []
 
     def exceeded(pattern: str, key: str) -> MatchBudgetExceeded:
@@ -549,8 +547,8 @@ def _legacy_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
             spent.append(
                 MatchBudgetExceeded(
                     f"matching the version 1 (Python re) pattern {pattern!r:.120} on a key "
-                    f"of {len(key)} characters used up the matcher's time budget "
-                    f"({LEGACY_BUDGET_SECONDS:g} s plus {LEGACY_BUDGET_PER_KEY * 1e6:g} us per "
+                    f"of {len(key)} characters used up the matcher's budget "
+                    f"({LEGACY_BUDGET_STEPS:,} steps plus {LEGACY_BUDGET_STEPS_PER_KEY:,} per "
                     "key tried): the pattern backtracks catastrophically"
                 )
             )
@@ -560,17 +558,16 @@ def _legacy_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
         if len(key) > MAX_PATTERN_KEY:
             return False
         if spent:
-            raise exceeded(compiled[0][0], key)
-        budget[0] += LEGACY_BUDGET_PER_KEY
-        for text, pattern in compiled:
-            started = time.process_time()
+            raise exceeded(compiled[0].pattern, key)
+        budget[0] += LEGACY_BUDGET_STEPS_PER_KEY
+        for pattern in compiled:
+            before = pattern.steps
+            pattern.allowance = before + budget[0]
             try:
-                found = pattern.search(key, timeout=max(budget[0], 1e-6)) is not None
-            except TimeoutError:
-                raise exceeded(text, key) from None
-            budget[0] -= time.process_time() - started
-            if budget[0] <= 0:
-                raise exceeded(text, key)
+                found = pattern.search(key)
+            except StepsSpent:
+                raise exceeded(pattern.pattern, key) from None
+            budget[0] -= pattern.steps - before
             if found:
                 return True
         return False
