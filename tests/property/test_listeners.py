@@ -515,6 +515,28 @@ def test_a_tool_editing_its_arguments_changes_nothing() -> None:
     assert any(b"agentfootprint.tools.repeated_call" in body for _, body in edited)
 
 
+def test_editing_a_results_state_does_not_change_a_continued_run() -> None:
+    """The same hole from the caller's side: ``RunResult.state`` is a copy, so editing it
+    cannot make a continued run serve what its receipts and log do not say."""
+
+    def conversation(edit: bool) -> tuple[list[tuple[str, bytes]], list[Any]]:
+        provider = af.MockProvider(["one", "two"])
+        agent = af.Agent(provider=provider, model="m", ports=fixed_ports())
+        first = agent.run_sync("go")
+        if edit:
+            first.state["history"][0]["content"] = "edited by the caller"
+            first.state["history"].append({"role": "user", "content": "added"})
+        second = agent.run_sync("again", continue_from=first)
+        rows = [
+            (e.type, bytes(e.body)) for r in (first, second) for e in agent.store.read(r.run_id)
+        ]
+        return rows, provider.requests
+
+    edited, served = conversation(edit=True)
+    assert (edited, served) == conversation(edit=False)
+    assert served[1]["messages"][0] == {"role": "user", "content": "go"}
+
+
 # -- raising, cancelling -------------------------------------------------------------------
 @pytest.mark.parametrize("is_async", [False, True])
 def test_a_listener_raising_cancelled_error_is_contained(is_async: bool) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from agentfootprint import __version__
 from agentfootprint.core import hooks
-from agentfootprint.core.events import EventBus, Listener
+from agentfootprint.core.events import EventBus, Listener, detached
 from agentfootprint.core.options import AgentConfig, resolve_options
 from agentfootprint.core.ports import Ports
 from agentfootprint.core.run import Lineage, RunState, error_record
@@ -87,7 +87,7 @@ class StoppedEarly:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunResult:
-    """What ``run()`` returns. ``state`` is the live final state (never redacted)."""
+    """What ``run()`` returns."""
 
     answer: str
     run_id: str
@@ -98,7 +98,19 @@ class RunResult:
     outcome: str
     stopped_early: StoppedEarly | None
     usage: dict[str, int]
-    state: dict[str, Any] = field(repr=False)
+    #: the run's final state as the agent keeps it (shared with a run continued from it)
+    _final: dict[str, Any] = field(repr=False, compare=False)
+    _copy: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The final state (never redacted): a detached copy, made when first read, so
+        that editing it cannot change what a run continued from this one is served (the
+        run's own state is shared with the agent's continuation, and hashed by identity)."""
+        if self._copy is None:
+            object.__setattr__(self, "_copy", detached(self._final))
+        assert self._copy is not None
+        return self._copy
 
 
 def _check_size(message: str) -> None:
@@ -427,7 +439,7 @@ class Agent:
             outcome=outcome,
             stopped_early=StoppedEarly.from_state(stopped) if stopped else None,
             usage=dict(run.state.get("usage", {})),
-            state=run.state,
+            _final=run.state,
         )
 
     def _policy(
