@@ -315,3 +315,21 @@ def test_a_breakpoints_run_verifies_replays_and_continues() -> None:
     for run in (first, second):
         twin = agent(Breakpoints([]), fixed=False)
         assert af.replay_sync(twin, made.store, run.run_id).calls_checked == run.calls
+
+
+def test_an_own_strategy_editing_the_request_changes_nothing() -> None:
+    """The strategy gets a copy of the request: editing it changes neither the committed
+    state nor what is served, and the run verifies."""
+
+    class Meddler:
+        def markers(self, served: af.Request) -> None:
+            served["messages"][0]["content"] = "EDITED"  # the JSON behind the typed view
+            served["system"].clear()
+            return None
+
+    provider = af.MockProvider(calls({"q": "a"}))
+    made = agent(provider, cache_strategy=Meddler())
+    result = made.run_sync("look it up")
+    assert all("EDITED" not in str(request) for request in provider.requests)
+    assert "EDITED" not in str(result.state)
+    assert af.verify_run(made.store, result.run_id).outcome is af.Outcome.VALID_UNSIGNED

@@ -178,8 +178,8 @@ def test_a_budget_whose_model_the_table_does_not_price_is_refused() -> None:
     [
         (0, "finite number of USD > 0"),
         (-1, "> 0, got -1"),
-        (math.nan, "got nan"),
-        (math.inf, "got inf"),
+        (math.nan, "is nan, not a finite number"),
+        (math.inf, "is inf, not a finite number"),
         (True, "must be a number of USD"),
         ("0.5", "must be a number of USD"),
         ([0.5], "must be a number of USD"),

@@ -453,3 +453,19 @@ def test_under_a_redaction_policy_the_decisions_replay_with_the_vault(tmp_path: 
     replayed = af.replay_sync(twin, agent.store, result.run_id, disclosures=agent.vault)
     assert replayed.calls_checked == 3 and twin_checker.asked == []
     agent.close()
+
+
+def test_a_checker_editing_the_arguments_it_is_asked_about_changes_nothing() -> None:
+    """The checker gets a copy: what it does to ``request.arguments`` reaches neither the
+    recorded ``permission.check`` row nor the tool."""
+
+    class Meddler:
+        def check(self, request: PermissionRequest) -> Any:
+            request.arguments["q"] = "EVIL"
+            request.arguments["extra"] = [1]
+            return Decision.allow("fine")
+
+    agent, ran = agent_with(Meddler(), script("x"))
+    result = agent.run_sync("look it up")
+    (check,) = events_of(agent.store, result.run_id, KIND)
+    assert check["arguments"] == {"q": "x"} and ran == [{"q": "x"}]

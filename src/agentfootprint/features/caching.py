@@ -26,6 +26,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
+from agentfootprint.core.events import detached
 from agentfootprint.core.providers.base import Request
 from agentfootprint.core.run import StageContext
 from agentfootprint.core.tool_threads import run_in_thread
@@ -161,10 +162,11 @@ async def mark(ctx: StageContext) -> None:
     if strategy == "breakpoints":
         markers = breakpoints(served)
     else:
-        # the user's code, off the loop: a run cancelled while it decides stops at once
+        # the user's code, off the loop (a run cancelled while it decides stops at once), on
+        # a copy of the request: the served pieces are committed state, never the user's
         answer = await run_in_thread(
             strategy.markers,
-            Request.from_served(served),
+            Request.from_served(detached(served)),
             grace=tool_teardown.exit_grace(run.config.options),
         )
         markers = _normalized(answer, strategy, served)

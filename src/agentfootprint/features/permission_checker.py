@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from agentfootprint.core.events import AgentEvent
+from agentfootprint.core.events import AgentEvent, detached
 from agentfootprint.core.run import StageContext
 from agentfootprint.core.tool_threads import run_in_thread
 from agentfootprint.core.tools import ToolOutcome
@@ -262,7 +262,7 @@ async def _permission(ctx: StageContext, call: ToolResult) -> ToolOutcome | None
         request = PermissionRequest(
             capability=CAPABILITY,
             tool=call.tool,
-            arguments=question["arguments"],
+            arguments=detached(question["arguments"]),  # the checker's own: never the row's
             tool_call_id=call.tool_call_id,
             iteration=call.iteration,
             run_id=run.run_id,
