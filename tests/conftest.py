@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,16 +13,21 @@ from hypothesis import settings
 
 from agentfootprint.testing.tamper import new_file_schema
 
+# pytest keeps the test modules it rewrote (for its assert messages) as bytecode beside them
+# unless Python may not write bytecode: then every run, in every worker, rewrites all of them
+# again (about 10 s). The test modules are ours to cache, whatever PYTHONDONTWRITEBYTECODE says.
+sys.dont_write_bytecode = False
+
 # Hypothesis profiles: "default" for the README's ``pytest`` (examples fixed by a seed per
 # test, so every run of the suite is the same run), "deep" for ``.ci/run``'s second pass over
 # the properties (ten times the examples, still fixed), "explore" for a developer hunting new
 # examples (random). Health checks stay on: a property that needs one off says so where it is
 # declared.
 settings.register_profile(
-    "default", max_examples=30, deadline=None, derandomize=True, print_blob=True
+    "default", max_examples=20, deadline=None, derandomize=True, print_blob=True
 )
 settings.register_profile(
-    "deep", max_examples=300, deadline=None, derandomize=True, print_blob=True
+    "deep", max_examples=200, deadline=None, derandomize=True, print_blob=True
 )
 settings.register_profile("explore", max_examples=300, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

@@ -44,6 +44,7 @@ from agentfootprint.store.postgres_vault import (
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.testing.strategies import json_values, texts
 from agentfootprint.testing.vault_contract import VaultContract, disclosure
+from examples_budget import scaled
 
 MASTER = hashlib.sha256(b"agentfootprint test master key").digest()
 OTHER = hashlib.sha256(b"agentfootprint another master key").digest()
@@ -444,7 +445,9 @@ _COLUMN = {
 
 
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=scaled(30),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     value=json_values(),

@@ -29,8 +29,9 @@ from agentfootprint.verify.canonical import (
     parse_canonical,
 )
 from agentfootprint.verify.verifier import Verifier
+from examples_budget import scaled
 
-EXAMPLES = settings(max_examples=300, deadline=None)
+EXAMPLES = settings(max_examples=scaled(300), deadline=None)
 
 
 def _valid_text(text: str) -> bool:
@@ -448,7 +449,7 @@ def test_verifier_body_check_gives_the_verdict_of_the_full_check(data: bytes) ->
     assert _verifier_body_check(data) == _reference_body_check(data)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=scaled(1000), deadline=None)
 @example(1e16)
 @example(-0.0)
 @example(5e-324)

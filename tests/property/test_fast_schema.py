@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import agentfootprint as af
 from agentfootprint.core.fast_schema import compile_check
 from agentfootprint.core.tools import validate_arguments
+from examples_budget import scaled
 
 NAMES = ["a", "b", "c"]
 json_scalars = st.one_of(
@@ -72,7 +73,7 @@ class _Str(str):
     pass
 
 
-@settings(max_examples=600)
+@settings(max_examples=scaled(600))
 @given(schemas(), st.lists(json_values, min_size=1, max_size=6))
 @example({"enum": [1]}, [True, 1.0, 1])  # bool is not a number; 1.0 equals 1 for jsonschema
 @example({"type": "integer"}, [1.0, True, 1])  # an integral float is an integer too

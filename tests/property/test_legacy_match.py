@@ -16,6 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfootprint.verify.legacy_match import LegacyPattern, StepsSpent
+from examples_budget import scaled
 
 KEY_CHARS = "aAbB_0 \n\u0130i\u212ak\u00e9"
 LEAVES = ["a", "b", "A", "i", "k", ".", r"\d", r"\w", r"\s", r"\W", "[a-b]", "[^a]", r"\b",
@@ -49,7 +50,7 @@ def compiles(pattern: str) -> bool:
     return True
 
 
-@settings(max_examples=300)
+@settings(max_examples=scaled(300))
 @given(python_patterns(), st.lists(st.text(KEY_CHARS, max_size=7), min_size=1, max_size=5))
 @example(r"(?i)(\u0130)\1", ["\u0130i", "\u0130I"])
 @example(r"(?:(a)|b)*\1", ["aba", "bb"])

@@ -29,6 +29,7 @@ from agentfootprint.verify import spares
 from agentfootprint.verify.fold import DigestList, apply_write, compress_digests, expand_digests
 from agentfootprint.verify.request import PIECE_KINDS, RequestHasher
 from agentfootprint.verify.spares import Spares
+from examples_budget import scaled
 
 HEX = [f"{i:064x}" for i in range(40)]
 
@@ -172,7 +173,7 @@ def _same(a: Any, b: Any) -> bool:
     return orjson.dumps(a, option=sort) == orjson.dumps(b, option=sort) and json_equal(a, b)
 
 
-@settings(max_examples=400)
+@settings(max_examples=scaled(400))
 @given(start=st.lists(st.integers(0, 3), max_size=4), steps=versions)
 def test_pooled_versions_never_change_and_equal_the_fold(
     start: list[int], steps: list[tuple[str, int, Any]]

@@ -29,6 +29,7 @@ from agentfootprint.store.pattern_subset import (
     check_pattern,
     python_equivalent,
 )
+from examples_budget import scaled
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
@@ -95,7 +96,7 @@ def agree(pattern: str, key: str) -> None:
     assert found == (re.search(python_equivalent(pattern), key) is not None), (pattern, key)
 
 
-@settings(max_examples=300)
+@settings(max_examples=scaled(300))
 @given(patterns(), st.lists(st.text(KEY_CHARS, max_size=8), min_size=1, max_size=6))
 @example("(?i)k", ["\u212a"])
 @example("(?i)s$", ["\u017f", "s\n"])

@@ -47,6 +47,7 @@ from agentfootprint.testing.strategies import (
 )
 from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.commitments import parse_json_container
+from examples_budget import scaled
 
 
 def spec_twins(spec: RunSpec, executed: list[str]) -> list[af.Tool]:
@@ -298,7 +299,7 @@ def test_redacted_random_runs_replay_byte_identically(
 # -- (c) ----------------------------------------------------------------------------------------
 
 
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 @given(spec=run_specs(max_turns=2), same_store=st.booleans())
 def test_conversation_redacted_random_runs_replay_with_the_vault(
     spec: RunSpec, same_store: bool
@@ -317,7 +318,7 @@ def test_conversation_redacted_random_runs_replay_with_the_vault(
         )
 
 
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 @given(spec=run_specs(max_turns=2))
 def test_without_the_vault_a_replay_matches_or_says_it_needs_it(spec: RunSpec) -> None:
     """Never a false divergence of another kind, never an invalid replay log."""

@@ -42,9 +42,10 @@ from agentfootprint.testing.strategies import (
 )
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.request import RequestHasher
+from examples_budget import scaled
 
 # Expensive properties run fewer examples than the profile asks for, never more.
-FEWER = min(settings.default.max_examples, 25)
+FEWER = scaled(25)
 
 
 @contextmanager

@@ -25,6 +25,7 @@ import agentfootprint as af
 from agentfootprint.testing.seals import SIGNER
 from agentfootprint.testing.tamper import TRIGGERS
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of, make_checkpoint
+from examples_budget import scaled
 
 ORIGIN = "example.com/machine"
 
@@ -235,7 +236,7 @@ class SealedEvidence(RuleBasedStateMachine):
 
 
 SealedEvidence.TestCase.settings = settings(
-    max_examples=20,
+    max_examples=scaled(20),
     stateful_step_count=10,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -16,6 +16,7 @@ import agentfootprint as af
 from agentfootprint.core.tools import ResultRoom, json_text_size, result_text
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
 from agentfootprint.verify import limits
+from examples_budget import scaled
 
 ADD_SCHEMA = {
     "type": "object",
@@ -607,7 +608,7 @@ json_results = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60), deadline=None)
 @given(
     values=st.lists(st.text(max_size=400) | json_results, min_size=1, max_size=6),
     limit=st.integers(min_value=0, max_value=1500),

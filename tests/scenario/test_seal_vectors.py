@@ -86,7 +86,7 @@ def test_sealed_vector_through_the_library(placed: tuple[Path, dict[str, Any]]) 
 def test_sealed_vector_through_the_cli(placed: tuple[Path, dict[str, Any]]) -> None:
     path, entry = placed
     before = files(path.parent)
-    done = verify_cli(path, entry)
+    done = verify_cli(path, entry, fresh=True)
     assert done.returncode == entry["exit"], (entry["about"], done.stdout, done.stderr)
     required = verify_cli(path, entry, "--require-signature")
     assert required.returncode == entry["exit_required"], (entry["about"], required.stdout)

@@ -34,6 +34,7 @@ from agentfootprint.testing import tamper
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.verify.ed25519_keys import SMALL_ORDER_ENCODINGS, key_problem
 from agentfootprint.verify.verifier import VerificationError, Verifier
+from examples_budget import scaled
 
 VECTORS = Path(__file__).parent.parent / "vectors"
 
@@ -41,7 +42,7 @@ VECTORS = Path(__file__).parent.parent / "vectors"
 def slow(examples: int) -> settings:
     """Few examples (the suite runs on two cores), no deadline: each one records runs."""
     return settings(
-        max_examples=examples,
+        max_examples=scaled(examples),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
@@ -2718,7 +2719,7 @@ def test_a_forged_run_verifies_under_a_small_order_key_unless_it_is_refused() ->
             source.close()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(300), deadline=None)
 @given(st.binary(min_size=32, max_size=32) | st.sampled_from(SMALL_ORDER_ENCODINGS))
 @example(bytes(32)).via("y = 0: a point of order 4")
 @example(b"\xee" + b"\xff" * 30 + b"\x7f").via("y = p + 1: the identity, not canonical")

@@ -28,6 +28,7 @@ import agentfootprint as af
 from agentfootprint.features import registry
 from agentfootprint.testing.replay import assert_replays
 from agentfootprint.verify import limits
+from examples_budget import scaled
 
 # -- the wrong values ------------------------------------------------------------------------
 
@@ -648,7 +649,7 @@ def test_a_wrong_argument_is_refused_naming_it(
 # -- arguments with a domain -----------------------------------------------------------------
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(30), deadline=None)
 @given(st.integers(min_value=-(2**63), max_value=2**63))
 @example(0)
 @example(1)
@@ -664,7 +665,7 @@ def test_max_iterations_domain(value: int) -> None:
     assert caught.value.option == "max_iterations"
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(30), deadline=None)
 @given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5))
 @example(-0.0)
 @example(2)
@@ -681,7 +682,7 @@ def test_temperature_domain(value: float) -> None:
     assert caught.value.option == "temperature"
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=scaled(30), deadline=None)
 @given(st.integers(min_value=-(2**70), max_value=2**70))
 @example(0)
 @example(1)
@@ -699,7 +700,7 @@ def test_max_tokens_domain(value: int) -> None:
     assert caught.value.option == "max_tokens"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(k=st.integers(min_value=-(2**63), max_value=2**63))
 @example(k=-1)
 @example(k=0)
@@ -715,7 +716,7 @@ def test_call_index_domain(world: World, k: int) -> None:
         assert caught.value.option == "k" and "k" in str(caught.value)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(commit=st.integers(min_value=-(2**63), max_value=2**63))
 @example(commit=-2)
 @example(commit=-1)
@@ -729,7 +730,7 @@ def test_commit_index_domain(world: World, commit: int) -> None:
     assert caught.value.option == "commit"
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=scaled(20), deadline=None)
 @given(until=st.integers(max_value=-1) | st.booleans())
 def test_replay_until_domain(world: World, until: int) -> None:
     with world.agent() as agent, pytest.raises(af.UsageError) as caught:

@@ -37,6 +37,7 @@ from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.bundle_write import write_bundle
 from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.chain import GENESIS
+from examples_budget import scaled
 
 TS = 1_700_000_000_000
 
@@ -162,7 +163,7 @@ def _line(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes:
     ),
 )
 @example(run_id='"\\', type_="write", seq=0, ts=0, value='"\\\x00\n\u2028')
-@settings(max_examples=60)
+@settings(max_examples=scaled(60))
 def test_a_line_is_its_envelope_plus_at_most_twice_its_body(
     run_id: str, type_: str, seq: int, ts: int, value: Any
 ) -> None:
