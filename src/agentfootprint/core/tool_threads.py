@@ -31,6 +31,7 @@ import asyncio
 import atexit
 import contextlib
 import contextvars
+import inspect
 import os
 import queue
 import threading
@@ -38,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DEFAULT_GRACE_S", "MAX_WORKERS", "run_in_thread"]
+__all__ = ["DEFAULT_GRACE_S", "MAX_WORKERS", "call_user_code", "run_in_thread"]
 
 #: as ThreadPoolExecutor's default: enough for I/O-bound tools of concurrent runs
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
@@ -149,6 +150,24 @@ def run_in_thread(
     _start_worker_if_none_idle()
     _jobs.put(_Job(loop, future, lambda: context.run(fn, *args), deadline, grace))
     return future
+
+
+async def call_user_code(
+    fn: Callable[..., Any],
+    *args: Any,
+    budget: float | None = None,
+    grace: float = DEFAULT_GRACE_S,
+) -> Any:
+    """``fn(*args)`` for user code the run awaits (a tool, a checker, a classifier, a
+    cleanup): a coroutine function is awaited on the loop; anything else runs in a worker
+    thread (:func:`run_in_thread`, with its ``budget`` and ``grace``), and an awaitable it
+    returns is awaited on the loop."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await run_in_thread(fn, *args, budget=budget, grace=grace)
+    if inspect.isawaitable(result):
+        return await result
+    return result
 
 
 def _after_fork_in_child() -> None:

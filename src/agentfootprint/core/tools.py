@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,7 @@ from jsonschema.exceptions import SchemaError
 
 from agentfootprint.core.fast_schema import compile_check
 from agentfootprint.core.scope import to_json_value
-from agentfootprint.core.tool_threads import DEFAULT_GRACE_S, run_in_thread
+from agentfootprint.core.tool_threads import DEFAULT_GRACE_S, call_user_code
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.store.redaction import refuse_reserved_key
 from agentfootprint.verify import limits
@@ -376,15 +376,5 @@ async def call_tool(
 ) -> Any:
     """Run ``execute``: coroutine functions awaited, sync ones in a worker thread (which
     interpreter exit waits for at most ``grace`` seconds once the run was cancelled)."""
-    fn = tool.execute
     args = (arguments, ctx) if tool.takes_context else (arguments,)
-    if inspect.iscoroutinefunction(fn):
-        return await fn(*args)
-    result = await run_in_thread(fn, *args, grace=grace)
-    if inspect.isawaitable(result):
-        return await _await(result)
-    return result
-
-
-async def _await(value: Awaitable[Any]) -> Any:
-    return await value
+    return await call_user_code(tool.execute, *args, grace=grace)

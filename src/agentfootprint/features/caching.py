@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from agentfootprint.core.events import detached
 from agentfootprint.core.providers.base import Request
 from agentfootprint.core.run import StageContext
-from agentfootprint.core.tool_threads import run_in_thread
+from agentfootprint.core.tool_threads import call_user_code
 from agentfootprint.errors import UsageError
 from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
@@ -164,7 +164,7 @@ async def mark(ctx: StageContext) -> None:
     else:
         # the user's code, off the loop (a run cancelled while it decides stops at once), on
         # a copy of the request: the served pieces are committed state, never the user's
-        answer = await run_in_thread(
+        answer = await call_user_code(
             strategy.markers,
             Request.from_served(detached(served)),
             grace=tool_teardown.exit_grace(run.config.options),

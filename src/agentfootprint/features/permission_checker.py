@@ -36,14 +36,13 @@ different question diverges with kind ``decision``). An object without a callabl
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from agentfootprint.core.events import AgentEvent, detached
 from agentfootprint.core.run import StageContext
-from agentfootprint.core.tool_threads import run_in_thread
+from agentfootprint.core.tool_threads import call_user_code
 from agentfootprint.core.tools import ToolOutcome
 from agentfootprint.errors import PolicyHaltError, ReplayDivergence, UsageError
 from agentfootprint.features import tool_teardown
@@ -212,13 +211,8 @@ async def _ask(
     arriving later runs the tool."""
     by = _who(checker)
     try:
-        check = checker.check
-        if inspect.iscoroutinefunction(check):
-            answer = await check(request)
-        else:
-            answer = await run_in_thread(check, request, grace=tool_teardown.exit_grace(options))
-            if inspect.isawaitable(answer):
-                answer = await answer
+        grace = tool_teardown.exit_grace(options)
+        answer = await call_user_code(checker.check, request, grace=grace)
         return _normalised(answer, by)
     except _Garbage as exc:
         return "deny", by, f"{exc}; denied (fail closed)"

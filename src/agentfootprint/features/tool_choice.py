@@ -36,7 +36,6 @@ while it ranks stops waiting at once and makes no call.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from agentfootprint.classifiers import DescriptionClassifier, ToolCandidate
 from agentfootprint.core.events import AgentEvent
 from agentfootprint.core.providers.base import LLMResponse
 from agentfootprint.core.run import StageContext
-from agentfootprint.core.tool_threads import run_in_thread
+from agentfootprint.core.tool_threads import call_user_code
 from agentfootprint.features import tool_teardown, wrap_up
 from agentfootprint.features.base import (
     MISSING,
@@ -256,14 +255,10 @@ async def _ask(
     offered = [ToolCandidate(name=c["name"], description=c["description"]) for c in candidates]
     try:
         rank = classifier.rank
-        if type(classifier) is DescriptionClassifier:
+        if type(classifier) is DescriptionClassifier:  # ours: inline, no thread hop
             answer = rank(query, offered)
-        elif inspect.iscoroutinefunction(rank):
-            answer = await rank(query, offered)
         else:
-            answer = await run_in_thread(rank, query, offered, grace=grace)
-        if inspect.isawaitable(answer):
-            answer = await answer
+            answer = await call_user_code(rank, query, offered, grace=grace)
     except Exception as exc:  # a failing classifier never fails the run
         return [], f"raised {type(exc).__name__}"
     try:

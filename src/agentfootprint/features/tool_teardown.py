@@ -29,13 +29,12 @@ the original's side effects, left out of what a replay compares (see docs/tools.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.tool_threads import run_in_thread
+from agentfootprint.core.tool_threads import call_user_code
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
 
 if TYPE_CHECKING:
@@ -103,13 +102,8 @@ def exit_grace(options: Mapping[str, Any]) -> float:
 
 
 async def _invoke(fn: Callable[[], Any], timeout: float) -> None:
-    if inspect.iscoroutinefunction(fn):
-        await fn()
-        return
-    # past its budget the thread is given up: exit does not wait for it any longer
-    result = await run_in_thread(fn, budget=timeout, grace=0.0)
-    if inspect.isawaitable(result):
-        await result
+    # past its budget a thread is given up: exit does not wait for it any longer
+    await call_user_code(fn, budget=timeout, grace=0.0)
 
 
 def _abandon(task: asyncio.Future[Any]) -> None:
