@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentfootprint.errors import UsageError
+from agentfootprint.verify.canonical import MAX_SAFE_INT, has_lone_surrogate
 
 if TYPE_CHECKING:
     from agentfootprint.core.events import AgentEvent
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_COUNT",
-    "MAX_SAFE_INT",
     "MISSING",
     "Feature",
     "OptionSpec",
@@ -61,9 +61,6 @@ def refuse(option: str, message: str) -> UsageError:
     return UsageError(f"option {option!r}: {message}", option=option)
 
 
-#: the widest integer the log holds (I-JSON: docs/log-format.md section 2); every option's
-#: value is held to it before its feature's check (:func:`loggable`)
-MAX_SAFE_INT = 2**53 - 1
 #: the bound of every count an option takes (turns, tools, characters, tokens, a top N):
 #: far past any real use, and within the 32-bit integer fields of vendors' APIs
 MAX_COUNT = 2**31 - 1
@@ -118,12 +115,10 @@ def loggable(option: str, value: Any) -> None:
 
 
 def _utf8(option: str, where: str, text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
+    if has_lone_surrogate(text):
         raise refuse(
             option, f"{where} holds a lone surrogate (not UTF-8), which the log cannot hold"
-        ) from None
+        )
 
 
 #: ``check(value, given) -> resolved``: ``value`` is the caller's (or :data:`MISSING`),

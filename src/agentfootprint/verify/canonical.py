@@ -37,6 +37,7 @@ __all__ = [
     "canon",
     "canon_object",
     "check_ijson",
+    "has_lone_surrogate",
     "json_path",
     "parse",
     "parse_canonical",
@@ -76,7 +77,8 @@ def json_path(parts: tuple[str | int, ...]) -> str:
     return "".join(out)
 
 
-def _has_lone_surrogate(text: str) -> bool:
+def has_lone_surrogate(text: str) -> bool:
+    """``text`` is not Unicode text the log can hold: it has a lone surrogate (not UTF-8)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -162,7 +164,7 @@ def _locate(value: Any, path: tuple[str | int, ...], max_depth: int) -> bool:
         if len(where) - len(path) > max_depth:
             raise CanonicalFormError(json_path(where), f"nested deeper than {max_depth} levels")
         if kind is str:
-            if _has_lone_surrogate(item):
+            if has_lone_surrogate(item):
                 raise CanonicalFormError(json_path(where), "string contains a lone surrogate")
         elif kind is dict:
             for key, child in item.items():
@@ -171,7 +173,7 @@ def _locate(value: Any, path: tuple[str | int, ...], max_depth: int) -> bool:
                         json_path(where),
                         f"object key {key!r} is a {type(key).__name__}; keys must be strings",
                     )
-                if _has_lone_surrogate(key):
+                if has_lone_surrogate(key):
                     raise CanonicalFormError(
                         json_path((*where, key)), "object key contains a lone surrogate"
                     )
