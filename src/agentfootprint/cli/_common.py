@@ -49,6 +49,17 @@ else:
 Database = Path | StoreLocation
 
 
+def _regular_file(
+    kind: _PathType, path: Path, param: click.Parameter | None, ctx: click.Context | None
+) -> Path:
+    """``path`` when it is a regular file, else ``kind``'s usage error saying what it is."""
+    try:
+        check_regular(path)
+    except FileError as exc:
+        kind.fail(str(exc), param, ctx)
+    return path
+
+
 class _Database(_PathType):
     """A database argument: a file path, or a ``sqlite:///PATH`` URL (percent-decoded;
     :mod:`agentfootprint.store.urls`), converted to the file's :class:`Path`, so that the
@@ -94,12 +105,7 @@ class _Database(_PathType):
     ) -> Path:
         """``path`` when it is missing (a target) or a regular file: a FIFO would block
         SQLite's open for ever, a device would never end."""
-        if os.path.lexists(path):
-            try:
-                check_regular(path)
-            except FileError as exc:
-                self.fail(str(exc), param, ctx)
-        return path
+        return _regular_file(self, path, param, ctx) if os.path.lexists(path) else path
 
     def shell_complete(
         self, ctx: click.Context, param: click.Parameter, incomplete: str
@@ -117,11 +123,7 @@ class InputFile(_PathType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         path = value if isinstance(value, Path) else Path(os.fsdecode(value))
-        try:
-            check_regular(path)
-        except FileError as exc:
-            self.fail(str(exc), param, ctx)
-        return path
+        return _regular_file(self, path, param, ctx)
 
     def shell_complete(
         self, ctx: click.Context, param: click.Parameter, incomplete: str
