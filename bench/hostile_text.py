@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Callable
 
-from agentfootprint.verify.commitments import read_json_text
+from agentfootprint.logformat.commitments import read_json_text
 
 BUILDERS: dict[str, Callable[[int], str]] = {
     "deep": lambda n: "[" * n + "1" + "]" * n,

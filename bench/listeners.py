@@ -9,7 +9,7 @@ recorded into a ``MemoryStore`` (where the copy weighs most) and into SQLite
 * ``none``: no listener (this tree): nothing is built, nothing is copied;
 * ``star``: one ``agent.on("*", fn)`` listener that does nothing (this tree: copies);
 * ``star, before``: the same listener on the code before copies (this tree's ``src`` with
-  ``core/events.py`` taken from ``--before``, and a ``detached`` there that copies nothing,
+  ``runtime/events.py`` taken from ``--before``, and a ``detached`` there that copies nothing,
   so a tool's arguments are not copied either: the change is the only difference).
 
 Each measurement runs in a fresh subprocess (``PYTHONPATH`` set to the tree's ``src``):
@@ -106,7 +106,7 @@ def child(variant: str, n: int, inner: int, db: Path, before: str) -> dict[str, 
 def delivery_cost(af: Any, conv: Any, before: str) -> dict[str, float]:
     """Delivering one event to one listener that does nothing, alone: microseconds per
     event through this tree's ``EventBus`` (the copy included) and through the one of
-    ``core/events.py`` at ``before`` (loaded beside it), over the events of a recording
+    ``runtime/events.py`` at ``before`` (loaded beside it), over the events of a recording
     of the first 50 iterations, each delivered many times in a loop."""
     import asyncio
     import importlib.util
@@ -114,7 +114,8 @@ def delivery_cost(af: Any, conv: Any, before: str) -> dict[str, float]:
     import common
     from common import Conversation, run_agent_conversation
 
-    from agentfootprint.core.events import EventBus
+    from agentfootprint.features.registry import event_kinds
+    from agentfootprint.runtime.events import EventBus
 
     kept: list[Any] = []
     made = common.conversation_agent
@@ -138,7 +139,7 @@ def delivery_cost(af: Any, conv: Any, before: str) -> dict[str, float]:
     exec(compile(old_source, "events_before.py", "exec"), old.__dict__)
     rounds = 200
     timed: dict[str, float] = {}
-    for name, bus in (("before", old.EventBus()), ("now", EventBus())):
+    for name, bus in (("before", old.EventBus()), ("now", EventBus(event_kinds()))):
         bus.on("*", lambda event: None)
 
         async def deliver(bus: Any = bus) -> float:
@@ -154,17 +155,17 @@ def delivery_cost(af: Any, conv: Any, before: str) -> dict[str, float]:
 
 # -- the parent -------------------------------------------------------------------------------
 def before_tree(rev: str, into: Path) -> Path:
-    """This tree's ``src`` with ``core/events.py`` as it was at ``rev``."""
+    """This tree's ``src`` with ``runtime/events.py`` as it was at ``rev``."""
     src = into / "src"
     shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
     old = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:src/agentfootprint/core/events.py"],
+        ["git", "-C", str(ROOT), "show", f"{rev}:src/agentfootprint/runtime/events.py"],
         capture_output=True,
         check=True,
     ).stdout
     # modules since then import ``detached`` (a tool's copy of its arguments): before, none
     shim = b"\n\ndef detached(value):  # bench/listeners.py: no copy, as before\n    return value\n"
-    (src / "agentfootprint" / "core" / "events.py").write_bytes(old + shim)
+    (src / "agentfootprint" / "runtime" / "events.py").write_bytes(old + shim)
     return src
 
 

@@ -129,7 +129,7 @@ def _case(case: str, args: list[str]) -> None:
             def work() -> None:
                 af.export_runs(store, ids, out)
         else:
-            from agentfootprint.verify.bundle_write import write_bundle
+            from agentfootprint.exchange.bundle_write import write_bundle
 
             def work() -> None:
                 write_bundle(store, ids, out, library="bench")

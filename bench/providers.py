@@ -79,7 +79,7 @@ from common import (
 
 import agentfootprint as af
 from agentfootprint import providers
-from agentfootprint.core.providers.base import Request
+from agentfootprint.runtime.provider import Request
 from agentfootprint.testing import fake_anthropic, fake_openai
 
 KEY = "bench-key-not-a-secret"

@@ -72,8 +72,8 @@ from common import (
 )
 
 import agentfootprint as af
+from agentfootprint.exchange.transfer import export_runs
 from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
-from agentfootprint.store.transfer import export_runs
 from agentfootprint.verify.bundle import BundleSource
 
 PII_KEYS = ("ssn", "email", "account_number")

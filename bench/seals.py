@@ -47,10 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment, median, print_environment, remove_db, write_figures
 
 import agentfootprint as af
-from agentfootprint.seal import Ed25519Signer
-from agentfootprint.verify import merkle
+from agentfootprint.seal import Ed25519Signer, merkle
+from agentfootprint.seal.note import Checkpoint, VerifierKey, open_checkpoint
 from agentfootprint.verify.checkpoint import make_checkpoint, sign_checkpoint_with
-from agentfootprint.verify.note import Checkpoint, VerifierKey, open_checkpoint
 
 SIGNER = Ed25519Signer.from_seed(bytes(range(32)))
 
@@ -190,7 +189,7 @@ def checkpoint_of_file(path: Path) -> dict[str, Any]:
 
 def bundle_figures(path: Path, directory: Path, count: int = 50, pairs: int = 3) -> dict[str, Any]:
     """Export ``count`` sealed runs plain and with proofs, alternating; verify each bundle."""
-    from agentfootprint.store.transfer import export_runs
+    from agentfootprint.exchange.transfer import export_runs
 
     store = af.SqliteStore(path, readonly=True)
     try:

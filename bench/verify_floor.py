@@ -249,7 +249,7 @@ def _timed(fn: Callable[[], int]) -> tuple[float, int]:
 def canonical_paths(bodies: list[bytes]) -> dict[str, int]:
     """How the canonical check goes for each stored body (untimed): proven by the orjson
     round trip, or through the full check."""
-    from agentfootprint.verify import canonical
+    from agentfootprint.logformat import canonical
 
     counts: dict[str, int] = {}
     proves = getattr(canonical, "parse_canonical", None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from agentfootprint.version import __version__
 
 # Public names resolve on first use (PEP 562), so importing one layer never drags in the
 # others: an auditor's process can import agentfootprint.verify without the runtime.
@@ -28,79 +28,79 @@ _LAZY: dict[str, str] = {
     "StoreUnavailableError": "agentfootprint.errors",
     "PostgresStore": "agentfootprint.store.postgres",
     "PostgresVault": "agentfootprint.store.postgres_vault",
-    "ReplayResult": "agentfootprint.audit.replayer",
+    "ReplayResult": "agentfootprint.replayer.replay_run",
     "RunDiff": "agentfootprint.audit.diff",
     "diff_runs": "agentfootprint.audit.diff",
-    "replay": "agentfootprint.audit.replayer",
-    "replay_sync": "agentfootprint.audit.replayer",
+    "replay": "agentfootprint.replayer.replay_run",
+    "replay_sync": "agentfootprint.replayer.replay_run",
     "same_recording": "agentfootprint.audit.diff",
     "BundleSource": "agentfootprint.verify.bundle",
     "DisclosureVault": "agentfootprint.store.vault",
     "MemoryVault": "agentfootprint.store.memory_vault",
     "Vault": "agentfootprint.store.vault_base",
-    "DescriptionClassifier": "agentfootprint.classifiers",
+    "DescriptionClassifier": "agentfootprint.features.classifiers",
     "ProvenValue": "agentfootprint.verify.verifier",
     "RedactionPolicy": "agentfootprint.store.redaction",
     "ReservedKeyError": "agentfootprint.errors",
     "conversation_redaction": "agentfootprint.store.redaction",
-    "export_runs": "agentfootprint.store.transfer",
-    "import_bundle": "agentfootprint.store.transfer",
-    "Agent": "agentfootprint.core.agent",
-    "AgentEvent": "agentfootprint.core.events",
+    "export_runs": "agentfootprint.exchange.transfer",
+    "import_bundle": "agentfootprint.exchange.transfer",
+    "Agent": "agentfootprint.agent.agent",
+    "AgentEvent": "agentfootprint.runtime.events",
     "AgentFootprintError": "agentfootprint.errors",
-    "ArgsInvalid": "agentfootprint.core.events",
+    "ArgsInvalid": "agentfootprint.runtime.events",
     "CanonicalFormError": "agentfootprint.errors",
     "ContinuationError": "agentfootprint.errors",
-    "IterationEnd": "agentfootprint.core.events",
-    "IterationStart": "agentfootprint.core.events",
-    "LLMEnd": "agentfootprint.core.events",
-    "LLMResponse": "agentfootprint.core.providers.base",
-    "Message": "agentfootprint.core.providers.base",
+    "IterationEnd": "agentfootprint.runtime.events",
+    "IterationStart": "agentfootprint.runtime.events",
+    "LLMEnd": "agentfootprint.runtime.events",
+    "LLMResponse": "agentfootprint.runtime.provider",
+    "Message": "agentfootprint.runtime.provider",
     "ModelRequestsBlocked": "agentfootprint.errors",
     "ProviderError": "agentfootprint.errors",
-    "Request": "agentfootprint.core.providers.base",
-    "Response": "agentfootprint.core.providers.base",
-    "SystemPiece": "agentfootprint.core.providers.base",
-    "ToolSchema": "agentfootprint.core.providers.base",
-    "allow_model_requests": "agentfootprint.core.providers.guard",
-    "LLMStart": "agentfootprint.core.events",
+    "Request": "agentfootprint.runtime.provider",
+    "Response": "agentfootprint.runtime.provider",
+    "SystemPiece": "agentfootprint.runtime.provider",
+    "ToolSchema": "agentfootprint.runtime.provider",
+    "allow_model_requests": "agentfootprint.runtime.provider_guard",
+    "LLMStart": "agentfootprint.runtime.events",
     "MemoryStore": "agentfootprint.store.memory",
-    "MockProvider": "agentfootprint.core.providers.mock",
-    "Ports": "agentfootprint.core.ports",
+    "MockProvider": "agentfootprint.runtime.mock_provider",
+    "Ports": "agentfootprint.runtime.ports",
     "anthropic": "agentfootprint.providers",
     "openai": "agentfootprint.providers",
     "Outcome": "agentfootprint.verify.verifier",
-    "Provider": "agentfootprint.core.providers.base",
+    "Provider": "agentfootprint.runtime.provider",
     "ProviderCallError": "agentfootprint.errors",
     "RunError": "agentfootprint.errors",
-    "RunResult": "agentfootprint.core.agent",
+    "RunResult": "agentfootprint.agent.agent",
     "RunVerification": "agentfootprint.verify.verifier",
     "ScriptExhaustedError": "agentfootprint.errors",
     "SqliteStore": "agentfootprint.store.sqlite",
-    "StoppedEarly": "agentfootprint.core.agent",
+    "StoppedEarly": "agentfootprint.agent.agent",
     "StoreError": "agentfootprint.errors",
-    "Tool": "agentfootprint.core.tools",
-    "ToolCall": "agentfootprint.core.providers.base",
-    "ToolContext": "agentfootprint.core.tools",
-    "ToolEnd": "agentfootprint.core.events",
-    "ToolStart": "agentfootprint.core.events",
-    "TurnEnd": "agentfootprint.core.events",
-    "TurnStart": "agentfootprint.core.events",
-    "Usage": "agentfootprint.core.providers.base",
-    "WireAttempt": "agentfootprint.core.providers.base",
-    "WireRecord": "agentfootprint.core.providers.base",
+    "Tool": "agentfootprint.runtime.tools",
+    "ToolCall": "agentfootprint.runtime.provider",
+    "ToolContext": "agentfootprint.runtime.tools",
+    "ToolEnd": "agentfootprint.runtime.events",
+    "ToolStart": "agentfootprint.runtime.events",
+    "TurnEnd": "agentfootprint.runtime.events",
+    "TurnStart": "agentfootprint.runtime.events",
+    "Usage": "agentfootprint.runtime.provider",
+    "WireAttempt": "agentfootprint.runtime.provider",
+    "WireRecord": "agentfootprint.runtime.provider",
     "UsageError": "agentfootprint.errors",
     "VerificationError": "agentfootprint.errors",
     "Verifier": "agentfootprint.verify.verifier",
-    "build_request": "agentfootprint.verify.request",
+    "build_request": "agentfootprint.logformat.request",
     "commit_value_at": "agentfootprint.audit.read",
-    "define_tool": "agentfootprint.core.tools",
-    "open_store": "agentfootprint.core.agent",
+    "define_tool": "agentfootprint.runtime.tools",
+    "open_store": "agentfootprint.agent.agent",
     "receipt_at": "agentfootprint.audit.read",
-    "reply": "agentfootprint.core.providers.mock",
+    "reply": "agentfootprint.runtime.mock_provider",
     "served_at": "agentfootprint.audit.read",
     "state_at": "agentfootprint.audit.read",
-    "tool_call": "agentfootprint.core.providers.mock",
+    "tool_call": "agentfootprint.runtime.mock_provider",
     "verify_run": "agentfootprint.verify.verifier",
     "PolicyHaltError": "agentfootprint.errors",
     "ToolTeardownTimeoutError": "agentfootprint.errors",
@@ -111,41 +111,10 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from agentfootprint.agent.agent import Agent, RunResult, StoppedEarly, open_store
     from agentfootprint.audit.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.audit.read import commit_value_at, receipt_at, served_at, state_at
-    from agentfootprint.audit.replayer import ReplayResult, replay, replay_sync
     from agentfootprint.audit.tool_calls import ToolCallRecord, tool_calls
-    from agentfootprint.classifiers import DescriptionClassifier
-    from agentfootprint.core.agent import Agent, RunResult, StoppedEarly, open_store
-    from agentfootprint.core.events import (
-        AgentEvent,
-        ArgsInvalid,
-        IterationEnd,
-        IterationStart,
-        LLMEnd,
-        LLMStart,
-        ToolEnd,
-        ToolStart,
-        TurnEnd,
-        TurnStart,
-    )
-    from agentfootprint.core.ports import Ports
-    from agentfootprint.core.providers.base import (
-        LLMResponse,
-        Message,
-        Provider,
-        Request,
-        Response,
-        SystemPiece,
-        ToolCall,
-        ToolSchema,
-        Usage,
-        WireAttempt,
-        WireRecord,
-    )
-    from agentfootprint.core.providers.guard import allow_model_requests
-    from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
-    from agentfootprint.core.tools import Tool, ToolContext, define_tool
     from agentfootprint.errors import (
         AgentFootprintError,
         AppendOnlyError,
@@ -173,19 +142,50 @@ if TYPE_CHECKING:
         UsageError,
         VerificationError,
     )
+    from agentfootprint.exchange.transfer import export_runs, import_bundle
+    from agentfootprint.features.classifiers import DescriptionClassifier
     from agentfootprint.features.permission_checker import Decision, PermissionRequest
+    from agentfootprint.logformat.request import build_request
     from agentfootprint.providers import anthropic, openai
+    from agentfootprint.replayer.replay_run import ReplayResult, replay, replay_sync
+    from agentfootprint.runtime.events import (
+        AgentEvent,
+        ArgsInvalid,
+        IterationEnd,
+        IterationStart,
+        LLMEnd,
+        LLMStart,
+        ToolEnd,
+        ToolStart,
+        TurnEnd,
+        TurnStart,
+    )
+    from agentfootprint.runtime.mock_provider import MockProvider, reply, tool_call
+    from agentfootprint.runtime.ports import Ports
+    from agentfootprint.runtime.provider import (
+        LLMResponse,
+        Message,
+        Provider,
+        Request,
+        Response,
+        SystemPiece,
+        ToolCall,
+        ToolSchema,
+        Usage,
+        WireAttempt,
+        WireRecord,
+    )
+    from agentfootprint.runtime.provider_guard import allow_model_requests
+    from agentfootprint.runtime.tools import Tool, ToolContext, define_tool
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.memory_vault import MemoryVault
     from agentfootprint.store.postgres import PostgresStore
     from agentfootprint.store.postgres_vault import PostgresVault
     from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
     from agentfootprint.store.sqlite import SqliteStore
-    from agentfootprint.store.transfer import export_runs, import_bundle
     from agentfootprint.store.vault import DisclosureVault
     from agentfootprint.store.vault_base import Vault
     from agentfootprint.verify.bundle import BundleSource
-    from agentfootprint.verify.request import build_request
     from agentfootprint.verify.verifier import (
         Outcome,
         ProvenValue,

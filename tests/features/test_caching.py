@@ -18,7 +18,7 @@ import agentfootprint as af
 from agentfootprint.features import registry
 from agentfootprint.features.base import Feature, StageSpec, StateKey
 from agentfootprint.features.caching import CacheStrategy
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 NOTHING = {"system": [], "tools": [], "messages": []}
 

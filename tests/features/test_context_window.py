@@ -12,7 +12,7 @@ from feature_support import calls, events_of, fixed_ports, lookup, rows
 import agentfootprint as af
 from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.features import context_window, keep_last_tool_results, registry
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 EVICTED = "agentfootprint.context.evicted"
 

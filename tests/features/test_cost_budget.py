@@ -11,7 +11,7 @@ import pytest
 from feature_support import billed, calls, events_of, fixed_ports, lookup, replays, rows
 
 import agentfootprint as af
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 TICK = "agentfootprint.cost.tick"
 LIMIT = "agentfootprint.cost.limit_hit"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.tools import Tool
+from agentfootprint.runtime.tools import Tool
 
 
 def _script(iterations: int) -> list[Any]:

@@ -11,7 +11,7 @@ from test_context_window import assert_pairs_whole, served_lists
 
 import agentfootprint as af
 from agentfootprint.errors import UsageError
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 EVICTED = "agentfootprint.context.evicted"
 STOOD_DOWN = "agentfootprint.context.pin_stood_down"

@@ -9,9 +9,9 @@ import pytest
 from feature_support import events_of
 
 import agentfootprint as af
-from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.commitments import is_commitment
-from agentfootprint.verify.hashing import hexdigest
+from agentfootprint.logformat.canonical import parse
+from agentfootprint.logformat.commitments import is_commitment
+from agentfootprint.logformat.hashing import hexdigest
 
 SENT = b'{"model":"m","messages":[]}'
 RECEIVED = b'{"choices":[{"message":{"content":"hi"}}]}'

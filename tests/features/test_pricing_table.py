@@ -12,7 +12,7 @@ from feature_support import billed, calls, events_of, fixed_ports, lookup, repla
 
 import agentfootprint as af
 from agentfootprint.features.pricing_table import DECIMALS, shipped_prices, shipped_table
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 TICK = "agentfootprint.cost.tick"
 UNPRICED = "agentfootprint.cost.unpriced"

@@ -10,7 +10,7 @@ from feature_support import calls, fixed_ports, lookup
 import agentfootprint as af
 from agentfootprint.features import registry
 from agentfootprint.features.base import Feature, StageSpec, StateKey
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 
 async def window(ctx: Any) -> None:

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.events import AgentEvent, event_kinds
 from agentfootprint.features import registry
 from agentfootprint.features.base import Feature, StageSpec
+from agentfootprint.features.registry import event_kinds
 from agentfootprint.features.seed_options import SEED_OPTIONS, python_name
+from agentfootprint.runtime.events import AgentEvent
 
 DOCS = Path(__file__).parents[2] / "docs" / "options.md"
 

@@ -14,12 +14,12 @@ import pytest
 from feature_support import events_of, fixed_ports, lookup, rows
 
 import agentfootprint as af
-from agentfootprint.classifiers import DescriptionClassifier, ToolCandidate, words
 from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.features import registry, tool_choice
+from agentfootprint.features.classifiers import DescriptionClassifier, ToolCandidate, words
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.hashing import hexdigest
 from agentfootprint.testing.records import run_open
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.hashing import hexdigest
 
 CHOICE = "agentfootprint.tools.choice"
 OFF_WIRE = "agentfootprint.tools.answered_off_wire"

@@ -16,7 +16,7 @@ from feature_support import events_of, fixed_ports, lookup, replays, rows, witho
 import agentfootprint as af
 from agentfootprint.features import tool_teardown
 from agentfootprint.features.registry import Seam, all_features
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 CLOSED = "agentfootprint.tools.session_closed"
 FAILED = "agentfootprint.tools.session_close_failed"

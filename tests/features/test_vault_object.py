@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
+from agentfootprint.logformat.commitments import COMMIT_KEY
 from agentfootprint.store.memory_vault import MemoryVault
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
-from agentfootprint.verify.commitments import COMMIT_KEY
 
 
 def _tool() -> af.Tool:

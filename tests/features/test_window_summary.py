@@ -12,7 +12,7 @@ from feature_support import events_of, fixed_ports, lookup, rows
 import agentfootprint as af
 from agentfootprint.errors import ReplayDivergence
 from agentfootprint.features import context_window, window_summary
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 EVICTED = "agentfootprint.context.evicted"
 

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 import agentfootprint as af
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.cli import main as cli
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.errors import (
     AppendOnlyError,
     NewerVersionError,

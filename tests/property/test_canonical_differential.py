@@ -20,14 +20,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
-from agentfootprint.verify.body_checks import RunCheck
-from agentfootprint.verify.canonical import (
+from agentfootprint.logformat.canonical import (
     MAX_SAFE_INT,
     canon,
     check_ijson,
     parse,
     parse_canonical,
 )
+from agentfootprint.verify.body_checks import RunCheck
 from agentfootprint.verify.verifier import Verifier
 from examples_budget import scaled
 

@@ -1,4 +1,4 @@
-"""The fast argument check (core/fast_schema.py) says yes only where jsonschema finds no
+"""The fast argument check (runtime/fast_schema.py) says yes only where jsonschema finds no
 error: for random schemas of its subset and random JSON instances, ``check(x)`` implies
 ``Draft202012Validator(schema).is_valid(x)``. A wrong yes would run a tool on arguments its
 schema refuses, so this is the property that matters; it also says yes often enough to be
@@ -16,8 +16,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
-from agentfootprint.core.fast_schema import compile_check
-from agentfootprint.core.tools import validate_arguments
+from agentfootprint.runtime.fast_schema import compile_check
+from agentfootprint.runtime.tools import validate_arguments
 from examples_budget import scaled
 
 NAMES = ["a", "b", "c"]

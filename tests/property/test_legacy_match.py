@@ -2,7 +2,7 @@
 
 * for random Python ``re`` patterns (lookaround, backreferences, conditionals, atomic
   groups, possessive and lazy repetition, scoped flags) and random keys, the matcher of
-  :mod:`agentfootprint.verify.legacy_match` agrees with ``re.search`` whenever it finishes
+  :mod:`agentfootprint.logformat.legacy_match` agrees with ``re.search`` whenever it finishes
   within its steps, and a pattern that backtracks exponentially runs out of them;
 * the steps a search takes are a count, the same on every machine and every run.
 """
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentfootprint.verify.legacy_match import LegacyPattern, StepsSpent
+from agentfootprint.logformat.legacy_match import LegacyPattern, StepsSpent
 from examples_budget import scaled
 
 KEY_CHARS = "aAbB_0 \n\u0130i\u212ak\u00e9"

@@ -23,12 +23,12 @@ import orjson
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from agentfootprint.core.scope import Scope, json_equal
 from agentfootprint.errors import UsageError
-from agentfootprint.verify import spares
-from agentfootprint.verify.fold import DigestList, apply_write, compress_digests, expand_digests
-from agentfootprint.verify.request import PIECE_KINDS, RequestHasher
-from agentfootprint.verify.spares import Spares
+from agentfootprint.logformat import spares
+from agentfootprint.logformat.fold import DigestList, apply_write, compress_digests, expand_digests
+from agentfootprint.logformat.request import PIECE_KINDS, RequestHasher
+from agentfootprint.logformat.spares import Spares
+from agentfootprint.runtime.scope import Scope, json_equal
 from examples_budget import scaled
 
 HEX = [f"{i:064x}" for i in range(40)]

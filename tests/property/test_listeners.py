@@ -27,9 +27,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agentfootprint as af
-from agentfootprint.core import events as events_module
-from agentfootprint.core.events import AgentEvent, detached, event_kinds
-from agentfootprint.core.providers.base import WireAttempt, WireRecord
+from agentfootprint.features.registry import event_kinds
+from agentfootprint.runtime import events as events_module
+from agentfootprint.runtime.events import AgentEvent, detached
+from agentfootprint.runtime.provider import WireAttempt, WireRecord
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
 
 TOOL_START = "agentfootprint.stream.tool_start"

@@ -47,9 +47,9 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 import agentfootprint as af
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.chain import EVENT_TYPES, shown
 from agentfootprint.testing.tamper import Row, plain, read_rows, rewrite, tampering
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.chain import EVENT_TYPES, shown
 
 #: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
 #: section 4): every new file of this module is created with storage schema 1

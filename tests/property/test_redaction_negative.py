@@ -42,6 +42,15 @@ from hypothesis import strategies as st
 
 import agentfootprint as af
 from agentfootprint.cli import main
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import (
+    COMMIT_KEY,
+    Disclosure,
+    b64url,
+    commitment_digest,
+    parse_json_container,
+)
+from agentfootprint.logformat.request import RequestHasher, build_request
 from agentfootprint.testing.redaction_strategies import json_text, key_policy, leaks
 from agentfootprint.testing.tamper import (
     Row,
@@ -52,15 +61,6 @@ from agentfootprint.testing.tamper import (
     tampering,
     verification_error,
 )
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import (
-    COMMIT_KEY,
-    Disclosure,
-    b64url,
-    commitment_digest,
-    parse_json_container,
-)
-from agentfootprint.verify.request import RequestHasher, build_request
 
 HEX = "0123456789abcdef"
 SECRETS = {

@@ -37,13 +37,16 @@ from hypothesis import strategies as st
 
 import agentfootprint as af
 from agentfootprint.cli import main
+from agentfootprint.exchange.transfer import export_runs
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.commitments import is_commitment, iter_commitments, iter_leaks
+from agentfootprint.logformat.request import RequestHasher, build_request
 from agentfootprint.store.redaction import (
     CONVERSATION_KEYS,
     Boundary,
     RedactionPolicy,
     conversation_redaction,
 )
-from agentfootprint.store.transfer import export_runs
 from agentfootprint.testing.redaction_strategies import (
     CORNER_CASES,
     NOISE_KEYS,
@@ -64,9 +67,6 @@ from agentfootprint.testing.redaction_strategies import (
 )
 from agentfootprint.testing.strategies import keys as random_keys
 from agentfootprint.testing.strategies import texts
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import is_commitment, iter_commitments, iter_leaks
-from agentfootprint.verify.request import RequestHasher, build_request
 
 SUFFIXES = ("", "-wal", "-shm", "-journal")
 

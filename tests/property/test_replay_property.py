@@ -28,6 +28,8 @@ from hypothesis import assume, event, example, given, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
+from agentfootprint.logformat.canonical import parse
+from agentfootprint.logformat.commitments import parse_json_container
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.replay import NoModel, silent_twins
 from agentfootprint.testing.strategies import (
@@ -45,8 +47,6 @@ from agentfootprint.testing.strategies import (
     run_specs,
     script_of,
 )
-from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.commitments import parse_json_container
 from examples_budget import scaled
 
 

@@ -10,16 +10,16 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfootprint.verify.canonical import canon, canon_object
-from agentfootprint.verify.chain import (
+from agentfootprint.logformat.canonical import canon, canon_object
+from agentfootprint.logformat.chain import (
     EVENT_TYPES,
     chain_hash,
     event_envelope,
     event_hash,
 )
-from agentfootprint.verify.fold import compress_digests, expand_digests
-from agentfootprint.verify.hashing import digest, hexdigest
-from agentfootprint.verify.request import (
+from agentfootprint.logformat.fold import compress_digests, expand_digests
+from agentfootprint.logformat.hashing import digest, hexdigest
+from agentfootprint.logformat.request import (
     PIECE_KINDS,
     PROJECTION,
     PROJECTIONS,

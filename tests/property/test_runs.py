@@ -27,7 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
-from agentfootprint.core.scope import json_equal
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.request import RequestHasher
+from agentfootprint.runtime.scope import json_equal
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.strategies import (
     CallSpec,
@@ -40,8 +42,6 @@ from agentfootprint.testing.strategies import (
     run_spec,
     run_specs,
 )
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.request import RequestHasher
 from examples_budget import scaled
 
 # Expensive properties run fewer examples than the profile asks for, never more.

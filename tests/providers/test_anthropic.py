@@ -24,11 +24,13 @@ from provider_support import failed_run as _failed_run
 
 import agentfootprint as af
 from agentfootprint import cli
-from agentfootprint.core.events import LLMToken
-from agentfootprint.core.providers.base import Request
+from agentfootprint.logformat.canonical import parse
+from agentfootprint.logformat.hashing import hexdigest
 from agentfootprint.providers import _http
 from agentfootprint.providers.anthropic import AnthropicMessages, translate
 from agentfootprint.providers.anthropic import anthropic as make_anthropic
+from agentfootprint.runtime.events import LLMToken
+from agentfootprint.runtime.provider import Request
 from agentfootprint.testing import assert_replays
 from agentfootprint.testing.fake_anthropic import (
     FakeAnthropic,
@@ -44,8 +46,6 @@ from agentfootprint.testing.fake_anthropic import error as error_body
 from agentfootprint.testing.provider_contract import ServedProviderContract
 from agentfootprint.testing.records import outcome, run_open
 from agentfootprint.testing.records import recorded_events as events_of
-from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.hashing import hexdigest
 
 pytestmark = pytest.mark.allow_model_requests
 

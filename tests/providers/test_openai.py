@@ -25,9 +25,10 @@ from provider_support import failed_run as _failed_run
 
 import agentfootprint as af
 from agentfootprint import providers
-from agentfootprint.core.providers.base import Request
+from agentfootprint.logformat.hashing import hexdigest
 from agentfootprint.providers import _http
 from agentfootprint.providers.openai import OpenAIChat, chat_body
+from agentfootprint.runtime.provider import Request
 from agentfootprint.testing.fake_openai import (
     Completion,
     DroppedStream,
@@ -47,7 +48,6 @@ from agentfootprint.testing.fake_openai import (
 from agentfootprint.testing.provider_contract import ServedProviderContract
 from agentfootprint.testing.records import outcome, run_open
 from agentfootprint.testing.records import recorded_events as events_of
-from agentfootprint.verify.hashing import hexdigest
 
 pytestmark = pytest.mark.allow_model_requests
 

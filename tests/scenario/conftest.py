@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import agentfootprint as af
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.store.base import EventStore
 
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent, demo_script
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent, demo_script
+from agentfootprint.logformat.canonical import parse
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.replay import NoModel, silent_twins
-from agentfootprint.verify.canonical import parse
 
 
 def logged_tools(tools: Any, executed: list[str]) -> list[af.Tool]:

@@ -13,9 +13,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
-from agentfootprint.core.tools import ResultRoom, json_text_size, result_text
+from agentfootprint.logformat import limits
+from agentfootprint.runtime.tools import ResultRoom, json_text_size, result_text
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
-from agentfootprint.verify import limits
 from examples_budget import scaled
 
 ADD_SCHEMA = {

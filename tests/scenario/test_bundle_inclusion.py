@@ -23,14 +23,14 @@ from click.testing import CliRunner
 import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import UsageError, VerificationError
+from agentfootprint.exchange.transfer import export_runs
 from agentfootprint.seal import generate_key_file
-from agentfootprint.store.transfer import export_runs
+from agentfootprint.seal.merkle import inclusion_proofs, leaf_hash, root
+from agentfootprint.seal.note import Checkpoint
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.testing.tamper import resealed
 from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.checkpoint import checkpoint_of, log_leaves, sign_checkpoint_with
-from agentfootprint.verify.merkle import inclusion_proofs, leaf_hash, root
-from agentfootprint.verify.note import Checkpoint
 
 ORIGIN = "example.com/audit-log"
 
@@ -441,7 +441,7 @@ def test_an_imported_v2_bundle_gets_leaves_of_the_importing_log(
 
 def test_proofs_of_many_leaves_share_one_tree_walk() -> None:
     leaves = [leaf_hash(bytes([i % 256, i // 256])) for i in range(1000)]
-    from agentfootprint.verify.merkle import inclusion_proof, verify_inclusion
+    from agentfootprint.seal.merkle import inclusion_proof, verify_inclusion
 
     indexes = [0, 1, 511, 512, 998, 999]
     for index, proof in zip(indexes, inclusion_proofs(leaves, indexes), strict=True):

@@ -30,9 +30,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import agentfootprint as af
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
 from agentfootprint.cli._boundary import one_line
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.testing.permissions import unprivileged as without_dac
 
 #: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
@@ -40,7 +40,7 @@ from agentfootprint.testing.permissions import unprivileged as without_dac
 #: (tests/conftest.py)
 NEW_FILE_SCHEMA = 1
 
-AGENT = "agentfootprint.demo:replay_agent"
+AGENT = "agentfootprint.agent.demo:replay_agent"
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 import agentfootprint as af
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 
-AGENT = "agentfootprint.demo:replay_agent"
+AGENT = "agentfootprint.agent.demo:replay_agent"
 PG_VAULT = "postgresql://auditor@localhost:1/nodb?key_file={key}"
 
 

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 import agentfootprint as af
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.cli import EXIT_DIFFERENT, EXIT_OK, EXIT_USAGE, main
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "demo.db"
 MODULE = "cli_replay_factories"
@@ -25,8 +25,8 @@ FACTORIES = textwrap.dedent(
     """
     import dataclasses
 
-    from agentfootprint.core.providers.mock import MockProvider
-    from agentfootprint.demo import build_demo_agent
+    from agentfootprint.runtime.mock_provider import MockProvider
+    from agentfootprint.agent.demo import build_demo_agent
 
 
     def demo():

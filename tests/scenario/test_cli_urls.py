@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 import agentfootprint as af
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.cli import EXIT_OK, EXIT_USAGE, main
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
 
-AGENT = "agentfootprint.demo:replay_agent"
+AGENT = "agentfootprint.agent.demo:replay_agent"
 #: PostgreSQL URLs that parse, on a port nothing listens on: the connection is refused
 UNREACHABLE = "could not be reached"
 

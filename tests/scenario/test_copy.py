@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import StoreConflictError
-from agentfootprint.store.transfer import copy_runs
+from agentfootprint.exchange.transfer import copy_runs
 from agentfootprint.testing.seals import SIGNER
 from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
 

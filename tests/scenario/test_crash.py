@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.scope import json_equal
+from agentfootprint.runtime.scope import json_equal
 from agentfootprint.testing.seals import SIGNER
 
 pytestmark = [

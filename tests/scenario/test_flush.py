@@ -17,8 +17,8 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.errors import RecordTooLargeError, UsageError
+from agentfootprint.logformat.canonical import parse
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.canonical import parse
 
 
 def types_of(store: af.EventStore, run_id: str) -> list[str]:

@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 
 import agentfootprint as af
-from agentfootprint.verify.canonical import parse
+from agentfootprint.logformat.canonical import parse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "format_v1"
 RUNS = dict(reversed(line.split()) for line in (DATA / "runs.txt").read_text().splitlines() if line)

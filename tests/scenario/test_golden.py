@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from agentfootprint.core.agent import Agent
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+from agentfootprint.agent.agent import Agent
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.errors import UsageError
+from agentfootprint.exchange.transfer import export_runs
 from agentfootprint.store.redaction import conversation_redaction
 from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.transfer import export_runs
 from agentfootprint.testing.replay import assert_replays
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "demo.db"

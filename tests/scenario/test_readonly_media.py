@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import agentfootprint as af
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 from agentfootprint.testing.permissions import unprivileged
 
 SETPRIV = shutil.which("setpriv")
@@ -83,7 +83,7 @@ _INTERRUPTED = textwrap.dedent(
     """
     import os, sys
     import agentfootprint as af
-    from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+    from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
     store = af.SqliteStore(sys.argv[1])
     build_demo_agent(store).run_sync(DEMO_QUESTIONS[0])
     os._exit(0)  # killed before closing: the committed frames stay in the -wal

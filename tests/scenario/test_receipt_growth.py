@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.verify import request as request_module
+from agentfootprint.logformat import request as request_module
 
 
 def _long_run(iterations: int, store: Any = None) -> tuple[af.Agent, af.RunResult]:

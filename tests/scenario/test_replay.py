@@ -31,12 +31,12 @@ from replay_support import (
 )
 
 import agentfootprint as af
-from agentfootprint.audit.recording import Recording
-from agentfootprint.audit.replayer import _ReplayHooks, replay
-from agentfootprint.core import hooks
-from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent, demo_script, demo_tools
+from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent, demo_script, demo_tools
 from agentfootprint.errors import RunNotFoundError
 from agentfootprint.features import tool_dispatch
+from agentfootprint.replayer.recording import Recording
+from agentfootprint.replayer.replay_run import _ReplayHooks, replay
+from agentfootprint.runtime import run_observers as hooks
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
 from agentfootprint.testing.replay import NoModel, silent_twins
@@ -485,15 +485,15 @@ def test_replay_is_awaitable(demo: tuple[EventStore, af.RunResult, af.RunResult]
 
 
 def test_af_replay_is_the_replay_function() -> None:
-    """``af.replay`` stays the function once the subpackage is imported (it is ``audit``)."""
+    """``af.replay`` stays the function once the subpackage is imported (it is ``replayer``)."""
     code = (
         "import inspect\n"
         "import agentfootprint as af\n"
         "af.replay_sync, af.state_at, af.diff_runs\n"
-        "import agentfootprint.audit.replayer\n"
+        "import agentfootprint.replayer.replay_run\n"
         "assert inspect.iscoroutinefunction(af.replay), af.replay\n"
         "from agentfootprint import replay\n"
-        "from agentfootprint.audit import replay as same\n"
+        "from agentfootprint.replayer import replay as same\n"
         "assert replay is same is af.replay\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.providers.base import LLMResponse, ToolCall
+from agentfootprint.logformat.commitments import Disclosure, b64url, commitment_digest
+from agentfootprint.runtime.provider import LLMResponse, ToolCall
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.testing.replay import NoModel, silent_twins
 from agentfootprint.testing.tamper import read_rows, tampering
-from agentfootprint.verify.commitments import Disclosure, b64url, commitment_digest
 
 #: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
 #: section 4): every new file of this module is created with storage schema 1

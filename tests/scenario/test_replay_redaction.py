@@ -25,7 +25,7 @@ from replay_support import (
 )
 
 import agentfootprint as af
-from agentfootprint.demo import DEMO_QUESTIONS, demo_tools
+from agentfootprint.agent.demo import DEMO_QUESTIONS, demo_tools
 from agentfootprint.features import tool_dispatch
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.replay import NoModel, silent_twins

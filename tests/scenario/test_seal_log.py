@@ -21,6 +21,8 @@ import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import VerificationError
 from agentfootprint.seal import Ed25519Signer, generate_key_file
+from agentfootprint.seal.merkle import root
+from agentfootprint.seal.note import parse_checkpoint, parse_note
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.testing.tamper import (
     new_file_schema,
@@ -38,8 +40,6 @@ from agentfootprint.verify.checkpoint import (
     parse_consistency_file,
     prove_consistency,
 )
-from agentfootprint.verify.merkle import root
-from agentfootprint.verify.note import parse_checkpoint, parse_note
 
 
 def record(path: Path, count: int, signer: Any = SIGNER) -> list[str]:

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import UsageError, VerificationError
+from agentfootprint.logformat.calls import LOG_FORMAT_V3, LOG_FORMAT_V4
 from agentfootprint.seal import (
     build_statement,
     generate_key_file,
@@ -40,7 +41,6 @@ from agentfootprint.testing.tamper import (
     rewrite,
     tampering,
 )
-from agentfootprint.verify.calls import LOG_FORMAT_V3, LOG_FORMAT_V4
 
 
 def echo_tool() -> af.Tool:

@@ -28,11 +28,11 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
+from agentfootprint.seal.ed25519_keys import SMALL_ORDER_ENCODINGS, key_problem
 from agentfootprint.testing import redaction_strategies as rs
 from agentfootprint.testing import strategies as runs_st
 from agentfootprint.testing import tamper
 from agentfootprint.testing.seals import OTHER, SIGNER
-from agentfootprint.verify.ed25519_keys import SMALL_ORDER_ENCODINGS, key_problem
 from agentfootprint.verify.verifier import VerificationError, Verifier
 from examples_budget import scaled
 
@@ -1281,7 +1281,7 @@ class Bundle2:
 
 @pytest.fixture(scope="module")
 def bundle2(tmp_path_factory: pytest.TempPathFactory) -> Bundle2:
-    from agentfootprint.store.transfer import export_runs
+    from agentfootprint.exchange.transfer import export_runs
     from agentfootprint.verify.checkpoint import log_leaves
 
     folder = tmp_path_factory.mktemp("bundle2")
@@ -1474,7 +1474,7 @@ def both2(*changes: Change2) -> Change2:
 
 
 def leaf_of(data: bytes) -> bytes:
-    from agentfootprint.verify.merkle import leaf_hash
+    from agentfootprint.seal.merkle import leaf_hash
 
     return leaf_hash(data)
 
@@ -2591,6 +2591,7 @@ def test_consistency_proofs_agree_with_the_independent_check(
 ) -> None:
     """Section 9.7's proof file checked from the page: the reference's proofs are CONSISTENT
     for the independent check, and each single-hash change or size swap is refused by both."""
+    from agentfootprint.seal.merkle import consistency_proof, leaf_hash
     from agentfootprint.testing.seals import SIGNER
     from agentfootprint.verify.checkpoint import (
         check_consistency,
@@ -2598,7 +2599,6 @@ def test_consistency_proofs_agree_with_the_independent_check(
         consistency_file,
         parse_consistency_file,
     )
-    from agentfootprint.verify.merkle import consistency_proof, leaf_hash
 
     leaves = [leaf_hash(bytes([i])) for i in range(after)]
     old = checkpoint_of(leaves[:before], SIGNER, "example.com/spec")

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 import agentfootprint as af
 from agentfootprint.features import registry
+from agentfootprint.logformat import limits
 from agentfootprint.testing.replay import assert_replays
-from agentfootprint.verify import limits
 from examples_budget import scaled
 
 # -- the wrong values ------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def import_with(argument: str) -> Call:
 ALL = frozenset(WRONG)
 BUNDLE = "verify/bundle.py (helper bundle)"
 VERIFIER = "verify/verifier.py (helper verifier)"
-TRANSFER = "store/transfer.py"
+TRANSFER = "exchange/transfer.py"
 STRINGS = frozenset({"empty", MISSING})  # values that are strings
 
 CASES: list[Case] = [

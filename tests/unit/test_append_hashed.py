@@ -12,9 +12,9 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.errors import StoreError
+from agentfootprint.logformat.chain import chain_hash
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.testing.store_contract import hashed_batch, open_body
-from agentfootprint.verify.chain import chain_hash
 
 
 def _batches() -> tuple[list[StoredEvent], list[StoredEvent]]:

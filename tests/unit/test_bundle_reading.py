@@ -24,13 +24,13 @@ import orjson
 import pytest
 
 import agentfootprint as af
+from agentfootprint.exchange.bundle_write import write_bundle
+from agentfootprint.logformat import limits
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.permissions import unprivileged
 from agentfootprint.testing.store_contract import open_body
-from agentfootprint.verify import limits
 from agentfootprint.verify.bundle import BundleSource, is_bundle
-from agentfootprint.verify.bundle_write import write_bundle
 
 # -- recorded runs and crafted bundles ----------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 import rfc8785
 
 from agentfootprint.errors import CanonicalFormError
-from agentfootprint.verify.canonical import (
+from agentfootprint.logformat.canonical import (
     ENVELOPE_DEPTH,
     MAX_DEPTH,
     MAX_SAFE_INT,
@@ -394,6 +394,6 @@ def test_orjson_writes_no_deeper_than_canon_accepts() -> None:
     [b"", b"0" * 15, b"0" * 16, b"a" + b"9" * 16 + b"b", b"12345678.12345678", b"\xd9" * 20],
 )
 def test_digit_run_search_matches_the_pattern(data: bytes) -> None:
-    from agentfootprint.verify import canonical
+    from agentfootprint.logformat import canonical
 
     assert canonical._has_digit_run(data) is (canonical._LONG_INT.search(data) is not None)

@@ -18,11 +18,8 @@ import orjson
 import pytest
 
 from agentfootprint.audit.divergence import REDACTED, commitments_alike, masked
-from agentfootprint.audit.recording import holds_commitment, ordered_commitments
-from agentfootprint.store.vault import DisclosureVault
-from agentfootprint.testing.pytest_plugin import same_but_committed
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     OPAQUE,
     Disclosure,
@@ -31,6 +28,9 @@ from agentfootprint.verify.commitments import (
     parse_json_container,
     read_json_text,
 )
+from agentfootprint.replayer.recording import holds_commitment, ordered_commitments
+from agentfootprint.store.vault import DisclosureVault
+from agentfootprint.testing.pytest_plugin import same_but_committed
 
 # -- the recursive implementations, for reference ------------------------------------------
 

@@ -21,9 +21,9 @@ import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import KeyFileError, UsageError
 from agentfootprint.seal import Ed25519Signer, load_public_key, open_seal
+from agentfootprint.seal.ed25519_keys import SMALL_ORDER_ENCODINGS, P, key_problem
+from agentfootprint.seal.note import VerifierKey, ed25519_verify
 from agentfootprint.seal.signer import PublicKey, checked_signer
-from agentfootprint.verify.ed25519_keys import SMALL_ORDER_ENCODINGS, P, key_problem
-from agentfootprint.verify.note import VerifierKey, ed25519_verify
 
 IDENTITY = "ed25519:AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 CANONICAL, NOT_CANONICAL = SMALL_ORDER_ENCODINGS[:8], SMALL_ORDER_ENCODINGS[8:]

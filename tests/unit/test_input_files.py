@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentfootprint.errors import FileError
-from agentfootprint.verify.files import check_regular, kind_of, open_regular, read_bounded
+from agentfootprint.local_files import check_regular, kind_of, open_regular, read_bounded
 
 #: each library entry point that opens a file it is handed (the name printed, the call)
 OPENERS = {
@@ -43,15 +43,15 @@ DRIVER = textwrap.dedent(
     """
     import json, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a read with no bound fails
-    from agentfootprint.verify.files import check_regular, open_regular, read_bounded
+    from agentfootprint.local_files import check_regular, open_regular, read_bounded
     from agentfootprint.seal.signer import load_public_key, load_signer
     from agentfootprint.verify.bundle import BundleSource, is_bundle
     from agentfootprint.store.sqlite import SqliteStore
     from agentfootprint.store.vault import DisclosureVault
-    from agentfootprint.store.transfer import open_log
+    from agentfootprint.exchange.transfer import open_log
     from agentfootprint.store.postgres_vault import load_master_key
     from agentfootprint.store.memory import MemoryStore
-    from agentfootprint.verify.bundle_write import write_bundle
+    from agentfootprint.exchange.bundle_write import write_bundle
     P = sys.argv[1]
     for name, call in json.loads(sys.argv[2]).items():
         try:

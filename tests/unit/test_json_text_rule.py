@@ -17,11 +17,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agentfootprint as af
-from agentfootprint.store.redaction import Boundary, refuse_reserved_key
-from agentfootprint.testing.redaction_strategies import CORNER_CASES, corner_text
-from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
-from agentfootprint.verify.canonical import MAX_DEPTH, canon, parse
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.canonical import MAX_DEPTH, canon, parse
+from agentfootprint.logformat.commitments import (
     MAX_TEXT_DEPTH,
     OPAQUE,
     Leak,
@@ -34,6 +31,9 @@ from agentfootprint.verify.commitments import (
     read_json_text,
     scan_redaction,
 )
+from agentfootprint.store.redaction import Boundary, refuse_reserved_key
+from agentfootprint.testing.redaction_strategies import CORNER_CASES, corner_text
+from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
 
 SSN = af.RedactionPolicy(keys=["ssn"])
 

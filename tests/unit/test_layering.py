@@ -1,4 +1,4 @@
-"""Dependency direction: the verifier (and the CLI's verify) never import the runtime."""
+"""The verifier (and the CLI's verify) run where the runtime cannot even be imported."""
 
 from __future__ import annotations
 
@@ -7,21 +7,21 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import agentfootprint as af
 
-BLOCK_CORE = textwrap.dedent(
+BLOCK_RUNTIME = textwrap.dedent(
     """
     import importlib.abc, sys
 
-    class NoCore(importlib.abc.MetaPathFinder):
+    RUNNING = ("agentfootprint.runtime", "agentfootprint.features", "agentfootprint.agent")
+
+    class NoRuntime(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name == "agentfootprint.core" or name.startswith("agentfootprint.core."):
+            if any(name == m or name.startswith(m + ".") for m in RUNNING):
                 raise ImportError(f"{name} is blocked: the verifier must not need the runtime")
             return None
 
-    sys.meta_path.insert(0, NoCore())
+    sys.meta_path.insert(0, NoRuntime())
     """
 )
 
@@ -40,7 +40,7 @@ def _recorded_db(tmp_path: Path) -> tuple[Path, str]:
 
 def run_blocked(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", BLOCK_CORE + textwrap.dedent(code)],
+        [sys.executable, "-c", BLOCK_RUNTIME + textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -53,15 +53,18 @@ def test_verifier_runs_where_core_cannot_be_imported(tmp_path: Path) -> None:
     done = run_blocked(f"""
         from agentfootprint.store.sqlite import SqliteStore
         from agentfootprint.verify.verifier import Verifier
+        import pathlib, agentfootprint
+        if not (pathlib.Path(agentfootprint.__file__).parent / "runtime" / "run.py").is_file():
+            raise SystemExit("the runtime is not installed: the test proves nothing")
         try:
-            import agentfootprint.core
+            import agentfootprint.runtime.run
         except ImportError:
             pass
         else:
-            raise SystemExit("core was importable: the test proves nothing")
+            raise SystemExit("the runtime was importable: the test proves nothing")
         result = Verifier(SqliteStore({str(db)!r})).verify({run_id!r})
         print(result.outcome.value, result.receipts, len(result.ancestors))
-        assert "agentfootprint.core" not in sys.modules
+        assert not [m for m in sys.modules if m.startswith(RUNNING)]
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["VALID_UNSIGNED", "2", "1"]
@@ -102,79 +105,33 @@ def test_bundle_verifies_with_the_verify_subpackage_alone(tmp_path: Path) -> Non
         outcomes = [verifier.verify(run.run_id).outcome.value for run in source.runs()]
         print(" ".join(outcomes))
         loaded = sorted(m for m in sys.modules if m.startswith("agentfootprint."))
-        # the seal layer (envelopes, statements, public keys) is part of what verifies
-        assert all(m.startswith(("agentfootprint.verify", "agentfootprint.seal"))
-                   or m == "agentfootprint.errors" for m in loaded), loaded
+        # the layers below verify: the log format, the seals (envelopes, statements, keys,
+        # Merkle proofs, notes), safe file reading, the errors and the version
+        below = ("agentfootprint.verify", "agentfootprint.seal", "agentfootprint.logformat")
+        assert all(m.startswith(below) or m in ("agentfootprint.errors",
+                   "agentfootprint.local_files", "agentfootprint.version") for m in loaded), loaded
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["VALID_UNSIGNED", "VALID_UNSIGNED"]
 
 
-# -- the dependency direction, read from the source ---------------------------------------------
-
-PACKAGE = Path(af.__file__).resolve().parent
-
-
-def _imports(path: Path) -> set[str]:
-    """Every ``agentfootprint`` module a source file imports, at any place in it (functions
-    included: an import deferred to call time still makes the layer depend on it)."""
-    import ast
-
-    found: set[str] = set()
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against the file's package
-                base = list(parts[: len(parts) - node.level])
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            found.add(module)
-    return {name for name in found if name.split(".")[0] == "agentfootprint"}
+# -- what import-linter cannot see ---------------------------------------------------------------
+# The layers are import-linter contracts in pyproject.toml (`lint-imports`, run by .ci/run). It
+# reads import statements; the tests above load the verifier with the upper layers blocked, so
+# an import made at run time (importlib, a lazy facade) cannot slip past it either.
 
 
-#: (the modules a rule covers, the layers they may not import)
-RULES = [
-    ("verify", ("store", "core", "features", "providers", "audit", "testing", "cli", "demo")),
-    ("seal", ("store", "core", "features", "providers", "audit", "testing", "cli", "demo")),
-    ("store", ("core", "features", "providers", "audit", "testing", "cli", "demo")),
-    ("audit/read.py", ("core", "features", "providers", "cli", "testing", "demo")),
-    ("audit/diff.py", ("core", "features", "providers", "cli", "testing", "demo")),
-    ("core", ("audit", "providers", "cli", "testing", "demo")),
-    ("features", ("audit", "providers", "cli", "testing", "demo")),
-    ("providers", ("audit", "features", "cli", "testing", "demo")),
-]
+LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
 
 
-@pytest.mark.parametrize(("covered", "forbidden"), RULES, ids=[rule[0] for rule in RULES])
-def test_each_layer_imports_only_what_lies_below_it(
-    covered: str, forbidden: tuple[str, ...]
-) -> None:
-    target = PACKAGE / covered
-    files = [target] if target.suffix == ".py" else sorted(target.rglob("*.py"))
-    assert files, covered
-    wrong = {
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in files
-        for name in _imports(path)
-        if any(
-            name == f"agentfootprint.{layer}" or name.startswith(f"agentfootprint.{layer}.")
-            for layer in forbidden
-        )
-    }
-    assert not wrong, sorted(wrong)
-
-
-def test_verify_imports_nothing_of_the_package_but_itself_the_seals_and_the_errors() -> None:
-    # seals (envelopes, statements, public keys) are checked by the verifier; the seal layer
-    # imports nothing but verify and the errors (the rule above keeps it so)
-    allowed = ("agentfootprint.verify", "agentfootprint.seal", "agentfootprint.errors")
-    wrong = {
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in sorted((PACKAGE / "verify").rglob("*.py"))
-        for name in _imports(path)
-        if not any(name == a or name.startswith(f"{a}.") for a in allowed)
-    }
-    assert not wrong, sorted(wrong)
+def test_lint_imports_keeps_every_contract() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LINT_IMPORTS, "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout

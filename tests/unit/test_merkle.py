@@ -15,9 +15,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentfootprint.errors import UsageError, VerificationError
-from agentfootprint.verify import merkle
-from agentfootprint.verify.hashing import domain_prefix
-from agentfootprint.verify.merkle import (
+from agentfootprint.logformat.hashing import domain_prefix
+from agentfootprint.seal import merkle
+from agentfootprint.seal.merkle import (
     EMPTY_ROOT,
     ProofError,
     consistency_proof,

@@ -15,10 +15,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentfootprint.errors import UsageError, VerificationError
-from agentfootprint.testing.seals import signature_variants
-from agentfootprint.verify import note as note_module
-from agentfootprint.verify.merkle import leaf_hash, root
-from agentfootprint.verify.note import (
+from agentfootprint.seal import note as note_module
+from agentfootprint.seal.merkle import leaf_hash, root
+from agentfootprint.seal.note import (
     MAX_SIGNATURES,
     Checkpoint,
     NoteError,
@@ -35,6 +34,7 @@ from agentfootprint.verify.note import (
     sign_checkpoint,
     sign_note,
 )
+from agentfootprint.testing.seals import signature_variants
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "note"
 #: the Wycheproof Ed25519 vectors (one copy in the tests: tests/data/wycheproof), flattened

@@ -15,7 +15,7 @@ import pytest
 import agentfootprint as af
 from agentfootprint.features import registry
 from agentfootprint.features.base import MAX_COUNT
-from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.logformat.canonical import MAX_SAFE_INT
 
 
 def _tool(name: str) -> af.Tool:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.options import PLANNED_OPTIONS
+from agentfootprint.agent.options import PLANNED_OPTIONS
 
 
 def _tool(name: str = "t") -> af.Tool:

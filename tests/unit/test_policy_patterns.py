@@ -29,19 +29,19 @@ from click.testing import CliRunner
 
 import agentfootprint as af
 from agentfootprint.cli import main
-from agentfootprint.store.redaction import Boundary
-from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
-from agentfootprint.verify.bundle_write import write_bundle
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import (
+from agentfootprint.exchange.bundle_write import write_bundle
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import (
     LEGACY_BUDGET_STEPS,
     LEGACY_BUDGET_STEPS_PER_KEY,
     MatchBudgetExceeded,
     PolicyDocument,
     re2_refusal,
 )
-from agentfootprint.verify.hashing import hexdigest
-from agentfootprint.verify.legacy_match import LegacyPattern
+from agentfootprint.logformat.hashing import hexdigest
+from agentfootprint.logformat.legacy_match import LegacyPattern
+from agentfootprint.store.redaction import Boundary
+from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "redaction_v1"
 #: the three runs of v1.db: a root, its continuation, a root whose pattern is not RE2

@@ -15,12 +15,9 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-import agentfootprint.verify.request as request_module
+import agentfootprint.logformat.request as request_module
 from agentfootprint.audit.read import RunReader
-from agentfootprint.store.memory import MemoryStore
-from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.calls import (
+from agentfootprint.logformat.calls import (
     LOG_FORMAT_V1,
     LOG_FORMAT_V2,
     LOG_FORMAT_V3,
@@ -28,10 +25,10 @@ from agentfootprint.verify.calls import (
     LOG_FORMATS,
     commit_calls,
 )
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.fold import compress_digests
-from agentfootprint.verify.hashing import hexdigest
-from agentfootprint.verify.request import (
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.fold import compress_digests
+from agentfootprint.logformat.hashing import hexdigest
+from agentfootprint.logformat.request import (
     PIECE_KINDS,
     PROJECTION,
     PROJECTIONS,
@@ -42,6 +39,9 @@ from agentfootprint.verify.request import (
     projection,
     request_digest,
 )
+from agentfootprint.store.memory import MemoryStore
+from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.verifier import LOG_FORMAT, Verifier
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "demo.db"

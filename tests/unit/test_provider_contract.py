@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.providers import guard
-from agentfootprint.core.providers.base import Message, Request, SystemPiece, ToolSchema
-from agentfootprint.verify.commitments import is_commitment
+from agentfootprint.logformat.commitments import is_commitment
+from agentfootprint.runtime import provider_guard as guard
+from agentfootprint.runtime.provider import Message, Request, SystemPiece, ToolSchema
 
 # -- real requests ---------------------------------------------------------------------------
 

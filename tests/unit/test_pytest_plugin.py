@@ -43,7 +43,7 @@ def test_plugin_compares_served_with_received(pytester: pytest.Pytester) -> None
 GUARDED = """
 import pytest
 import agentfootprint as af
-from agentfootprint.core.providers import guard
+from agentfootprint.runtime import provider_guard as guard
 
 
 class Real:
@@ -93,7 +93,7 @@ class TestAllowedClass:
 
 GUARDED_MODULE = """
 import pytest
-from agentfootprint.core.providers import guard
+from agentfootprint.runtime import provider_guard as guard
 
 pytestmark = pytest.mark.allow_model_requests
 

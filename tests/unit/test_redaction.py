@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.store.redaction import Boundary
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.commitments import (
     Disclosure,
     PolicyDocument,
     b64url,
@@ -20,6 +19,7 @@ from agentfootprint.verify.commitments import (
     iter_commitments,
     iter_leaks,
 )
+from agentfootprint.store.redaction import Boundary
 
 
 def fixed_salt() -> bytes:

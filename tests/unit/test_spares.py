@@ -19,10 +19,10 @@ import orjson
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.scope import Scope
-from agentfootprint.verify import spares
-from agentfootprint.verify.fold import DigestList, ReceiptLists, continued_lists
-from agentfootprint.verify.spares import Spares
+from agentfootprint.logformat import spares
+from agentfootprint.logformat.fold import DigestList, ReceiptLists, continued_lists
+from agentfootprint.logformat.spares import Spares
+from agentfootprint.runtime.scope import Scope
 
 pytestmark = pytest.mark.skipif(not spares.ENABLED, reason="reference counts say nothing here")
 

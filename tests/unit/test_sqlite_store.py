@@ -629,7 +629,7 @@ def test_import_appends_every_missing_run_and_skips_the_same(
 
 
 def test_import_orders_parents_first_whatever_the_listing() -> None:
-    from agentfootprint.store.transfer import _parents_first
+    from agentfootprint.exchange.transfer import _parents_first
 
     class Listing:
         def __init__(self, parents: dict[str, str | None]) -> None:

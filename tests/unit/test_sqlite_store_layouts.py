@@ -20,10 +20,10 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.errors import AppendOnlyError, NotALogError, StoreError
+from agentfootprint.exchange.transfer import export_runs, import_bundle
 from agentfootprint.store import sqlite as sqlite_store
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.sqlite import SqliteStore, translate_errors
-from agentfootprint.store.transfer import export_runs, import_bundle
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import StoreContract, hashed_batch, open_body
 from agentfootprint.verify.bundle import BundleSource
@@ -214,7 +214,7 @@ def test_golden_files_verify_continue_and_are_never_modified(tmp_path: Path, gol
 
 
 def test_demo_golden_replays_into_a_schema_2_file(tmp_path: Path) -> None:
-    from agentfootprint.demo import replay_agent
+    from agentfootprint.agent.demo import replay_agent
 
     golden = GOLDEN[0]
     before = _sha(golden)

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentfootprint.errors import SealError, UsageError
+from agentfootprint.logformat.canonical import canon
 from agentfootprint.seal import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
@@ -26,7 +27,6 @@ from agentfootprint.seal import (
     sign_envelope,
     statement_bytes,
 )
-from agentfootprint.verify.canonical import canon
 
 SIGNER = Ed25519Signer.from_seed(bytes(32))
 FACTS = SealFacts(

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
+from agentfootprint.exchange.transfer import open_log
 from agentfootprint.store.memory_vault import MemoryVault
-from agentfootprint.store.transfer import open_log
 from agentfootprint.store.urls import (
     KNOWN_FORMS,
     StoreLocation,

@@ -1,4 +1,4 @@
-"""``run_sync``'s loop (core/sync_loop.py): one per thread, kept between calls, and each call
+"""``run_sync``'s loop (runtime/sync_loop.py): one per thread, kept between calls, and each call
 as ``asyncio.run`` would make it: its own copy of the context, Ctrl-C cancelling the run
 (recorded as failed) and raising KeyboardInterrupt, no task of one call left for the next,
 a loop of its own in every thread and in a forked child, closed when its thread ends."""
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.sync_loop import run_sync
+from agentfootprint.runtime.sync_loop import run_sync
 
 SEEN = contextvars.ContextVar("SEEN", default="unset")
 
@@ -209,7 +209,7 @@ def agent(store, n):
 def loop_id():
     async def running():
         return id(asyncio.get_running_loop())
-    from agentfootprint.core.sync_loop import run_sync
+    from agentfootprint.runtime.sync_loop import run_sync
     return run_sync(running())
 
 def child(path, conn):

@@ -1,4 +1,4 @@
-"""The worker threads of sync tools (core/tool_threads.py): a tool never runs on the event
+"""The worker threads of sync tools (runtime/tool_threads.py): a tool never runs on the event
 loop's thread, the tools of concurrent runs run at the same time, the caller's context variables
 reach the tool, every exception reaches the awaiting task, a task that stops waiting leaves
 the worker unharmed, and a forked child starts its own workers."""
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
-from agentfootprint.core.tool_threads import MAX_WORKERS, run_in_thread
+from agentfootprint.runtime.tool_threads import MAX_WORKERS, run_in_thread
 
 REQUEST = contextvars.ContextVar("REQUEST", default="none")
 
@@ -174,7 +174,7 @@ def test_exit_does_not_wait_for_work_past_its_budget() -> None:
     done = _exits(
         """
         import asyncio, threading
-        from agentfootprint.core.tool_threads import run_in_thread
+        from agentfootprint.runtime.tool_threads import run_in_thread
 
         async def main():
             work = run_in_thread(threading.Event().wait, budget=0.2)  # never returns
@@ -192,7 +192,7 @@ def test_exit_waits_for_cancelled_work_at_most_its_grace() -> None:
     done = _exits(
         """
         import asyncio, threading
-        from agentfootprint.core.tool_threads import run_in_thread
+        from agentfootprint.runtime.tool_threads import run_in_thread
 
         started = threading.Event()
 
@@ -219,7 +219,7 @@ def test_exit_lets_work_still_awaited_finish() -> None:
     done = _exits(
         """
         import asyncio, threading, time
-        from agentfootprint.core.tool_threads import run_in_thread
+        from agentfootprint.runtime.tool_threads import run_in_thread
 
         started = threading.Event()
 

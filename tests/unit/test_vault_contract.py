@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from agentfootprint.errors import StoreError
+from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.store.memory_vault import MemoryVault
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.testing.vault_contract import VaultContract, disclosure
-from agentfootprint.verify.commitments import Disclosure
 
 
 class TestDisclosureVault(VaultContract):

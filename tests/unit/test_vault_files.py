@@ -17,12 +17,12 @@ from agentfootprint.errors import (
     StoreError,
     UsageError,
 )
+from agentfootprint.logformat.commitments import Disclosure, commitment_digest
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.vault import DisclosureVault, open_vault, read_disclosures
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import open_body
-from agentfootprint.verify.commitments import Disclosure, commitment_digest
 
 
 def _log(path: Path) -> None:

@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
+from agentfootprint.logformat.commitments import PolicyDocument
+from agentfootprint.logformat.fold import compress_digests
+from agentfootprint.logformat.limits import MAX_BODY_BYTES
+from agentfootprint.logformat.request import PIECE_KINDS, RequestHasher, build_request
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import open_body
 from agentfootprint.testing.tamper import tampering
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
-from agentfootprint.verify.commitments import PolicyDocument
-from agentfootprint.verify.fold import compress_digests
-from agentfootprint.verify.limits import MAX_BODY_BYTES
-from agentfootprint.verify.request import PIECE_KINDS, RequestHasher, build_request
 
 #: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
 #: section 4): every new file of this module is created with storage schema 1

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 import agentfootprint as af
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.store.base import EventReader
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import open_body
 from agentfootprint.testing.tamper import tampering
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import Row, parent_of
 
 #: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md

@@ -16,9 +16,9 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.errors import VerificationError
+from agentfootprint.logformat.chain import DERIVED, GENESIS, as_read
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.testing.tamper import new_file_schema, tampering
-from agentfootprint.verify.chain import DERIVED, GENESIS, as_read
 from agentfootprint.verify.verifier import RunVerification
 
 

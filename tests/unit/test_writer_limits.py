@@ -28,15 +28,15 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
+from agentfootprint.exchange.bundle_write import write_bundle
+from agentfootprint.logformat import limits
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.chain import GENESIS
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.writer import RunWriter, envelope_bytes
 from agentfootprint.testing.permissions import unprivileged
 from agentfootprint.testing.store_contract import open_body
-from agentfootprint.verify import limits
 from agentfootprint.verify.bundle import BundleSource
-from agentfootprint.verify.bundle_write import write_bundle
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.chain import GENESIS
 from examples_budget import scaled
 
 TS = 1_700_000_000_000
@@ -284,7 +284,7 @@ def test_an_output_in_a_read_only_folder_is_a_file_error(tmp_path: Path) -> None
         "import agentfootprint as af\n"
         "from agentfootprint.store.writer import RunWriter\n"
         "from agentfootprint.testing.store_contract import open_body\n"
-        "from agentfootprint.verify.bundle_write import write_bundle\n"
+        "from agentfootprint.exchange.bundle_write import write_bundle\n"
         "store = af.MemoryStore()\n"
         "RunWriter(store, 'r').append([('run.open', open_body('r'))])\n"
         "target = Path(sys.argv[1]) / 'b.afp'\n"

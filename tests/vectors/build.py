@@ -29,6 +29,8 @@ from typing import Any
 import orjson
 
 import agentfootprint as af
+from agentfootprint.exchange.bundle_write import write_bundle
+from agentfootprint.logformat.commitments import PolicyDocument
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.testing.tamper import (
     Row,
@@ -39,8 +41,6 @@ from agentfootprint.testing.tamper import (
     rewrite,
     tampering,
 )
-from agentfootprint.verify.bundle_write import write_bundle
-from agentfootprint.verify.commitments import PolicyDocument
 
 HERE = Path(__file__).resolve().parent
 SECRET = "123-45-6789"

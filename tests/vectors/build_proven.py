@@ -28,10 +28,10 @@ from typing import Any
 import orjson
 
 import agentfootprint as af
-from agentfootprint.store.transfer import export_runs
+from agentfootprint.exchange.transfer import export_runs
+from agentfootprint.seal.note import Checkpoint
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.verify.checkpoint import checkpoint_of, log_leaves, sign_checkpoint_with
-from agentfootprint.verify.note import Checkpoint
 
 HERE = Path(__file__).resolve().parent
 BASE = HERE / "sealed-valid.db"

@@ -34,16 +34,16 @@ from typing import Any
 import orjson
 
 import agentfootprint as af
+from agentfootprint.logformat.canonical import canon
 from agentfootprint.seal import parse_envelope, sign_envelope
+from agentfootprint.seal.ed25519_keys import SMALL_ORDER_ENCODINGS
+from agentfootprint.seal.merkle import root
+from agentfootprint.seal.note import Checkpoint
 from agentfootprint.seal.signer import key_id_of
 from agentfootprint.seal.statement import SealFacts, parse_statement
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
-from agentfootprint.verify.canonical import canon
 from agentfootprint.verify.checkpoint import log_leaves, make_checkpoint, sign_checkpoint_with
-from agentfootprint.verify.ed25519_keys import SMALL_ORDER_ENCODINGS
-from agentfootprint.verify.merkle import root
-from agentfootprint.verify.note import Checkpoint
 
 HERE = Path(__file__).resolve().parent
 ORIGIN = "example.com/sealed-vectors"

@@ -1,8 +1,9 @@
-"""agentfootprint.audit: the read side, replay against new code, and run diffs.
+"""agentfootprint.audit: the read side: runs, served requests, receipts, tool calls and diffs.
 
 Every name here is also at the top level (``agentfootprint.replay``,
 ``agentfootprint.diff_runs``, ``agentfootprint.state_at``...). Names resolve lazily,
-so the read side imports nothing of the runtime.
+so the read side imports nothing of the runtime. Replay is
+:mod:`agentfootprint.replayer`, one layer up.
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "replay": "agentfootprint.audit.replayer",
-    "replay_sync": "agentfootprint.audit.replayer",
-    "ReplayResult": "agentfootprint.audit.replayer",
     "diff_runs": "agentfootprint.audit.diff",
     "same_recording": "agentfootprint.audit.diff",
     "RunDiff": "agentfootprint.audit.diff",

@@ -20,8 +20,8 @@ from agentfootprint.audit.divergence import piece_diff
 from agentfootprint.audit.read import Receipt, RunReader
 from agentfootprint.audit.sources import check_index, check_run_id, naming_run, opened
 from agentfootprint.errors import UsageError
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.request import PIECE_KINDS
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.request import PIECE_KINDS
 from agentfootprint.verify.verifier import RowSource
 
 __all__ = ["PieceDifference", "RunDiff", "diff_runs", "same_recording"]

@@ -16,15 +16,15 @@ import orjson
 
 from agentfootprint.audit.read import Receipt
 from agentfootprint.errors import ReplayDivergence
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     OPAQUE,
     is_commitment,
     parse_json_container,
     read_json_text,
 )
-from agentfootprint.verify.request import PIECE_KINDS, RequestDigests
+from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests
 from agentfootprint.verify.verifier import Row
 
 __all__ = [

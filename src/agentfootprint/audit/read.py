@@ -3,7 +3,7 @@
 Commit ``c`` of a run is its ``c``-th stage commit (0-based); ``state_at(c)``
 is the state right after it, ``state_at(-1)`` the state the run started from
 (its parent's final state, or ``{}``). Call ``k`` is the run's ``k``-th LLM
-call, found by :func:`~agentfootprint.verify.calls.commit_calls` (its receipt, or, when
+call, found by :func:`~agentfootprint.logformat.calls.commit_calls` (its receipt, or, when
 receipts were off, its commit: marked ``call`` in format v2, a ``call-llm`` commit in v1);
 ``served_at(k)`` rebuilds the request, under the projection the run's ``run.open``
 records, from the state folded up to that call's receipt (or up to its commit).
@@ -23,10 +23,10 @@ import orjson
 
 from agentfootprint.audit.sources import check_index, check_run_id, naming_run, opened
 from agentfootprint.errors import RunNotFoundError, UsageError, VerificationError
-from agentfootprint.verify.calls import commit_calls
-from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.fold import FoldError, apply_write, expand_digests
-from agentfootprint.verify.request import PIECE_KINDS, Projection, recorded_projection
+from agentfootprint.logformat.calls import commit_calls
+from agentfootprint.logformat.canonical import parse
+from agentfootprint.logformat.fold import FoldError, apply_write, expand_digests
+from agentfootprint.logformat.request import PIECE_KINDS, Projection, recorded_projection
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 __all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]

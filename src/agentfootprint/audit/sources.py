@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentfootprint.errors import FileError, RunNotFoundError, UsageError
-from agentfootprint.store.transfer import open_log
+from agentfootprint.exchange.transfer import open_log
 from agentfootprint.store.urls import is_store_url, parse_store_url
 from agentfootprint.verify.verifier import RowSource
 
@@ -79,7 +79,7 @@ def opened(source: Any, argument: str = "source") -> Iterator[RowSource]:
 
 @contextlib.contextmanager
 def _opened_log(where: Any, argument: str) -> Iterator[Any]:
-    """:func:`~agentfootprint.store.transfer.open_log` of a file path or a parsed location,
+    """:func:`~agentfootprint.exchange.transfer.open_log` of a file path or a parsed location,
     its errors naming ``argument``; closed on exit."""
     try:
         reader: Any = open_log(where, option=argument)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import click
 
-from agentfootprint import __version__
 from agentfootprint.cli._boundary import (
     DEBUG_VARIABLE,
     EXIT_DIFFERENT,
@@ -40,6 +39,7 @@ from agentfootprint.cli.replaying import diff_command, replay_command
 from agentfootprint.cli.transfer import copy_command, export_command, import_command
 from agentfootprint.cli.vault import disclose, erase, vault_key
 from agentfootprint.cli.verifying import verify
+from agentfootprint.version import __version__
 
 __all__ = [
     "EXIT_DIFFERENT",

@@ -14,14 +14,14 @@ import click
 import orjson
 
 from agentfootprint.errors import FileError, UsageError
+from agentfootprint.exchange.transfer import open_log as open_reading
+from agentfootprint.local_files import check_regular, kind_of, open_regular, read_bounded
+from agentfootprint.seal.note import MAX_NOTE_BYTES
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SQLITE_HEADER
-from agentfootprint.store.transfer import open_log as open_reading
 from agentfootprint.store.urls import StoreLocation, is_store_url, parse_store_url, refusal
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.files import check_regular, kind_of, open_regular, read_bounded
-from agentfootprint.verify.note import MAX_NOTE_BYTES
 
 __all__ = [
     "DB",
@@ -173,7 +173,7 @@ def db_file(value: str, what: str) -> Database:
 def open_log(path: Database | str) -> Iterator[Any]:
     """A database (opened read-only: never created, migrated or changed) or an export
     bundle, read the same way (``read``, ``runs``, ``run_ids``, ``index_entries``); a path
-    or a store URL (:func:`agentfootprint.store.transfer.open_log`)."""
+    or a store URL (:func:`agentfootprint.exchange.transfer.open_log`)."""
     source = open_reading(path)
     with contextlib.closing(source):
         yield source

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agentfootprint.errors import UsageError
 
 if TYPE_CHECKING:
-    from agentfootprint.core.agent import Agent
+    from agentfootprint.agent.agent import Agent
 
 __all__ = ["build_agent", "cwd_on_path"]
 
@@ -59,7 +59,7 @@ def _load_factory(spec: str) -> Callable[[], Any]:
 
 def build_agent(spec: str) -> Agent:
     """Call the factory ``spec`` names; anything it raises, or a non-Agent, is a usage error."""
-    from agentfootprint.core.agent import Agent
+    from agentfootprint.agent.agent import Agent
 
     factory = _load_factory(spec)
     try:

@@ -25,6 +25,7 @@ from agentfootprint.cli._common import (
 )
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import UsageError, VerificationError
+from agentfootprint.local_files import MAX_PROOF_BYTES
 from agentfootprint.seal.signer import load_public_key, load_signer
 from agentfootprint.verify.checkpoint import (
     check_consistency,
@@ -32,7 +33,6 @@ from agentfootprint.verify.checkpoint import (
     leaves_of,
     prove_consistency,
 )
-from agentfootprint.verify.files import MAX_PROOF_BYTES
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = [
@@ -61,7 +61,7 @@ def default_origin(db: Database) -> str:
 
 def _origin_problem(origin: str) -> str | None:
     """What keeps ``origin`` from naming a log in a checkpoint, or None: it is the note's
-    first line and its signature's key name (docs/merkle.md; verify/note.py), so it is
+    first line and its signature's key name (docs/merkle.md; seal/note.py), so it is
     non-empty UTF-8 text without spaces (any Unicode space), ``+`` or control characters."""
     if not origin:
         return "it is empty"

@@ -13,14 +13,14 @@ from agentfootprint.cli._boundary import EXIT_OK, one_line
 from agentfootprint.cli._common import TARGET_DB, Database
 from agentfootprint.cli.verifying import report, severity
 from agentfootprint.errors import VerificationError
+from agentfootprint.logformat.canonical import parse
 from agentfootprint.seal.signer import Ed25519Signer
 from agentfootprint.store.base import EventReader
 from agentfootprint.store.urls import open_store_url
-from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import Verifier
 
 if TYPE_CHECKING:
-    from agentfootprint.core.agent import RunResult
+    from agentfootprint.agent.agent import RunResult
 
 __all__ = ["demo"]
 
@@ -75,7 +75,7 @@ def demo(db: Database, base_url: str | None, model: str | None) -> None:
     Exit codes as for `verify` (2 also when --db cannot be written or is not a log, or the
     server cannot be used).
     """
-    from agentfootprint.demo import DEMO_QUESTIONS, build_demo_agent
+    from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent
 
     real: dict[str, Any] = {}
     if (base_url is None) != (model is None):
@@ -114,6 +114,6 @@ def demo(db: Database, base_url: str | None, model: str | None) -> None:
         f"Its runs are sealed by a key made for this demo; prove who sealed them with:\n"
         f"  agentfootprint verify {db} --key {signer.public.text}\n"
         f"Replay it against today's code (no model call):\n"
-        f"  agentfootprint replay {db} {last} --agent agentfootprint.demo:replay_agent"
+        f"  agentfootprint replay {db} {last} --agent agentfootprint.agent.demo:replay_agent"
     )
     raise click.exceptions.Exit(worst)

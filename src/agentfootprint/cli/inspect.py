@@ -23,10 +23,10 @@ from agentfootprint.cli._common import (
     short,
     when,
 )
+from agentfootprint.logformat.canonical import parse
+from agentfootprint.logformat.commitments import COMMIT_KEY, is_commitment, iter_commitments
 from agentfootprint.seal.dsse import parse_envelope
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.commitments import COMMIT_KEY, is_commitment, iter_commitments
 from agentfootprint.verify.verifier import shared_verifier
 
 __all__ = ["runs", "served", "show", "state", "tool_calls_command"]
@@ -232,9 +232,9 @@ def _opened_digest(vault: Vault, recorded: Any) -> Any:
 def _check_wire(
     opened: dict[str, Any], request: Any, recorded: list[Any], k: int, *, show_body: bool = True
 ) -> None:
-    from agentfootprint.core.providers.base import Request
+    from agentfootprint.logformat.hashing import hexdigest
     from agentfootprint.providers import rebuilt
-    from agentfootprint.verify.hashing import hexdigest
+    from agentfootprint.runtime.provider import Request
 
     info = opened.get("provider_info")
     if not isinstance(info, dict):

@@ -14,6 +14,7 @@ import click
 
 from agentfootprint.cli._boundary import one_line
 from agentfootprint.errors import KeyFileError, UsageError
+from agentfootprint.local_files import open_regular
 from agentfootprint.seal.signer import (
     PUBLIC_KEY_PREFIX,
     PublicKey,
@@ -21,7 +22,6 @@ from agentfootprint.seal.signer import (
     load_public_key,
     load_signer,
 )
-from agentfootprint.verify.files import open_regular
 
 __all__ = ["keys"]
 

@@ -35,7 +35,7 @@ from agentfootprint.verify.verifier import shared_verifier
 
 if TYPE_CHECKING:
     from agentfootprint.audit.diff import PieceDifference, RunDiff
-    from agentfootprint.audit.replayer import ReplayResult
+    from agentfootprint.replayer.replay_run import ReplayResult
 
 __all__ = ["diff_command", "replay_command"]
 
@@ -123,7 +123,7 @@ def replay_command(
       2  usage: bad MODULE:FACTORY, import error, not an Agent, unknown run; DB or
          VAULT missing, not a log / not a vault, or unreadable
     """
-    from agentfootprint.audit.replayer import replay_sync
+    from agentfootprint.replayer.replay_run import replay_sync
 
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_log(db))

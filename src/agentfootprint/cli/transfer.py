@@ -19,13 +19,13 @@ from agentfootprint.cli._common import (
 from agentfootprint.cli.checkpointing import log_origin
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import FileError, UsageError, VerificationError
+from agentfootprint.exchange.transfer import copy_runs, export_runs, import_bundle
+from agentfootprint.local_files import open_regular
 from agentfootprint.seal.signer import load_signer
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import SQLITE_HEADER
-from agentfootprint.store.transfer import copy_runs, export_runs, import_bundle
 from agentfootprint.store.urls import database_of, open_store_url
 from agentfootprint.verify.bundle import BundleSource, is_bundle
-from agentfootprint.verify.files import open_regular
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["copy_command", "export_command", "import_command"]

@@ -17,8 +17,8 @@ from agentfootprint.cli._common import (
     write_output,
 )
 from agentfootprint.errors import UsageError
+from agentfootprint.local_files import MAX_DISCLOSURES_BYTES
 from agentfootprint.store.vault import disclosures_document
-from agentfootprint.verify.files import MAX_DISCLOSURES_BYTES
 
 __all__ = ["disclose", "erase", "vault_key"]
 

@@ -23,13 +23,13 @@ from agentfootprint.cli._boundary import (
 )
 from agentfootprint.cli._common import DB, INPUT_FILE, Database, open_log, read_input, short
 from agentfootprint.errors import StoreError, UsageError, VerificationError
+from agentfootprint.local_files import MAX_DISCLOSURES_BYTES
+from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.store.vault import read_disclosures
 from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.bundle_proofs import Inclusion
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of, same_tree
-from agentfootprint.verify.commitments import Disclosure
-from agentfootprint.verify.files import MAX_DISCLOSURES_BYTES
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
 __all__ = ["report", "severity", "verify"]

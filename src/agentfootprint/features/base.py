@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentfootprint.errors import UsageError
-from agentfootprint.verify.canonical import MAX_SAFE_INT, has_lone_surrogate
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, has_lone_surrogate
 
 if TYPE_CHECKING:
-    from agentfootprint.core.events import AgentEvent
-    from agentfootprint.core.providers.base import LLMResponse
-    from agentfootprint.core.run import StageContext
-    from agentfootprint.core.tools import ToolOutcome
+    from agentfootprint.runtime.events import AgentEvent
+    from agentfootprint.runtime.provider import LLMResponse
+    from agentfootprint.runtime.run import StageContext
+    from agentfootprint.runtime.tools import ToolOutcome
 
 __all__ = [
     "MAX_COUNT",
@@ -224,7 +224,7 @@ StopHook = Callable[["StageContext"], Awaitable[Mapping[str, Any] | None]]
 CapHook = Callable[["StageContext"], Awaitable[str | None]]
 #: ``hook(ctx, call) -> refusal``: just before a tool runs (live, or answered from a
 #: recording), after the loop's own checks (no such tool, arguments not JSON, validation):
-#: None lets it run; a :class:`~agentfootprint.core.tools.ToolOutcome` is the call's result
+#: None lets it run; a :class:`~agentfootprint.runtime.tools.ToolOutcome` is the call's result
 #: instead (the tool does not run). May emit events, and raise to stop the run.
 PermissionHook = Callable[["StageContext", ToolResult], Awaitable["ToolOutcome | None"]]
 #: ``hook(ctx, error)``: where the run ends (the last stage's execution, the stage that

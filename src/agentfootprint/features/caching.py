@@ -26,19 +26,19 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
-from agentfootprint.core.events import detached
-from agentfootprint.core.providers.base import Request
-from agentfootprint.core.run import StageContext
-from agentfootprint.core.tool_threads import call_user_code
 from agentfootprint.errors import UsageError
 from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
-from agentfootprint.verify.projection import (
+from agentfootprint.logformat.projection import (
     CACHE_MARKERS_MAX,
     ProjectionError,
     build_request,
     cache_markers,
 )
+from agentfootprint.runtime.events import detached
+from agentfootprint.runtime.provider import Request
+from agentfootprint.runtime.run import StageContext
+from agentfootprint.runtime.tool_threads import call_user_code
 
 __all__ = ["FEATURE", "STRATEGIES", "CacheStrategy", "breakpoints"]
 

@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
 from agentfootprint.features.base import count as whole_count
 from agentfootprint.features.llm_call import system_prompt_chars, system_prompt_text
-from agentfootprint.verify.canonical import canon
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.run import StageContext
 
 OPTION = "context_budget"
 DEFAULTS: Mapping[str, int] = {"system_prompt": 4000, "messages": 10000, "tools": 2000}

@@ -29,8 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.run import StageContext
 from agentfootprint.features import keep_last_tool_results as pinning
 from agentfootprint.features.base import (
     MISSING,
@@ -42,7 +40,9 @@ from agentfootprint.features.base import (
     refuse,
 )
 from agentfootprint.features.wrap_up import WRAP_UP_FRAME_PREFIX
-from agentfootprint.verify.canonical import canon
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.run import StageContext
 
 OPTION = "window"
 KEY = "served_messages"

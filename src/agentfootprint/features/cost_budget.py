@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.run import StageContext
 from agentfootprint.features import pricing_table
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
-from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.logformat.canonical import MAX_SAFE_INT
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.provider import LLMResponse
+from agentfootprint.runtime.run import StageContext
 
 OPTION = "cost_budget"
 ACTIONS = ("halt", "warn")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agentfootprint.core.events import IterationEnd, TurnEnd
-from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import Feature, StageSpec, StateKey
+from agentfootprint.runtime.events import IterationEnd, TurnEnd
+from agentfootprint.runtime.run import StageContext
 
 
 async def prepare_final(ctx: StageContext) -> None:

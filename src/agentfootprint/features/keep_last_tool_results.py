@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentfootprint.core.events import AgentEvent
 from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, OptionSpec, refuse
+from agentfootprint.runtime.events import AgentEvent
 
 OPTION = "keep_last_tool_results"
 #: the default with a window (the seed's)

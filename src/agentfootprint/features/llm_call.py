@@ -1,6 +1,6 @@
 """The model call: the request built from committed state, receipted, served, answered.
 
-The request is :func:`~agentfootprint.verify.request.build_request` of committed state under
+The request is :func:`~agentfootprint.logformat.request.build_request` of committed state under
 the run's projection, and nothing else: hooks see its JSON after it was built and may add
 fields to the ``llm_start`` event, never to the request. The reply comes through the run's
 model port (the provider live; the recording in a replay).
@@ -12,9 +12,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.core.events import IterationStart, LLMEnd, LLMStart, LLMToken, WireExchange
-from agentfootprint.core.providers.base import LLMResponse, Request, ToolCall, Usage, WireRecord
-from agentfootprint.core.run import StageContext, exception_text
 from agentfootprint.errors import (
     CanonicalFormError,
     ModelRequestsBlocked,
@@ -33,10 +30,13 @@ from agentfootprint.features.base import (
     boolean,
     refuse,
 )
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
+from agentfootprint.logformat.hashing import hexdigest
+from agentfootprint.logformat.request import build_request
+from agentfootprint.runtime.events import IterationStart, LLMEnd, LLMStart, LLMToken, WireExchange
+from agentfootprint.runtime.provider import LLMResponse, Request, ToolCall, Usage, WireRecord
+from agentfootprint.runtime.run import StageContext, exception_text
 from agentfootprint.store.redaction import refuse_reserved_key
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.hashing import hexdigest
-from agentfootprint.verify.request import build_request
 
 
 def _provider(value: Any, given: Mapping[str, Any]) -> Any:

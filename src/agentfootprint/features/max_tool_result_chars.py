@@ -24,11 +24,11 @@ from typing import Any
 
 import orjson
 
-from agentfootprint.core.run import StageContext
-from agentfootprint.core.tools import ToolOutcome
 from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, OptionSpec, ToolResult, refuse
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import read_json_text
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import read_json_text
+from agentfootprint.runtime.run import StageContext
+from agentfootprint.runtime.tools import ToolOutcome
 
 OPTION = "max_tool_result_chars"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import Feature, StageSpec
+from agentfootprint.runtime.run import StageContext
 
 
 async def messages(ctx: StageContext) -> None:

@@ -21,7 +21,7 @@ with ``decision`` and at most ``by`` and ``reason``, all str; the bare decision 
 denial (fail closed) whose reason names what went wrong (the exception's class, never its
 message; the extra key; the wrong type), recorded the same way.
 
-A sync ``check`` runs in a worker thread (:mod:`agentfootprint.core.tool_threads`), never on
+A sync ``check`` runs in a worker thread (:mod:`agentfootprint.runtime.tool_threads`), never on
 the event loop: a run cancelled while it decides (``asyncio.wait_for``, Ctrl-C under
 ``run_sync``) stops waiting at once, closes ``failed`` with its ``CancelledError`` recorded,
 and runs no tool whatever the check answers later. At interpreter exit such an abandoned
@@ -40,14 +40,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from agentfootprint.core.events import AgentEvent, detached
-from agentfootprint.core.run import StageContext
-from agentfootprint.core.tool_threads import call_user_code
-from agentfootprint.core.tools import ToolOutcome
 from agentfootprint.errors import PolicyHaltError, ReplayDivergence, UsageError
 from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
 from agentfootprint.features.tool_dispatch import recordable_arguments
+from agentfootprint.runtime.events import AgentEvent, detached
+from agentfootprint.runtime.run import StageContext
+from agentfootprint.runtime.tool_threads import call_user_code
+from agentfootprint.runtime.tools import ToolOutcome
 
 __all__ = [
     "CAPABILITY",

@@ -38,11 +38,11 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from importlib import resources
 from typing import Any, ClassVar
 
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.run import RunState, StageContext
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
-from agentfootprint.verify.canonical import MAX_SAFE_INT
+from agentfootprint.logformat.canonical import MAX_SAFE_INT
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.provider import LLMResponse
+from agentfootprint.runtime.run import RunState, StageContext
 
 __all__ = [
     "DECIMALS",

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import Feature, OptionSpec, boolean
 from agentfootprint.features.llm_call import assembled
-from agentfootprint.verify.request import build_request
+from agentfootprint.logformat.request import build_request
+from agentfootprint.runtime.run import StageContext
 
 OPTION = "record_system_prompt"
 

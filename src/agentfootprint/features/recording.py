@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.core.ports import Ports
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.runtime.ports import Ports
 from agentfootprint.store.redaction import RedactionPolicy
 
 

@@ -17,15 +17,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfootprint.core.chart import Chart, Stage
 from agentfootprint.errors import UsageError
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, loggable
 from agentfootprint.features.seed_options import SEED_OPTIONS, python_name
+from agentfootprint.runtime.chart import Chart, Stage
 
 __all__ = [
     "Seam",
     "all_features",
     "event_classes",
+    "event_kinds",
     "live_only_kinds",
     "option_specs",
     "planned_options",
@@ -54,7 +55,7 @@ def all_features() -> tuple[Feature, ...]:
     return tuple(found)
 
 
-_NOT_FEATURES = frozenset({"base", "registry", "seed_options"})
+_NOT_FEATURES = frozenset({"base", "classifiers", "registry", "seed_options"})
 
 
 def _check_unique(features: Iterable[Feature]) -> None:
@@ -88,6 +89,12 @@ def planned_options() -> frozenset[str]:
 @functools.cache
 def event_classes() -> tuple[type[Any], ...]:
     return tuple(e for f in all_features() for e in f.events)
+
+
+@functools.cache
+def event_kinds() -> frozenset[str]:
+    """Every event kind a feature declares."""
+    return frozenset(cls.kind for cls in event_classes())
 
 
 @functools.cache
@@ -149,6 +156,8 @@ class Seam:
     stage_budget: int
     projection: int
     model_stages: frozenset[str]
+    #: the event kinds written to the log as ``event`` rows
+    recorded_kinds: frozenset[str]
     #: each hook point's hooks, in order (computed once: the loop asks at every call)
     _hooks: Mapping[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
     #: what features cache across the agent's runs, by feature name: caches only, that
@@ -170,6 +179,7 @@ class Seam:
             stage_budget=loop * max_iterations + len(chart.stages),
             projection=max((f.projection for f in features), default=1),
             model_stages=frozenset(s.name for s in stages if s.calls_model),
+            recorded_kinds=recorded_kinds(),
             _hooks={
                 point: tuple(h for f in features if (h := getattr(f, point)) is not None)
                 for point in _HOOK_POINTS

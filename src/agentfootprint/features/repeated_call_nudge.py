@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.run import StageContext
-from agentfootprint.core.tools import ToolOutcome
 from agentfootprint.errors import CanonicalFormError
 from agentfootprint.features.base import Feature, OptionSpec, ToolResult, boolean
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import read_json_text
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import read_json_text
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.run import StageContext
+from agentfootprint.runtime.tools import ToolOutcome
 
 OPTION = "repeated_call_nudge"
 #: The sentence appended to a repeated result (after a blank line).

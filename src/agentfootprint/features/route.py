@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.runtime.run import StageContext
 
 MAX_ITERATIONS_CAP = 50
 

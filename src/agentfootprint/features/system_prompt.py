@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfootprint.core.run import StageContext
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.runtime.run import StageContext
 
 
 def _system(value: Any, given: Mapping[str, Any]) -> tuple[str, ...]:

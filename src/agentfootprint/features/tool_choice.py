@@ -2,7 +2,7 @@
 
 ``tool_choice={"classifier": obj, "serve": "all" | {"top": N}, "always_serve": [names]}``
 (every key optional; the classifier defaults to
-:class:`~agentfootprint.classifiers.DescriptionClassifier`). Before every model call the
+:class:`~agentfootprint.features.classifiers.DescriptionClassifier`). Before every model call the
 ``tool-choice`` stage (after ``tools`` and ``window``) asks the classifier ONE question over
 the tools about to be served less the ``always_serve`` doors, and appends a choice row to
 ``tool_choices`` BEFORE the call: the ranking, its pick and confidence, what was served and
@@ -41,11 +41,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentfootprint.classifiers import DescriptionClassifier, ToolCandidate
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.run import StageContext
-from agentfootprint.core.tool_threads import call_user_code
 from agentfootprint.features import tool_teardown, wrap_up
 from agentfootprint.features.base import (
     MISSING,
@@ -56,8 +51,13 @@ from agentfootprint.features.base import (
     count,
     refuse,
 )
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.hashing import hexdigest
+from agentfootprint.features.classifiers import DescriptionClassifier, ToolCandidate
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
+from agentfootprint.logformat.hashing import hexdigest
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.provider import LLMResponse
+from agentfootprint.runtime.run import StageContext
+from agentfootprint.runtime.tool_threads import call_user_code
 
 OPTION = "tool_choice"
 KEYS = ("classifier", "serve", "always_serve")
@@ -189,7 +189,7 @@ def _check(value: Any, given: Mapping[str, Any]) -> Resolved | None:
         raise refuse(
             OPTION,
             f"the classifier {classifier!r} has no rank(query, candidates) method "
-            "(see agentfootprint.classifiers.ToolClassifier)",
+            "(see agentfootprint.features.classifiers.ToolClassifier)",
         )
     return Resolved(classifier, classifier_name(classifier), serve, always)
 

@@ -16,10 +16,14 @@ from typing import Any
 
 import orjson
 
-from agentfootprint.core.events import ArgsInvalid, IterationEnd, ToolEnd, ToolStart, detached
-from agentfootprint.core.run import StageContext, exception_text, structured_details
-from agentfootprint.core.scope import to_json_value
-from agentfootprint.core.tools import (
+from agentfootprint.errors import CanonicalFormError
+from agentfootprint.features import tool_teardown
+from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.runtime.events import ArgsInvalid, IterationEnd, ToolEnd, ToolStart, detached
+from agentfootprint.runtime.run import StageContext, exception_text, structured_details
+from agentfootprint.runtime.scope import to_json_value
+from agentfootprint.runtime.tools import (
     ResultRoom,
     ToolContext,
     ToolOutcome,
@@ -29,10 +33,6 @@ from agentfootprint.core.tools import (
     teaching_message,
     validate_arguments,
 )
-from agentfootprint.errors import CanonicalFormError
-from agentfootprint.features import tool_teardown
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
-from agentfootprint.verify.canonical import canon, parse
 
 #: the stage that runs a reply's tool calls (the replay reads their results at its commit)
 TOOL_CALLS_STAGE = "tool-calls"

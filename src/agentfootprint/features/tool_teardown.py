@@ -11,7 +11,7 @@ sync function in its worker thread), and the run goes on closing. An abandoned s
 never holds the process: interpreter exit waits for it only until its budget is spent, then
 exits without it (the worker is a daemon thread); likewise a sync tool or permission check
 whose run was cancelled gets at most ``tool_teardown_timeout_ms`` more at exit
-(:mod:`agentfootprint.core.tool_threads`).
+(:mod:`agentfootprint.runtime.tool_threads`).
 
 Each outcome is a recorded event, in the commit of the stage where the run ended (so it is
 written before ``run.close`` and verifies): ``agentfootprint.tools.session_closed``
@@ -33,12 +33,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.tool_threads import call_user_code
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.tool_threads import call_user_code
 
 if TYPE_CHECKING:
-    from agentfootprint.core.run import RunState, StageContext
+    from agentfootprint.runtime.run import RunState, StageContext
 
 __all__ = ["DEFAULT_MS", "SessionCloseFailed", "SessionClosed", "exit_grace", "registrar"]
 

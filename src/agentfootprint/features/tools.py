@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfootprint.core.run import StageContext
-from agentfootprint.core.tools import Tool
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.runtime.run import StageContext
+from agentfootprint.runtime.tools import Tool
 
 
 def _tools(value: Any, given: Mapping[str, Any]) -> tuple[Tool, ...]:

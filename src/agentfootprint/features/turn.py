@@ -11,8 +11,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.core.events import TurnStart
-from agentfootprint.core.run import ReplayInput, StageContext
 from agentfootprint.features.base import (
     MISSING,
     Feature,
@@ -22,7 +20,9 @@ from agentfootprint.features.base import (
     count,
     refuse,
 )
-from agentfootprint.verify.commitments import read_json_text
+from agentfootprint.logformat.commitments import read_json_text
+from agentfootprint.runtime.events import TurnStart
+from agentfootprint.runtime.run import ReplayInput, StageContext
 
 #: the stage that starts a turn (the replay reads the recorded input at its commit)
 SEED_STAGE = "seed"
@@ -99,7 +99,7 @@ async def seed(ctx: StageContext) -> None:
         message, content = message.user_message, message.content
     s.set("agent", {"id": config.id, "name": config.name})
     s.set("model", config.model)
-    s.set("params", config.params)
+    s.set("params", call_params(config.options))
     s.append("history", [{"role": "user", "content": content}])
     s.set("user_message", message)
     s.set("iteration", 1)

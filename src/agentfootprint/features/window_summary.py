@@ -25,10 +25,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentfootprint.core.run import StageContext
 from agentfootprint.features import context_window as windowing
 from agentfootprint.features import llm_call
 from agentfootprint.features.base import Feature, StageSpec, StateKey
+from agentfootprint.runtime.run import StageContext
 
 #: the committed plan of the summariser call this iteration makes (deleted once made)
 PENDING_KEY = "window_folding"

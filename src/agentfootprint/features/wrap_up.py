@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.run import StageContext
 from agentfootprint.features import llm_call
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, refuse
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.run import StageContext
 
 OPTION = "wrap_up_at_max_iterations"
 #: the route branch, and ``budget_exhausted``'s action

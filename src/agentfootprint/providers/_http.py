@@ -4,7 +4,7 @@ The vendors' SDKs build and parse the HTTP exchanges; this module sits under the
 transport of the ``httpx2.AsyncClient`` they are given (the SDKs are built on httpx2), so
 the bytes an attempt sent and received are seen as they crossed the wire, and it runs the
 retry loop itself (the SDKs' own retries are off) so every attempt is recorded, in order,
-as a :class:`~agentfootprint.core.providers.base.WireAttempt`. It imports no SDK: the
+as a :class:`~agentfootprint.runtime.provider.WireAttempt`. It imports no SDK: the
 vendor-specific parts (exception classes, the context-too-long test) are passed in a
 :class:`Vendor`. Headers are never recorded: the API key travels in one.
 """
@@ -26,8 +26,8 @@ from typing import Any, Generic, TypeVar, cast
 
 import httpx2
 
-from agentfootprint.core.providers.base import WireAttempt, WireRecord
 from agentfootprint.errors import ProviderError, UsageError
+from agentfootprint.runtime.provider import WireAttempt, WireRecord
 
 __all__ = [
     "DEFAULT_RETRY_STATUSES",

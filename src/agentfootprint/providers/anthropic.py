@@ -4,7 +4,7 @@ The SDK builds and parses the HTTP exchanges; it is given an ``httpx2`` client o
 (:mod:`agentfootprint.providers._http`) whose transport records the exact bytes of every
 attempt, and its own retries are off: ours retry rate limits, 529 overloaded, other
 server errors and broken connections, each attempt recorded in the call's
-:class:`~agentfootprint.core.providers.base.WireRecord`. The translation sends the served
+:class:`~agentfootprint.runtime.provider.WireRecord`. The translation sends the served
 request and nothing else: system pieces stay separate text blocks (their boundaries are
 where prompt-cache breakpoints go), tool results become the user turn's ``tool_result``
 blocks, and ``max_tokens`` (which the API requires) is the request's, else
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from agentfootprint.core.providers.base import LLMResponse, Request, ToolCall, Usage
 from agentfootprint.errors import UsageError
 from agentfootprint.providers import _http
+from agentfootprint.runtime.provider import LLMResponse, Request, ToolCall, Usage
 
 if TYPE_CHECKING:
     import anthropic as sdk
@@ -361,7 +361,7 @@ class AnthropicMessages:
     def describe(self) -> dict[str, str]:
         """What decides the wire bytes besides the served request (recorded in run.open):
         the versions, and whether it streams."""
-        from agentfootprint import __version__
+        from agentfootprint.version import __version__
 
         return {
             "adapter": self.name,

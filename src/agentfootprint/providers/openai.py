@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx2
 
-import agentfootprint
-from agentfootprint.core.providers.base import (
+from agentfootprint.errors import UsageError
+from agentfootprint.providers import _http
+from agentfootprint.runtime.provider import (
     LLMResponse,
     Message,
     Request,
     ToolCall,
     Usage,
 )
-from agentfootprint.errors import UsageError
-from agentfootprint.providers import _http
+from agentfootprint.version import __version__
 
 if TYPE_CHECKING:
     import openai as openai_sdk
@@ -426,7 +426,7 @@ class OpenAIChat:
         """What decides the wire bytes besides the served request (recorded in run.open)."""
         return {
             "adapter": "openai-chat",
-            "adapter_version": agentfootprint.__version__,
+            "adapter_version": __version__,
             "sdk": f"openai {self._sdk_version}",
             "httpx": f"httpx2 {httpx2.__version__}",
             "stream": "true" if self.stream else "false",

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfootprint.errors import SealError, UsageError
+from agentfootprint.logformat.canonical import canon
 from agentfootprint.seal.signer import PublicKey, Signer, load_public_key
-from agentfootprint.verify.canonical import canon
 
 __all__ = [
     "MAX_ENVELOPE_BYTES",

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.hashing import hexdigest
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.hashing import hexdigest
 
 __all__ = [
     "SEAL_ROW",

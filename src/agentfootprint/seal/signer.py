@@ -34,8 +34,8 @@ from agentfootprint.errors import (
     UsageError,
     WrongPassphraseError,
 )
-from agentfootprint.verify.ed25519_keys import key_problem
-from agentfootprint.verify.files import open_regular
+from agentfootprint.local_files import open_regular
+from agentfootprint.seal.ed25519_keys import key_problem
 
 __all__ = [
     "PUBLIC_KEY_PREFIX",

@@ -1,7 +1,7 @@
 """The seal's in-toto Statement v1 (in-toto/attestation ``spec/v1/statement.md``).
 
 The statement is the DSSE payload (payloadType ``application/vnd.in-toto+json``), as
-canonical JSON (RFC 8785, :func:`agentfootprint.verify.canonical.canon`)::
+canonical JSON (RFC 8785, :func:`agentfootprint.logformat.canonical.canon`)::
 
     {"_type": "https://in-toto.io/Statement/v1",
      "subject": [{"name": "run:<run_id>", "digest": {"sha256": "<last chain hash, hex>"}}],
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfootprint.errors import CanonicalFormError, SealError, UsageError
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.hashing import is_hex_digest
 from agentfootprint.seal.dsse import sign_envelope, verify_envelope
 from agentfootprint.seal.signer import PublicKey, Signer
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.hashing import is_hex_digest
 
 __all__ = [
     "OUTCOMES",

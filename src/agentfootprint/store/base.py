@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from agentfootprint.errors import StoreError, UsageError
-from agentfootprint.verify.canonical import parse
-from agentfootprint.verify.chain import CLOSING_TYPES
+from agentfootprint.logformat.canonical import parse
+from agentfootprint.logformat.chain import CLOSING_TYPES
 
 __all__ = [
     "AsyncAppend",

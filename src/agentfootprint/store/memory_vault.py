@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from agentfootprint.errors import StoreError, UsageError
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import Disclosure
 
 __all__ = ["MemoryVault"]
 

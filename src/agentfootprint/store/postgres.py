@@ -36,6 +36,7 @@ from agentfootprint.errors import (
     StoreError,
     UsageError,
 )
+from agentfootprint.logformat.chain import CLOSING_TYPES
 from agentfootprint.store.base import (
     EventStore,
     IndexEntry,
@@ -57,7 +58,6 @@ from agentfootprint.store.postgres_db import (
 )
 from agentfootprint.store.postgres_url import PostgresLocation
 from agentfootprint.store.seal_log import sealed_in
-from agentfootprint.verify.chain import CLOSING_TYPES
 
 if TYPE_CHECKING:
     import psycopg
@@ -427,7 +427,7 @@ class PostgresStore(EventStore):
 
     def chain_rows(self, run_id: str) -> list[tuple[Any, ...]] | None:
         """The rows ``read(run_id)`` yields, as tuples, for the verifier's own loop
-        (:class:`~agentfootprint.verify.chain.ChainRowSource`)."""
+        (:class:`~agentfootprint.logformat.chain.ChainRowSource`)."""
         if getattr(self.read, "__func__", None) is not PostgresStore.read:
             return None
         rows = self._fetch(f"reading run {run_id}", self._ROWS, (run_id, 0))

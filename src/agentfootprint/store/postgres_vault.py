@@ -69,6 +69,9 @@ from agentfootprint.errors import (
     StoreError,
     UsageError,
 )
+from agentfootprint.local_files import open_regular
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.store.postgres_db import (
     LOCK_CLASS,
     Connections,
@@ -82,9 +85,6 @@ from agentfootprint.store.postgres_db import (
 )
 from agentfootprint.store.postgres_url import PostgresLocation
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import Disclosure
-from agentfootprint.verify.files import open_regular
 
 if TYPE_CHECKING:
     import psycopg

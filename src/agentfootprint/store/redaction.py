@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.errors import ReservedKeyError, UsageError
-from agentfootprint.store.pattern_subset import PatternRefused, check_pattern
-from agentfootprint.verify.canonical import canon, json_path
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.canonical import canon, json_path
+from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     LEGACY_POLICY_VERSION,
     OPAQUE,
@@ -35,6 +34,7 @@ from agentfootprint.verify.commitments import (
     re2_refusal,
     read_json_text,
 )
+from agentfootprint.store.pattern_subset import PatternRefused, check_pattern
 
 __all__ = [
     "Boundary",
@@ -242,7 +242,7 @@ def refuse_reserved_key(value: Any, where: str) -> None:
 
 def _find_commit_key(value: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
     """Where ``$commit`` is used as a key (walkable JSON text included: the JSON-text rule of
-    :func:`~agentfootprint.verify.commitments.read_json_text`), or None. Iterative."""
+    :func:`~agentfootprint.logformat.commitments.read_json_text`), or None. Iterative."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
     while stack:
         item, where = stack.pop()
@@ -316,7 +316,7 @@ class Boundary:
     """Commits values by policy; keeps each new commitment's disclosure until taken.
 
     The walk is iterative (deep values and JSON text inside strings never recurse). Strings
-    follow the JSON-text rule (:func:`~agentfootprint.verify.commitments.read_json_text`):
+    follow the JSON-text rule (:func:`~agentfootprint.logformat.commitments.read_json_text`):
     walkable text is rewritten in canonical form when something in it was committed, and
     opaque JSON text is committed whole, under the nearest enclosing member name."""
 

@@ -43,6 +43,8 @@ from agentfootprint.errors import (
     StoreError,
     UsageError,
 )
+from agentfootprint.local_files import open_regular
+from agentfootprint.logformat.chain import CLOSING_TYPES, GENESIS
 from agentfootprint.store.base import (
     EventStore,
     IndexEntry,
@@ -69,8 +71,6 @@ from agentfootprint.store.sqlite_layout import (
     _orphan_name,
     _rebuilt,
 )
-from agentfootprint.verify.chain import CLOSING_TYPES, GENESIS
-from agentfootprint.verify.files import open_regular
 
 #: The first 16 bytes of every SQLite 3 database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -908,10 +908,10 @@ class SqliteStore(EventStore):
 
     def chain_rows(self, run_id: str) -> list[tuple[Any, ...]] | None:
         """The rows ``read(run_id)`` yields, as tuples for the verifier's own loop
-        (:class:`~agentfootprint.verify.chain.ChainRowSource`): schema 1's exactly as the
+        (:class:`~agentfootprint.logformat.chain.ChainRowSource`): schema 1's exactly as the
         query returns them (the driver gives a BLOB as ``bytes``, so these are ``read``'s
         fields), schema 2's decoded with nothing hashed, the values it does not store
-        :data:`~agentfootprint.verify.chain.DERIVED`. None when ``read`` is not this class's
+        :data:`~agentfootprint.logformat.chain.DERIVED`. None when ``read`` is not this class's
         (a subclass or a patched instance reads its own way: the verifier reads that)."""
         if getattr(self.read, "__func__", None) is not SqliteStore.read:
             return None

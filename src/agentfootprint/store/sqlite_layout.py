@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from agentfootprint.errors import StoreError
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
+from agentfootprint.logformat.chain import DERIVED, chain_hash, event_hash
 from agentfootprint.store.base import StoredEvent
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.chain import DERIVED, chain_hash, event_hash
 
 _APPEND_ONLY = "agentfootprint log is append-only"
 
@@ -241,7 +241,7 @@ def _parsed_marker(data: bytes) -> tuple[str, int, int] | None:
 def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[StoredEvent]:
     """Schema-2 rows as :class:`StoredEvent` s, byte-identical to schema 1's: the rows as
     :func:`_decoded` gives them, the event hash computed (as
-    :func:`~agentfootprint.verify.chain.event_hash` does, from the envelope's parts), the chain
+    :func:`~agentfootprint.logformat.chain.event_hash` does, from the envelope's parts), the chain
     linked from ``previous`` (the head stored before the first row) and taken as stored where a
     head is. Values a sound writer never stores reach the verifier as they are (or as a value
     it refuses), never an exception."""

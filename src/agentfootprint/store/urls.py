@@ -1,7 +1,7 @@
 """Stores and vaults named by a URL (``sqlite:///runs.db``, ``memory:``) or a file path.
 
 Every caller that opens a store from what a user typed (``Agent(store=...)``, the CLI's
-``DB`` arguments, :func:`agentfootprint.store.transfer.open_log`) goes through this module,
+``DB`` arguments, :func:`agentfootprint.exchange.transfer.open_log`) goes through this module,
 so a new backend (a ``postgresql://`` store, issue 15) is added here, not at each caller.
 
 The rule that decides what a string is (docs/stores.md, "Opening a store from a URL"):

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 import orjson
 
 from agentfootprint.errors import FileError, NotAVaultError, StoreError, UsageError
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.store.base import same_file
 from agentfootprint.store.sqlite import (
     SQLITE_HEADER,
@@ -36,8 +38,6 @@ from agentfootprint.store.sqlite import (
     writer_files,
 )
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import Disclosure
 
 __all__ = ["DisclosureVault", "open_vault"]
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Self
 
 from agentfootprint.errors import UsageError
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     Disclosure,
     is_commitment,

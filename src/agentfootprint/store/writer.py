@@ -30,11 +30,11 @@ from typing import Any
 import orjson
 
 from agentfootprint.errors import CanonicalFormError, RecordTooLargeError, StoreError
+from agentfootprint.logformat import limits
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.seal.facts import WIRE_EVENT
 from agentfootprint.store.base import EventStore, StoredEvent
-from agentfootprint.verify import limits
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 
 __all__ = ["Clock", "RunWriter", "envelope_bytes", "new_run_id", "wall_clock_ms"]
 
@@ -235,7 +235,7 @@ class RunWriter:
             raise RecordTooLargeError(
                 self._where(seq, type_),
                 f"the body is {len(data)} bytes in canonical form, over the limit of "
-                f"{limits.MAX_BODY_BYTES} (MAX_BODY_BYTES, agentfootprint.verify.limits): "
+                f"{limits.MAX_BODY_BYTES} (MAX_BODY_BYTES, agentfootprint.logformat.limits): "
                 "nothing of this batch was recorded",
             )
 

@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from agentfootprint.core.providers.base import LLMResponse
 from agentfootprint.errors import ProviderError
+from agentfootprint.runtime.provider import LLMResponse
 from agentfootprint.testing._fake_http import QuietServer, Received
 
 __all__ = [

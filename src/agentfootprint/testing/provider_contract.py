@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from agentfootprint.core.agent import Agent
-from agentfootprint.core.events import AgentEvent
-from agentfootprint.core.providers.base import LLMResponse, Request, ToolCall, Usage
-from agentfootprint.core.tools import define_tool
+from agentfootprint.agent.agent import Agent
 from agentfootprint.errors import ProviderCallError, ProviderError
-from agentfootprint.verify.canonical import canon
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.provider import LLMResponse, Request, ToolCall, Usage
+from agentfootprint.runtime.tools import define_tool
 
 __all__ = ["ProviderContract", "ServedProviderContract", "Unmutating"]
 

@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 
 from agentfootprint.audit.read import RunReader
-from agentfootprint.core import hooks
-from agentfootprint.core.providers import guard
-from agentfootprint.core.providers.mock import MockProvider
 from agentfootprint.errors import AgentFootprintError, VerificationError
+from agentfootprint.logformat.commitments import is_commitment, parse_json_container
+from agentfootprint.runtime import provider_guard as guard
+from agentfootprint.runtime import run_observers as hooks
+from agentfootprint.runtime.mock_provider import MockProvider
 from agentfootprint.store.base import EventReader
-from agentfootprint.verify.commitments import is_commitment, parse_json_container
 from agentfootprint.verify.verifier import RunVerification, Verifier
 
 __all__ = ["VerifiedRuns", "model_requests_guard", "verified_runs"]

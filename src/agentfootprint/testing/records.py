@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentfootprint.logformat.canonical import parse
 from agentfootprint.store.base import EventReader
-from agentfootprint.verify.canonical import parse
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["outcome", "recorded_events", "run_open"]

@@ -38,11 +38,11 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
-from agentfootprint.core.agent import Agent, RunResult
-from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
-from agentfootprint.core.tools import define_tool
+from agentfootprint.agent.agent import Agent, RunResult
 from agentfootprint.errors import ProviderCallError
+from agentfootprint.runtime.mock_provider import MockProvider, reply, tool_call
+from agentfootprint.runtime.provider import LLMResponse
+from agentfootprint.runtime.tools import define_tool
 from agentfootprint.store.redaction import RedactionPolicy, conversation_redaction
 
 __all__ = [

@@ -26,13 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentfootprint.audit.replayer import ReplayResult, replay_sync
 from agentfootprint.audit.sources import check_run_id, opened
-from agentfootprint.core.tools import Tool, define_tool
 from agentfootprint.errors import FileError, ReplayDivergence, UsageError
+from agentfootprint.replayer.replay_run import ReplayResult, replay_sync
+from agentfootprint.runtime.tools import Tool, define_tool
 
 if TYPE_CHECKING:
-    from agentfootprint.core.agent import Agent
+    from agentfootprint.agent.agent import Agent
 
 __all__ = ["assert_replays", "describe_divergence"]
 
@@ -54,7 +54,7 @@ def assert_replays(
     """
     import pytest
 
-    from agentfootprint.core.agent import Agent
+    from agentfootprint.agent.agent import Agent
 
     if not callable(factory):
         raise UsageError(

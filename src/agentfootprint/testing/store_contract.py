@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from agentfootprint.errors import RunNotFoundError, StoreConflictError, StoreError
+from agentfootprint.logformat.calls import LOG_FORMAT_V1
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.calls import LOG_FORMAT_V1
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import LOG_FORMAT, Outcome, Verifier
 
 __all__ = ["StoreContract", "hashed_batch", "open_body"]

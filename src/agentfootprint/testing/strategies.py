@@ -33,12 +33,12 @@ from typing import Any, Literal, NamedTuple
 import orjson
 from hypothesis import strategies as st
 
-from agentfootprint.core.agent import Agent, RunResult
-from agentfootprint.core.providers.base import LLMResponse
-from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
-from agentfootprint.core.tools import Tool, ToolContext, define_tool
+from agentfootprint.agent.agent import Agent, RunResult
+from agentfootprint.logformat.canonical import MAX_SAFE_INT
+from agentfootprint.runtime.mock_provider import MockProvider, reply, tool_call
+from agentfootprint.runtime.provider import LLMResponse
+from agentfootprint.runtime.tools import Tool, ToolContext, define_tool
 from agentfootprint.store.base import EventStore
-from agentfootprint.verify.canonical import MAX_SAFE_INT
 
 __all__ = [
     "NON_JSON_RESULTS",

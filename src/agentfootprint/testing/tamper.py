@@ -25,10 +25,10 @@ import pytest
 
 import agentfootprint.store.sqlite as sqlite_store
 from agentfootprint.errors import VerificationError
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.sqlite_layout import TYPE_CODES, _rebuilt
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = [

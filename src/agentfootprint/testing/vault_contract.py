@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from agentfootprint.errors import CanonicalFormError, StoreError, UsageError
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import COMMIT_KEY, Disclosure, commitment_digest
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import COMMIT_KEY, Disclosure, commitment_digest
 
 __all__ = ["VaultContract", "committed", "disclosure"]
 

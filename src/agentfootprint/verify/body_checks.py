@@ -17,17 +17,22 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
-from agentfootprint.verify.calls import LOG_FORMAT_V1, LOG_FORMATS, MARKED_FORMATS
-from agentfootprint.verify.canonical import canon
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.calls import LOG_FORMAT_V1, LOG_FORMATS, MARKED_FORMATS
+from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.commitments import (
     MatchBudgetExceeded,
     PolicyDocument,
     iter_commitments,
     scan_redaction,
 )
-from agentfootprint.verify.fold import FoldError, apply_write, digest_list_problem, expand_digests
-from agentfootprint.verify.hashing import is_hex_digest
-from agentfootprint.verify.request import (
+from agentfootprint.logformat.fold import (
+    FoldError,
+    apply_write,
+    digest_list_problem,
+    expand_digests,
+)
+from agentfootprint.logformat.hashing import is_hex_digest
+from agentfootprint.logformat.request import (
     PROJECTIONS,
     Projection,
     ProjectionError,
@@ -36,7 +41,7 @@ from agentfootprint.verify.request import (
     piece_mismatch,
     recorded_projection,
 )
-from agentfootprint.verify.spares import Spares
+from agentfootprint.logformat.spares import Spares
 
 __all__ = [
     "OUTCOMES",

@@ -44,7 +44,9 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
-from agentfootprint.verify import limits
+from agentfootprint.local_files import open_regular
+from agentfootprint.logformat import limits
+from agentfootprint.logformat.chain import CLOSING_TYPES, open_body, stored_kind
 from agentfootprint.verify.bundle_json import (
     _file_error,
     _hex,
@@ -59,8 +61,6 @@ from agentfootprint.verify.bundle_json import (
     _text_of,
 )
 from agentfootprint.verify.bundle_proofs import InclusionClaim, check_note_text, claim_of
-from agentfootprint.verify.chain import CLOSING_TYPES, open_body, stored_kind
-from agentfootprint.verify.files import open_regular
 
 __all__ = [
     "BUNDLE_MAGIC",

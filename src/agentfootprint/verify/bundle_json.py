@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agentfootprint.errors import FileError
-from agentfootprint.verify.canonical import MAX_SAFE_INT
-from agentfootprint.verify.hashing import is_hex_digest
+from agentfootprint.logformat.canonical import MAX_SAFE_INT
+from agentfootprint.logformat.hashing import is_hex_digest
 
 __all__: list[str] = []  # internal to the bundle reader and writer
 

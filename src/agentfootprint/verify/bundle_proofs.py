@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfootprint.errors import UsageError, VerificationError
-from agentfootprint.seal.signer import PublicKey, key_id_of
-from agentfootprint.verify.merkle import (
+from agentfootprint.seal.merkle import (
     MAX_PROOF_HASHES,
     inclusion_proofs,
     leaf_hash,
@@ -28,7 +27,7 @@ from agentfootprint.verify.merkle import (
     run_leaf,
     verify_inclusion,
 )
-from agentfootprint.verify.note import (
+from agentfootprint.seal.note import (
     MAX_NOTE_BYTES,
     Checkpoint,
     NoteError,
@@ -37,6 +36,7 @@ from agentfootprint.verify.note import (
     parse_checkpoint,
     parse_note,
 )
+from agentfootprint.seal.signer import PublicKey, key_id_of
 
 __all__ = [
     "CODE",

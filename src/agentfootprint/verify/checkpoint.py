@@ -16,9 +16,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentfootprint.errors import UsageError, VerificationError
-from agentfootprint.seal.signer import PublicKey, Signer
-from agentfootprint.verify.merkle import consistency_proof, root, verify_consistency
-from agentfootprint.verify.note import (
+from agentfootprint.seal.merkle import consistency_proof, root, verify_consistency
+from agentfootprint.seal.note import (
     Checkpoint,
     NoteSignature,
     ed25519_verify,
@@ -29,6 +28,7 @@ from agentfootprint.verify.note import (
     parse_checkpoint,
     parse_note,
 )
+from agentfootprint.seal.signer import PublicKey, Signer
 from agentfootprint.verify.seal_log_check import SealedRun, tree_leaves
 from agentfootprint.verify.verifier import RunVerification, Verifier
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfootprint.errors import VerificationError
-from agentfootprint.verify.commitments import Disclosure
+from agentfootprint.logformat.commitments import Disclosure
 
 __all__ = ["ProvenValue", "prove_disclosures"]
 

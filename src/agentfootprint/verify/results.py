@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentfootprint.logformat.calls import LOG_FORMAT_V1
 from agentfootprint.verify.bundle_proofs import Inclusion
-from agentfootprint.verify.calls import LOG_FORMAT_V1
 
 __all__ = ["Outcome", "RunVerification"]
 

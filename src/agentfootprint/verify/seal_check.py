@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.errors import SealError, UsageError, VerificationError
+from agentfootprint.logformat.calls import SEALED_FORMATS
+from agentfootprint.logformat.hashing import is_hex_digest
 from agentfootprint.seal.dsse import parse_envelope, verify_envelope
 from agentfootprint.seal.facts import (
     WIRE_EVENT,
@@ -35,8 +37,6 @@ from agentfootprint.seal.facts import (
 from agentfootprint.seal.signer import PublicKey, load_public_key
 from agentfootprint.seal.statement import PAYLOAD_TYPE, SealFacts, parse_statement
 from agentfootprint.verify.body_checks import RunCheck
-from agentfootprint.verify.calls import SEALED_FORMATS
-from agentfootprint.verify.hashing import is_hex_digest
 
 __all__ = [
     "SealVerdict",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfootprint.errors import VerificationError
-from agentfootprint.verify.chain import shown
-from agentfootprint.verify.merkle import leaf_hash, run_leaf
+from agentfootprint.logformat.chain import shown
+from agentfootprint.seal.merkle import leaf_hash, run_leaf
 
 __all__ = [
     "SealListing",

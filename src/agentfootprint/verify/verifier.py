@@ -48,29 +48,15 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
-from agentfootprint.seal.signer import PublicKey
-from agentfootprint.verify.body_checks import (
-    Opened,
-    RunCheck,
-    check_close,
-    check_commit,
-    check_receipt,
-    check_redaction,
-    check_write,
-    field_of,
-    open_members,
-    policy_matcher,
-)
-from agentfootprint.verify.bundle_proofs import InclusionJudge
-from agentfootprint.verify.calls import (
+from agentfootprint.logformat.calls import (
     LOG_FORMAT_V1,
     LOG_FORMAT_V2,
     LOG_FORMAT_V3,
     LOG_FORMATS,
     WRITE_AHEAD_FORMATS,
 )
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon, parse_canonical
-from agentfootprint.verify.chain import (
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon, parse_canonical
+from agentfootprint.logformat.chain import (
     DERIVED,
     EVENT_TYPES,
     GENESIS,
@@ -88,15 +74,30 @@ from agentfootprint.verify.chain import (
     shown,
     stored_kind,
 )
-from agentfootprint.verify.commitments import Disclosure
-from agentfootprint.verify.disclosure_check import ProvenValue, prove_disclosures
-from agentfootprint.verify.fold import ReceiptLists, continued_lists
-from agentfootprint.verify.hashing import domain_prefix
-from agentfootprint.verify.limits import MAX_BODY_BYTES
-from agentfootprint.verify.request import (
+from agentfootprint.logformat.commitments import Disclosure
+from agentfootprint.logformat.fold import ReceiptLists, continued_lists
+from agentfootprint.logformat.hashing import domain_prefix
+from agentfootprint.logformat.limits import MAX_BODY_BYTES
+from agentfootprint.logformat.request import (
     RequestHasher,
     json_kind,
 )
+from agentfootprint.logformat.spares import Spares
+from agentfootprint.seal.signer import PublicKey
+from agentfootprint.verify.body_checks import (
+    Opened,
+    RunCheck,
+    check_close,
+    check_commit,
+    check_receipt,
+    check_redaction,
+    check_write,
+    field_of,
+    open_members,
+    policy_matcher,
+)
+from agentfootprint.verify.bundle_proofs import InclusionJudge
+from agentfootprint.verify.disclosure_check import ProvenValue, prove_disclosures
 from agentfootprint.verify.results import Outcome, RunVerification
 from agentfootprint.verify.seal_check import (
     SealWitness,
@@ -107,7 +108,6 @@ from agentfootprint.verify.seal_check import (
     witness_row,
 )
 from agentfootprint.verify.seal_log_check import SealedRun, SealListing, log_findings
-from agentfootprint.verify.spares import Spares
 
 __all__ = [
     "LOG_FORMAT",

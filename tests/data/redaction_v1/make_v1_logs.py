@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 
 import agentfootprint as af
-from agentfootprint.store.transfer import export_runs
+from agentfootprint.exchange.transfer import export_runs
 from agentfootprint.store.vault import disclosures_document
 
 HERE = Path(__file__).resolve().parent

@@ -17,14 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfootprint import __version__
-from agentfootprint.core import hooks
-from agentfootprint.core.events import EventBus, Listener, detached
-from agentfootprint.core.options import AgentConfig, resolve_options
-from agentfootprint.core.ports import Ports
-from agentfootprint.core.run import Lineage, RunState, error_record
-from agentfootprint.core.sync_loop import run_sync
-from agentfootprint.core.tools import json_text_size
+from agentfootprint.agent.options import AgentConfig, resolve_options
 from agentfootprint.errors import (
     AgentFootprintError,
     CanonicalFormError,
@@ -36,7 +29,19 @@ from agentfootprint.errors import (
     VerificationError,
 )
 from agentfootprint.features.recording import refuse_structure_keys
-from agentfootprint.features.registry import Seam
+from agentfootprint.features.registry import Seam, event_kinds
+from agentfootprint.logformat import limits
+from agentfootprint.logformat.calls import LOG_FORMAT_V4, SEALED_FORMATS
+from agentfootprint.logformat.canonical import check_ijson
+from agentfootprint.logformat.fold import continued_lists
+from agentfootprint.logformat.request import projection as projection_of
+from agentfootprint.logformat.spares import Spares
+from agentfootprint.runtime import run_observers as hooks
+from agentfootprint.runtime.events import EventBus, Listener, detached
+from agentfootprint.runtime.ports import Ports
+from agentfootprint.runtime.run import Lineage, RunState, error_record
+from agentfootprint.runtime.sync_loop import run_sync
+from agentfootprint.runtime.tools import json_text_size
 from agentfootprint.seal.signer import Signer, checked_signer
 from agentfootprint.store.base import EventStore, agreed_durability
 from agentfootprint.store.memory import MemoryStore
@@ -52,13 +57,8 @@ from agentfootprint.store.urls import (
 from agentfootprint.store.vault import open_vault
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify import limits
-from agentfootprint.verify.calls import LOG_FORMAT_V4, SEALED_FORMATS
-from agentfootprint.verify.canonical import check_ijson
-from agentfootprint.verify.fold import continued_lists
-from agentfootprint.verify.request import projection as projection_of
-from agentfootprint.verify.spares import Spares
 from agentfootprint.verify.verifier import LOG_FORMAT, shared_verifier
+from agentfootprint.version import __version__
 
 __all__ = ["Agent", "RunResult", "StoppedEarly", "open_store"]
 
@@ -124,7 +124,7 @@ def _check_size(message: str) -> None:
         raise UsageError(
             f"run() argument 'message' is too large to record: {size} bytes as JSON text, "
             f"over the {room} bytes a message may take in the log (MAX_BODY_BYTES less "
-            "MAX_ENVELOPE_BYTES, agentfootprint.verify.limits); send less, or a reference",
+            "MAX_ENVELOPE_BYTES, agentfootprint.logformat.limits); send less, or a reference",
             option="message",
         )
 
@@ -271,7 +271,7 @@ class Agent:
         self._owns_store = not isinstance(store, EventStore)
         self._owns_vault = not isinstance(disclosures, Vault)
         self.chart = self.seam.chart
-        self._bus = EventBus()
+        self._bus = EventBus(event_kinds())
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
         #: the versions of appended lists the runs made, reused once nobody holds them; more
         #: than the cached lineages hold (a final state and its hasher's last request each)
@@ -307,7 +307,7 @@ class Agent:
     async def _run_in_own_loop(
         self, message: str, continue_from: str | RunResult | None
     ) -> RunResult:
-        """``run`` on the thread's loop (:mod:`agentfootprint.core.sync_loop`), then close what
+        """``run`` on the thread's loop (:mod:`agentfootprint.runtime.sync_loop`), then close what
         the provider opened in it (an HTTP adapter's connections): an agent that is never
         closed holds no socket between ``run_sync`` calls."""
         try:

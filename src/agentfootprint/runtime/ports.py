@@ -14,15 +14,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentfootprint.core.providers.base import LLMResponse, Request
-from agentfootprint.core.providers.guard import check_model_requests_allowed
 from agentfootprint.errors import UsageError
+from agentfootprint.runtime.provider import LLMResponse, Request
+from agentfootprint.runtime.provider_guard import check_model_requests_allowed
 from agentfootprint.store.redaction import SaltSource, random_salt
 from agentfootprint.store.writer import Clock, new_run_id, wall_clock_ms
 
 if TYPE_CHECKING:
+    from agentfootprint.logformat.request import RequestDigests
     from agentfootprint.store.redaction import ReplayCommitments
-    from agentfootprint.verify.request import RequestDigests
 
 __all__ = [
     "DecisionPort",
@@ -164,6 +164,6 @@ class Ports:
             if port is not None and not all(callable(getattr(port, m, None)) for m in methods):
                 raise UsageError(
                     f"Ports({name}=...) must have {', '.join(methods)} methods "
-                    f"(see agentfootprint.core.ports), got {port!r}",
+                    f"(see agentfootprint.runtime.ports), got {port!r}",
                     option=name,
                 )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfootprint.core.agent import Agent
-from agentfootprint.core.providers.mock import MockProvider, reply, tool_call
-from agentfootprint.core.tools import Tool, define_tool
+from agentfootprint.agent.agent import Agent
+from agentfootprint.runtime.mock_provider import MockProvider, reply, tool_call
+from agentfootprint.runtime.tools import Tool, define_tool
 
 __all__ = ["DEMO_QUESTIONS", "build_demo_agent", "demo_tools", "replay_agent"]
 
@@ -125,6 +125,6 @@ def build_demo_agent(
 
 
 def replay_agent() -> Agent:
-    """The demo agent as ``agentfootprint replay --agent agentfootprint.demo:replay_agent``
+    """The demo agent as ``agentfootprint replay --agent agentfootprint.agent.demo:replay_agent``
     builds it: today's code, recording its replays in memory."""
     return build_demo_agent(None)

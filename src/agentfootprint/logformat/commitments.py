@@ -5,7 +5,7 @@ matches when it is one of ``keys`` exactly, or when a ``patterns`` regular expre
 a match in it. Policy documents of version 2 (what the writer records) hold RE2 patterns,
 matched in linear time at any key length; version 1 documents (older logs) hold Python
 ``re`` patterns, tried on keys of at most 256 characters and matched under a budget of
-counted steps (:mod:`~agentfootprint.verify.legacy_match`; :class:`MatchBudgetExceeded` when
+counted steps (:mod:`~agentfootprint.logformat.legacy_match`; :class:`MatchBudgetExceeded` when
 it runs out, on every machine alike).
 
 Strings that hold JSON text are classified by one rule, :func:`read_json_text`, shared by
@@ -35,9 +35,9 @@ from typing import Any, Final
 import orjson
 import re2
 
-from agentfootprint.verify.canonical import MAX_DEPTH, MAX_SAFE_INT, canon, json_path
-from agentfootprint.verify.hashing import hexdigest, is_hex_digest
-from agentfootprint.verify.legacy_match import LegacyPattern, StepsSpent
+from agentfootprint.logformat.canonical import MAX_DEPTH, MAX_SAFE_INT, canon, json_path
+from agentfootprint.logformat.hashing import hexdigest, is_hex_digest
+from agentfootprint.logformat.legacy_match import LegacyPattern, StepsSpent
 
 __all__ = [
     "COMMIT_KEY",

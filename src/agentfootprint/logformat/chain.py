@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
 from agentfootprint.errors import VerificationError
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon, parse
-from agentfootprint.verify.hashing import ZERO, domain_prefix
-from agentfootprint.verify.limits import MAX_BODY_BYTES
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon, parse
+from agentfootprint.logformat.hashing import ZERO, domain_prefix
+from agentfootprint.logformat.limits import MAX_BODY_BYTES
 
 __all__ = [
     "CLOSING_TYPES",

@@ -1,7 +1,7 @@
 """The one way a request comes into being, and the receipt digests over it.
 
 ``build_request(state, version)`` is a pure projection of committed state under the
-projection version a run records (:mod:`agentfootprint.verify.projection`, re-exported
+projection version a run records (:mod:`agentfootprint.logformat.projection`, re-exported
 here): it selects the documented keys and puts them in order; it composes nothing. The
 agent sends its result to the provider, the receipt hashes it piece by piece, and the
 verifier applies the same projection to the state folded from the log (v2 edits what
@@ -37,10 +37,10 @@ from typing import Any, Final
 
 import orjson
 
-from agentfootprint.verify.canonical import canon, canon_object
-from agentfootprint.verify.fold import DigestList
-from agentfootprint.verify.hashing import domain_prefix, hexdigest
-from agentfootprint.verify.projection import (
+from agentfootprint.logformat.canonical import canon, canon_object
+from agentfootprint.logformat.fold import DigestList
+from agentfootprint.logformat.hashing import domain_prefix, hexdigest
+from agentfootprint.logformat.projection import (
     PROJECTION_V1,
     PROJECTION_V3,
     PROJECTIONS,
@@ -215,7 +215,7 @@ class RequestHasher:
     first) are hashed once, and the SHA-256 state after the digests already hashed is kept
     and extended by the new ones only.
 
-    The digest lists it returns are :class:`~agentfootprint.verify.fold.DigestList` s, each
+    The digest lists it returns are :class:`~agentfootprint.logformat.fold.DigestList` s, each
     grown from the previous call's (a line), so storing a receipt's lists
     (``compress_digests``) and expanding them again (``expand_digests``) read only what is
     new since that call.

@@ -8,7 +8,7 @@ transparency-dev/merkle) reproduce here unchanged::
     MTH({})    = SHA-256("")
 
 The 0x00 / 0x01 prefixes are the tree's own domain separation (a leaf can never be read as a
-node). The ``afp/v1/`` tags of :mod:`agentfootprint.verify.hashing` live *inside* the leaf
+node). The ``afp/v1/`` tags of :mod:`agentfootprint.logformat.hashing` live *inside* the leaf
 data instead: a sealed run's leaf data is ``afp/v1/runleaf 0x00 canon({...})`` (see
 :func:`run_leaf`), so no other agentfootprint digest input can be replayed as a leaf.
 
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from agentfootprint.errors import UsageError, VerificationError
-from agentfootprint.verify.canonical import MAX_SAFE_INT, canon
-from agentfootprint.verify.hashing import domain_prefix
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
+from agentfootprint.logformat.hashing import domain_prefix
 
 __all__ = [
     "EMPTY_ROOT",

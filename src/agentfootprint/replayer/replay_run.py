@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from agentfootprint.agent.agent import Agent
 from agentfootprint.audit.divergence import (
     REDACTED,
     VAULT_HINT,
@@ -38,7 +39,6 @@ from agentfootprint.audit.divergence import (
     masked,
     piece_diff,
 )
-from agentfootprint.audit.recording import RecordedToolCall, Recording, holds_commitment
 from agentfootprint.audit.sources import (
     check_index,
     check_run_id,
@@ -46,10 +46,6 @@ from agentfootprint.audit.sources import (
     opened,
     renamed,
 )
-from agentfootprint.core.agent import Agent
-from agentfootprint.core.ports import LiveModel, Ports
-from agentfootprint.core.providers.base import LLMResponse, Request
-from agentfootprint.core.sync_loop import run_sync
 from agentfootprint.errors import (
     ContinuationError,
     FileError,
@@ -59,20 +55,24 @@ from agentfootprint.errors import (
     VerificationError,
 )
 from agentfootprint.features.registry import live_only_kinds
+from agentfootprint.logformat.calls import commit_calls
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.commitments import (
+    iter_commitments,
+)
+from agentfootprint.logformat.request import RequestDigests
+from agentfootprint.replayer.recording import RecordedToolCall, Recording, holds_commitment
+from agentfootprint.runtime.ports import LiveModel, Ports
+from agentfootprint.runtime.provider import LLMResponse, Request
+from agentfootprint.runtime.sync_loop import run_sync
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.calls import commit_calls
-from agentfootprint.verify.canonical import canon, parse
-from agentfootprint.verify.commitments import (
-    iter_commitments,
-)
-from agentfootprint.verify.request import RequestDigests
 from agentfootprint.verify.verifier import RowSource, shared_verifier
 
 if TYPE_CHECKING:
-    from agentfootprint.core.agent import RunResult
+    from agentfootprint.agent.agent import RunResult
 
 __all__ = [
     "ReplayResult",

@@ -30,13 +30,13 @@ import jsonschema
 import orjson
 from jsonschema.exceptions import SchemaError
 
-from agentfootprint.core.fast_schema import compile_check
-from agentfootprint.core.scope import to_json_value
-from agentfootprint.core.tool_threads import DEFAULT_GRACE_S, call_user_code
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
+from agentfootprint.logformat import limits
+from agentfootprint.logformat.canonical import canon, check_ijson
+from agentfootprint.runtime.fast_schema import compile_check
+from agentfootprint.runtime.scope import to_json_value
+from agentfootprint.runtime.tool_threads import DEFAULT_GRACE_S, call_user_code
 from agentfootprint.store.redaction import refuse_reserved_key
-from agentfootprint.verify import limits
-from agentfootprint.verify.canonical import canon, check_ijson
 
 __all__ = [
     "TOOL_NAME",
@@ -101,7 +101,7 @@ class Tool:
     takes_context: bool = False
     validator: Any = field(default=None, repr=False, compare=False)
     #: a predicate that says True only for arguments the validator finds no error in
-    #: (:mod:`agentfootprint.core.fast_schema`), or None: every call asks the validator
+    #: (:mod:`agentfootprint.runtime.fast_schema`), or None: every call asks the validator
     fast_check: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -333,7 +333,7 @@ class ResultRoom:
             content=f"Error: tool '{tool_name}' returned a result too large to record: "
             f"{size} bytes as JSON text, over the {self.limit} bytes the tool results of one "
             f"reply may take in the log{earlier} (the body limit MAX_BODY_BYTES less "
-            "MAX_ENVELOPE_BYTES, agentfootprint.verify.limits). Return less: a page, a "
+            "MAX_ENVELOPE_BYTES, agentfootprint.logformat.limits). Return less: a page, a "
             "summary, or where to find the data.",
             is_error=True,
         )

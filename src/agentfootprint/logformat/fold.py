@@ -21,8 +21,8 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, cast
 
-from agentfootprint.verify.hashing import is_hex_digest
-from agentfootprint.verify.spares import Spares
+from agentfootprint.logformat.hashing import is_hex_digest
+from agentfootprint.logformat.spares import Spares
 
 __all__ = [
     "VERBS",
@@ -54,7 +54,7 @@ def apply_write(
     """Apply one write to ``state`` (top level replaced, nested values never mutated).
 
     ``spares``: the folder's pool, which makes an ``append``'s new list from a list nobody
-    holds in O(tail) instead of copying the prefix (:mod:`agentfootprint.verify.spares`).
+    holds in O(tail) instead of copying the prefix (:mod:`agentfootprint.logformat.spares`).
     """
     if verb == "set":
         state[path] = value
@@ -81,11 +81,11 @@ def apply_write(
 
 
 class DigestLine:
-    """The lists one :class:`~agentfootprint.verify.request.RequestHasher` grew from each
+    """The lists one :class:`~agentfootprint.logformat.request.RequestHasher` grew from each
     other by appends only: every list of a line is a prefix of every later one. ``latest``
     is the newest (what a receipt that keeps all of an older list and adds the rest names),
     held weakly. ``spares`` pools the line's lists, so the next list is an older one that
-    nobody holds any more, caught up in place (:mod:`agentfootprint.verify.spares`): the
+    nobody holds any more, caught up in place (:mod:`agentfootprint.logformat.spares`): the
     pool and its lists form a cycle, collected with the line."""
 
     __slots__ = ("_latest", "spares")
@@ -105,7 +105,7 @@ class DigestLine:
 
 class DigestList(list[str]):
     """A digest list of a served request on a :class:`DigestLine`, never mutated while
-    anybody holds it (its line reuses it once nobody does: :mod:`agentfootprint.verify.spares`).
+    anybody holds it (its line reuses it once nobody does: :mod:`agentfootprint.logformat.spares`).
 
     Knowing that an older list of the same line is its prefix, :func:`compress_digests`
     finds the shared prefix and :func:`expand_digests` the expanded list without reading

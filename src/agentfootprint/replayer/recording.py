@@ -17,21 +17,21 @@ import orjson
 
 from agentfootprint.audit.divergence import VAULT_HINT
 from agentfootprint.audit.read import RunReader, _Step
-from agentfootprint.core.events import ArgsInvalid
-from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
-from agentfootprint.core.run import ReplayInput
 from agentfootprint.errors import ReplayDivergence
 from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
 from agentfootprint.features.turn import SEED_STAGE
-from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.calls import commit_calls
-from agentfootprint.verify.commitments import (
+from agentfootprint.logformat.calls import commit_calls
+from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     Disclosure,
     is_commitment,
     iter_commitments,
     parse_json_container,
 )
+from agentfootprint.runtime.events import ArgsInvalid
+from agentfootprint.runtime.provider import LLMResponse, ToolCall, Usage
+from agentfootprint.runtime.run import ReplayInput
+from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.verifier import RowSource
 
 LOG_V1 = "agentfootprint/log/v1"
@@ -85,7 +85,7 @@ class Recording:
         self._history_before = 0
         self._events: list[dict[str, Any]] = []
         #: every recorded event's payload by kind, in log order (opened with the vault): a
-        #: replay's deciders answer from them (:class:`~agentfootprint.core.ports.DecisionPort`)
+        #: replay's deciders answer from them (:class:`~agentfootprint.runtime.ports.DecisionPort`)
         self.decisions: dict[str, list[Any]] = {}
         #: the original's log format (a replay records in it) and the receipts of the
         #: commit being read (they mark its model call)

@@ -23,9 +23,9 @@ from typing import Any, Literal
 import orjson
 
 from agentfootprint.errors import RecordTooLargeError, UsageError
-from agentfootprint.verify import limits
-from agentfootprint.verify.canonical import MAX_SAFE_INT, check_ijson, json_path
-from agentfootprint.verify.spares import Spares
+from agentfootprint.logformat import limits
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, check_ijson, json_path
+from agentfootprint.logformat.spares import Spares
 
 __all__ = ["CommitValues", "Scope", "Write", "json_equal", "to_json_value"]
 
@@ -81,7 +81,7 @@ def _fits(key: str, size: int) -> None:
         raise RecordTooLargeError(
             json_path((key,)),
             f"{size} bytes as JSON, over the {room} bytes one write may record "
-            "(MAX_BODY_BYTES, agentfootprint.verify.limits)",
+            "(MAX_BODY_BYTES, agentfootprint.logformat.limits)",
         )
 
 
@@ -125,7 +125,7 @@ class Scope:
     def __init__(self, committed: Mapping[str, Any], spares: Spares | None = None) -> None:
         self._committed = committed
         #: the run's pool: an append's new list is a free older list caught up in place
-        #: instead of a copy of the history (agentfootprint.verify.spares)
+        #: instead of a copy of the history (agentfootprint.logformat.spares)
         self._spares = spares
         self._pending: dict[str, Any] = {}
         #: key -> the committed list its pending value extends by appends only (so the

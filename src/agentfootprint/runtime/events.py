@@ -4,8 +4,8 @@ Listeners subscribe with ``agent.on(name, fn)`` where ``name`` is an event kind,
 a domain wildcard (``"agentfootprint.stream.*"``), ``"agentfootprint.*"`` or
 ``"*"``. Each event class is declared by the feature that emits it; events that record a
 decision or a finding (a feature's ``recorded_events``) are also written to the log as
-``event`` rows; stream events are not. ``EVENT_KINDS`` and ``RECORDED_KINDS`` derive from
-the declarations (:mod:`agentfootprint.features.registry`).
+``event`` rows; stream events are not. The kinds derive from the
+declarations (:func:`agentfootprint.features.registry.event_kinds`).
 
 Listeners are outside the run: each listener call gets its own detached copy of the event
 (:class:`EventBus`), so whatever a listener does to it, or raises, never reaches the rows,
@@ -43,7 +43,6 @@ __all__ = [
     "TurnStart",
     "WireExchange",
     "detached",
-    "event_kinds",
 ]
 
 log = logging.getLogger("agentfootprint.events")
@@ -173,24 +172,6 @@ class ArgsInvalid(AgentEvent):
     issues: list[dict[str, Any]]
 
 
-def __getattr__(name: str) -> frozenset[str]:
-    """``EVENT_KINDS`` and ``RECORDED_KINDS``, derived from the features' declarations."""
-    from agentfootprint.features import registry
-
-    if name == "EVENT_KINDS":
-        return event_kinds()
-    if name == "RECORDED_KINDS":
-        return registry.recorded_kinds()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def event_kinds() -> frozenset[str]:
-    """Every event kind a feature declares."""
-    from agentfootprint.features import registry
-
-    return frozenset(cls.kind for cls in registry.event_classes())
-
-
 Listener = Callable[[AgentEvent], Any]
 
 _T = TypeVar("_T")
@@ -295,13 +276,15 @@ class EventBus:
     is delivered take effect from the next event.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kinds: frozenset[str]) -> None:
+        #: every event kind the features taking part declare (what ``on`` accepts)
+        self._kinds = kinds
         self._listeners: list[tuple[str, Listener]] = []
         self._wanted: dict[str, bool] = {}
 
     def on(self, pattern: str, listener: Listener) -> Callable[[], None]:
         """Subscribe; returns a function that unsubscribes. Unknown names are refused."""
-        kinds = event_kinds()
+        kinds = self._kinds
         if not isinstance(pattern, str) or not any(_matches(pattern, k) for k in kinds):
             known = ", ".join(sorted(kinds))
             raise UsageError(

@@ -14,8 +14,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentfootprint.core.events import AgentEvent, EventBus
-from agentfootprint.core.ports import (
+from agentfootprint.errors import (
+    AgentFootprintError,
+    CanonicalFormError,
+    RecordTooLargeError,
+    RunError,
+)
+from agentfootprint.logformat.calls import WRITE_AHEAD_FORMATS
+from agentfootprint.logformat.fold import apply_write, compress_digests
+from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests, RequestHasher
+from agentfootprint.logformat.spares import Spares
+from agentfootprint.runtime.events import AgentEvent, EventBus
+from agentfootprint.runtime.ports import (
     DecisionPort,
     LiveDecisions,
     LiveModel,
@@ -24,28 +34,18 @@ from agentfootprint.core.ports import (
     Ports,
     ToolPort,
 )
-from agentfootprint.core.scope import CommitValues, Scope, Write, json_equal, to_json_value
-from agentfootprint.errors import (
-    AgentFootprintError,
-    CanonicalFormError,
-    RecordTooLargeError,
-    RunError,
-)
+from agentfootprint.runtime.scope import CommitValues, Scope, Write, json_equal, to_json_value
 from agentfootprint.seal.facts import SEAL_ROW, final_answer_digest, seal_body, wire_list_digest
 from agentfootprint.seal.signer import Signer
 from agentfootprint.seal.statement import SealFacts, seal_run
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.calls import WRITE_AHEAD_FORMATS
-from agentfootprint.verify.fold import apply_write, compress_digests
-from agentfootprint.verify.request import PIECE_KINDS, RequestDigests, RequestHasher
-from agentfootprint.verify.spares import Spares
 from agentfootprint.verify.verifier import LOG_FORMAT
 
 if TYPE_CHECKING:
-    from agentfootprint.core.options import AgentConfig
-    from agentfootprint.features.registry import Seam
+    from agentfootprint.runtime.config import AgentConfig
+    from agentfootprint.runtime.seam import Seam
 
 __all__ = ["Lineage", "ReplayInput", "RunState", "StageContext"]
 
@@ -187,8 +187,6 @@ class RunState:
         signer: Signer | None = None,
         policy_digest: str | None = None,
     ) -> None:
-        from agentfootprint.features.registry import recorded_kinds
-
         #: the agent's pool of list versions: appends reuse a free one instead of copying
         self.spares = spares
         self.config = config
@@ -207,7 +205,7 @@ class RunState:
         )
         #: what the run-closed observers are told served the run
         self.provider = getattr(self.model, "provider", config.provider)
-        self.recorded_kinds = recorded_kinds()
+        self.recorded_kinds = seam.recorded_kinds
         #: the log format written (a replay writes its original's)
         self.log_format = log_format
         self.chart = seam.chart

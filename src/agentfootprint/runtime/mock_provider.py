@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from agentfootprint.core.providers.base import LLMResponse, ToolCall, Usage
 from agentfootprint.errors import ScriptExhaustedError, UsageError
+from agentfootprint.runtime.provider import LLMResponse, ToolCall, Usage
 
 __all__ = ["MockProvider", "reply", "tool_call"]
 

@@ -13,60 +13,17 @@ feature implements yet is refused by name as *planned* rather than silently igno
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from agentfootprint.core.ports import Ports
-from agentfootprint.core.providers.base import Provider
-from agentfootprint.core.tools import Tool
 from agentfootprint.features import registry
 from agentfootprint.features.route import MAX_ITERATIONS_CAP
-from agentfootprint.features.turn import call_params
-from agentfootprint.store.redaction import RedactionPolicy
+from agentfootprint.runtime.config import AgentConfig
 
 __all__ = ["MAX_ITERATIONS_CAP", "PLANNED_OPTIONS", "AgentConfig", "resolve_options"]
 
 #: Seed options whose Python names are reserved for work not landed yet (derived: the seed's
 #: names less those a feature declares).
 PLANNED_OPTIONS = registry.planned_options()
-
-ReactMode = Literal["dynamic", "classic"]
-ArgValidation = Literal["enforce", "warn", "off"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentConfig:
-    """Every option, resolved and checked (``options``: all of them by name, the loop's own
-    also as attributes)."""
-
-    provider: Provider
-    model: str
-    system: tuple[str, ...]
-    tools: tuple[Tool, ...]
-    name: str = "Agent"
-    id: str = "agent"
-    temperature: float | None = None
-    max_tokens: int | None = None
-    max_iterations: int = 10
-    react_mode: ReactMode = "dynamic"
-    tool_arg_validation: ArgValidation = "enforce"
-    commit_values: Literal["delta", "full"] = "delta"
-    record_receipt: bool = True
-    redact: RedactionPolicy | None = None
-    ports: Ports = field(default_factory=Ports)
-    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def params(self) -> dict[str, Any]:
-        """Call parameters as served (only those set)."""
-        return call_params(self.options)
-
-    def tool(self, name: str) -> Tool | None:
-        for tool in self.tools:
-            if tool.name == name:
-                return tool
-        return None
-
 
 _ATTRIBUTES = (
     "provider",

@@ -32,9 +32,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from agentfootprint.errors import UsageError, VerificationError
-from agentfootprint.verify.canonical import MAX_SAFE_INT
-from agentfootprint.verify.ed25519_keys import key_problem
-from agentfootprint.verify.merkle import HASH_SIZE
+from agentfootprint.logformat.canonical import MAX_SAFE_INT
+from agentfootprint.seal.ed25519_keys import key_problem
+from agentfootprint.seal.merkle import HASH_SIZE
 
 __all__ = [
     "ALG_ED25519",

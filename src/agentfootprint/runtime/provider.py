@@ -1,6 +1,6 @@
 """The provider contract: ``async complete(request: Request) -> LLMResponse``.
 
-``request`` wraps exactly what :func:`agentfootprint.verify.request.build_request`
+``request`` wraps exactly what :func:`agentfootprint.logformat.request.build_request`
 returned for the committed state (``{"model", "params", "system", "messages",
 "tools"}``): the very dict the receipt hashes, not a copy. A provider reads it and must not
 mutate it; adapters translate it into their vendor's wire format. Read it typed
@@ -16,7 +16,7 @@ practice: a conversation continued without its disclosure vault serves a redacti
 commitment ``{"$commit": "<hex>"}`` where the text was, and a tool result may be an
 object. Other fields hold their annotated type in every request the loop builds; a policy
 that redacts other keys (``name``, say) can put a commitment there too, and the view keeps
-it as it is (``agentfootprint.verify.commitments.is_commitment`` tells one).
+it as it is (``agentfootprint.logformat.commitments.is_commitment`` tells one).
 """
 
 from __future__ import annotations
@@ -369,7 +369,7 @@ class Provider(Protocol):
     A provider class that calls a real model sets the class attribute
     ``makes_requests = True`` (optional; absent means False): such a provider is refused
     while model requests are blocked, as they are in every test under the pytest plugin
-    (:mod:`agentfootprint.core.providers.guard`). See docs/providers.md.
+    (:mod:`agentfootprint.runtime.provider_guard`). See docs/providers.md.
     """
 
     name: str

@@ -28,12 +28,12 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
-from agentfootprint.verify import limits
+from agentfootprint.local_files import open_regular
+from agentfootprint.logformat import limits
+from agentfootprint.logformat.chain import open_body, stored_kind
 from agentfootprint.verify.bundle import _HEADER, _SQLITE_MAGIC, PLAIN_VERSION, _path_argument
 from agentfootprint.verify.bundle_json import _file_error, _safe_int
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
-from agentfootprint.verify.chain import open_body, stored_kind
-from agentfootprint.verify.files import open_regular
 from agentfootprint.verify.verifier import Row, RowSource
 
 __all__ = ["write_bundle"]

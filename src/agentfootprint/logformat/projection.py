@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentfootprint.errors import AgentFootprintError, UsageError
-from agentfootprint.verify.calls import LOG_FORMAT_V1
+from agentfootprint.logformat.calls import LOG_FORMAT_V1
 
 __all__ = [
     "CACHE_MARKERS_MAX",

@@ -18,7 +18,7 @@ receipt hasher relies on (``verify.request._identity_prefix``): state lists are 
 the fold (``set`` stores fresh objects, ``append`` keeps the old items and adds fresh ones),
 so a list whose first and last objects sit at their own positions in ``base`` is its prefix
 (the middle one is checked too).
-Digest lists use their line instead (:class:`~agentfootprint.verify.fold.DigestLine`).
+Digest lists use their line instead (:class:`~agentfootprint.logformat.fold.DigestLine`).
 
 Where reference counts say nothing reliable (another interpreter, a free-threaded build),
 :data:`ENABLED` is False and every version is a copy, as before.

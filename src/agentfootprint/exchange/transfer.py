@@ -8,23 +8,23 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentfootprint import __version__
 from agentfootprint.errors import (
     RunNotFoundError,
     StoreConflictError,
     UsageError,
     VerificationError,
 )
+from agentfootprint.exchange.bundle_write import write_bundle
+from agentfootprint.seal.note import Checkpoint
 from agentfootprint.seal.signer import Signer, checked_signer
 from agentfootprint.store.base import EventReader, EventStore, StoredEvent, run_index_from_open
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.urls import StoreLocation, is_store_url, open_store_url, parse_store_url
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
-from agentfootprint.verify.bundle_write import write_bundle
 from agentfootprint.verify.checkpoint import leaves_of, sign_checkpoint_with
-from agentfootprint.verify.note import Checkpoint
 from agentfootprint.verify.verifier import Verifier
+from agentfootprint.version import __version__
 
 __all__ = ["copy_runs", "export_runs", "import_bundle", "open_log"]
 

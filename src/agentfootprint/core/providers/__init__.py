@@ -1,1 +1,0 @@
-"""agentfootprint.core.providers."""
