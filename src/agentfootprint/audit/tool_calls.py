@@ -10,7 +10,8 @@ recorded, and whether it is an error; None when the run ended before the results
 written: a halt, a failure, a cancellation) and the teardowns recorded for it
 (``agentfootprint.tools.session_closed`` / ``session_close_failed``).
 
-Redacted values stay the commitments the log holds. Nothing of the runtime is imported.
+Redacted values stay the commitments the log holds. The event kinds and the stage name are
+the features' own (their event classes' ``kind``), never copies that could drift from them.
 """
 
 from __future__ import annotations
@@ -21,14 +22,18 @@ from typing import Any
 
 from agentfootprint.audit.read import RunReader, _Step
 from agentfootprint.audit.sources import check_run_id, naming_run, opened
+from agentfootprint.features.permission_checker import PermissionCheck
+from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
+from agentfootprint.features.tool_teardown import SessionClosed, SessionCloseFailed
 from agentfootprint.verify.verifier import RowSource, shared_verifier
 
 __all__ = ["ToolCallRecord", "tool_calls"]
 
-PERMISSION_CHECK = "agentfootprint.permission.check"
-SESSION_CLOSED = "agentfootprint.tools.session_closed"
-SESSION_CLOSE_FAILED = "agentfootprint.tools.session_close_failed"
-TOOL_CALLS_STAGE = "tool-calls"
+#: a teardown event's kind -> the ``event`` name :attr:`ToolCallRecord.teardown` gives it
+_TEARDOWNS = {
+    SessionClosed.kind: "session_closed",
+    SessionCloseFailed.kind: "session_close_failed",
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,11 +92,13 @@ class _Collector:
             name, payload = step.body.get("name"), step.body.get("payload")
             if not isinstance(payload, dict):
                 return
-            if name == PERMISSION_CHECK:
+            if name == PermissionCheck.kind:
                 self.checks.append(payload)
-            elif name in (SESSION_CLOSED, SESSION_CLOSE_FAILED):
-                event = "session_closed" if name == SESSION_CLOSED else "session_close_failed"
-                entry = {"event": event, **{k: v for k, v in payload.items() if k != "tool"}}
+            elif isinstance(name, str) and name in _TEARDOWNS:
+                entry = {
+                    "event": _TEARDOWNS[name],
+                    **{k: v for k, v in payload.items() if k != "tool"},
+                }
                 self.teardown.setdefault(_key(payload.get("tool_call_id")), []).append(entry)
             return
         history = state.get("history")

@@ -184,6 +184,10 @@ def served(db: Database, run_id: str, k: int, wire: bool, vault: Database | None
         if not wire:
             echo_json(request)
             return
+        # the kind from the event class (imported here: the runtime is not loaded for the
+        # CLI's other commands)
+        from agentfootprint.runtime.events import WireExchange
+
         opener: Vault | None = None
         if verified.policy is not None:
             if vault is None:
@@ -201,7 +205,7 @@ def served(db: Database, run_id: str, k: int, wire: bool, vault: Database | None
                 opened = body
             elif (
                 event.type == "event"
-                and body.get("name") == "agentfootprint.wire.exchange"
+                and body.get("name") == WireExchange.kind
                 and body.get("payload", {}).get("call") == k
             ):
                 recorded = [a.get("request") for a in body["payload"].get("attempts", [])]
