@@ -24,7 +24,7 @@ import orjson
 
 from agentfootprint.errors import StoreError, UsageError
 from agentfootprint.logformat.canonical import parse
-from agentfootprint.logformat.chain import CLOSING_TYPES
+from agentfootprint.logformat.runs import RunInfo
 
 __all__ = [
     "AsyncAppend",
@@ -71,23 +71,6 @@ class StoredEvent:
             event_hash=bytes(row.event_hash),
             chain_hash=bytes(row.chain_hash),
         )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunInfo:
-    """What the store knows about a run without folding its log."""
-
-    run_id: str
-    conversation_id: str
-    parent_run_id: str | None
-    opened_at: int
-    events: int
-    last_type: str
-    head: bytes
-
-    @property
-    def closed(self) -> bool:
-        return self.last_type in CLOSING_TYPES
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -46,7 +46,8 @@ from agentfootprint.errors import (
 )
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
-from agentfootprint.logformat.chain import CLOSING_TYPES, open_body, stored_kind
+from agentfootprint.logformat.chain import open_body, stored_kind
+from agentfootprint.logformat.runs import RunInfo
 from agentfootprint.verify.bundle_json import (
     _file_error,
     _hex,
@@ -66,7 +67,6 @@ __all__ = [
     "BUNDLE_MAGIC",
     "BundleIndexEntry",
     "BundleRow",
-    "BundleRun",
     "BundleSource",
     "is_bundle",
 ]
@@ -108,29 +108,6 @@ class BundleRow:
     body: bytes
     event_hash: bytes
     chain_hash: bytes
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BundleRun:
-    """A run as its rows show it (a store's run info, plus whether it was asked for).
-
-    ``conversation_id`` and ``parent_run_id`` are what the run's ``run.open`` row names
-    (``""`` / None when its first row is no readable ``run.open``: verification says why),
-    never the manifest's, which is an index and not evidence.
-    """
-
-    run_id: str
-    conversation_id: str
-    parent_run_id: str | None
-    opened_at: int
-    events: int
-    last_type: str
-    head: bytes
-    requested: bool
-
-    @property
-    def closed(self) -> bool:
-        return self.last_type in CLOSING_TYPES
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -684,8 +661,8 @@ class BundleSource:
             raise self._changed(1) from None
         return list(entries)
 
-    def _info(self, run_id: str, span: _Span) -> BundleRun:
-        return BundleRun(
+    def _info(self, run_id: str, span: _Span) -> RunInfo:
+        return RunInfo(
             run_id=run_id,
             conversation_id=span.conversation_id,
             parent_run_id=span.parent_run_id,
@@ -696,11 +673,11 @@ class BundleSource:
             requested=span.requested,
         )
 
-    def runs(self) -> list[BundleRun]:
+    def runs(self) -> list[RunInfo]:
         """Every run in the bundle, in file order (parents before children)."""
         return [self._info(run_id, span) for run_id, span in self._spans.items()]
 
-    def run_info(self, run_id: str) -> BundleRun:
+    def run_info(self, run_id: str) -> RunInfo:
         return self._info(run_id, self._span(run_id))
 
     def inclusion_of(self, run_id: str) -> InclusionClaim | None:
