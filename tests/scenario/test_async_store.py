@@ -76,7 +76,7 @@ def test_a_failed_append_ends_the_runs_writing_and_leaves_a_consistent_prefix() 
 
 def test_a_store_that_fails_once_mid_run_leaves_an_unsealed_prefix(tmp_path: Path) -> None:
     store = af.SqliteStore(tmp_path / "runs.db")
-    original = store.append_hashed
+    original = store.append
     calls: list[int] = []
 
     def failing_second(events: Sequence[StoredEvent]) -> None:
@@ -85,7 +85,7 @@ def test_a_store_that_fails_once_mid_run_leaves_an_unsealed_prefix(tmp_path: Pat
             raise StoreError("database is locked")
         original(events)
 
-    store.append_hashed = failing_second  # type: ignore[method-assign]
+    store.append = failing_second  # type: ignore[method-assign]
     tool = af.define_tool(name="act", description="Acts.", execute=lambda args: "acted")
     script = [af.reply(tool_calls=[af.tool_call("act", {})]), "done"]
     agent = af.Agent(provider=af.MockProvider(script), model="m", tools=[tool], store=store)

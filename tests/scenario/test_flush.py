@@ -92,13 +92,13 @@ def test_nothing_is_written_between_flushes(tmp_path: Path) -> None:
     close (with the last call's commit and the final stages)."""
     store = af.SqliteStore(tmp_path / "runs.db")
     appends: list[int] = []
-    original = store.append_hashed  # the writer's way in (it hashed the rows itself)
+    original = store.append
 
     def counting(events: Any) -> None:
         appends.append(len(events))
         original(events)
 
-    store.append_hashed = counting  # type: ignore[method-assign]
+    store.append = counting  # type: ignore[method-assign]
     tool = af.define_tool(
         name="act", description="Acts.", input_schema={"type": "object"}, execute=lambda a: "ok"
     )

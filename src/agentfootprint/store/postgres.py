@@ -312,11 +312,6 @@ class PostgresStore(EventStore):
             self._seal(cur, events)
         self._appended(events)
 
-    def append_hashed(self, events: Sequence[StoredEvent]) -> None:
-        """The rows are stored whole, nothing is hashed here either way: :meth:`append`
-        (looked up on the instance, so a subclass's own ``append`` is the one called)."""
-        self.append(events)
-
     async def append_async(self, events: Sequence[StoredEvent]) -> None:
         """:meth:`append` on the store's own threads: the event loop serves other runs while
         the database answers (the run writer awaits it at each flush)."""

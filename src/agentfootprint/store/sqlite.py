@@ -621,21 +621,9 @@ class SqliteStore(EventStore):
             )
 
     def append(self, events: Sequence[StoredEvent]) -> None:
-        self._append(events, hashed=False)
-
-    def append_hashed(self, events: Sequence[StoredEvent]) -> None:
-        """:meth:`append` of rows whose ``event_hash`` the caller computed from these very
-        fields a moment ago (:class:`~agentfootprint.store.writer.RunWriter` does): schema 2
-        still checks every chain link against the stored head, but does not hash each row
-        again. Anything else appends with :meth:`append`, which recomputes every hash; so does
-        a store whose ``append`` is not this class's (a subclass or a patched instance
-        appends its own way: it is called)."""
-        if getattr(self.append, "__func__", None) is not SqliteStore.append:
-            self.append(events)
-            return
-        self._append(events, hashed=True)
-
-    def _append(self, events: Sequence[StoredEvent], *, hashed: bool) -> None:
+        """One batch in one ``BEGIN IMMEDIATE`` transaction. Schema 2 keeps no event hash and
+        few chain hashes, so it recomputes each row's and refuses a batch whose dropped values
+        do not follow from its rows (whoever hashed them: the run writer or an import)."""
         self._writable()
         self.check_batch(events)
         first = events[0]
@@ -646,7 +634,7 @@ class SqliteStore(EventStore):
             translate_errors(context, path=self.path),
             atomic(self._conn) as conn,
         ):
-            self._insert(conn, events, pending=pending, hashed=hashed)
+            self._insert(conn, events, pending=pending)
             self._seal(conn, events)
         self._appended(events, pending)
 
@@ -701,10 +689,9 @@ class SqliteStore(EventStore):
         earlier: Sequence[Sequence[StoredEvent]] = (),
         *,
         pending: dict[str, tuple[int, bytes]],
-        hashed: bool = False,
     ) -> None:
         if self._layout == 2:
-            self._insert_v2(conn, events, pending, hashed=hashed)
+            self._insert_v2(conn, events, pending)
             return
         first = events[0]
         count = self._next_seq.get(first.run_id)
@@ -759,8 +746,6 @@ class SqliteStore(EventStore):
         conn: sqlite3.Connection,
         events: Sequence[StoredEvent],
         pending: dict[str, tuple[int, bytes]],
-        *,
-        hashed: bool = False,
     ) -> None:
         first = events[0]
         run_id = first.run_id
@@ -787,7 +772,7 @@ class SqliteStore(EventStore):
         previous_ts: Any = None
         for offset, event in enumerate(events):
             last = offset == len(events) - 1
-            head = _checked_links(event, head, last=last, hashed=hashed)
+            head = _checked_links(event, head, last=last)
             code = TYPE_CODES.get(event.type) if isinstance(event.type, str) else None
             if code is None:
                 raise StoreError(f"run {run_id} seq {event.seq}: unknown event type")

@@ -141,20 +141,15 @@ def _orphan_key(run_id: str) -> int | None:
     return None
 
 
-def _checked_links(event: StoredEvent, head: bytes, *, last: bool, hashed: bool = False) -> bytes:
+def _checked_links(event: StoredEvent, head: bytes, *, last: bool) -> bytes:
     """Schema 2 keeps no event hash and, but on a batch's last row, no chain hash: refuse a
-    row whose dropped values do not follow from it (the reader would yield other ones).
-    ``hashed``: the caller computed ``event_hash`` from these fields (the run writer), so only
-    the chain link is checked."""
-    if hashed and type(event.event_hash) is bytes and len(event.event_hash) == 32:
-        digest = event.event_hash
-    else:
-        try:
-            digest = event_hash(event.run_id, event.seq, event.type, event.ts, event.body)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(
-                f"run {event.run_id} seq {event.seq}: cannot hash the row ({exc})"
-            ) from exc
+    row whose dropped values do not follow from it (the reader would yield other ones)."""
+    try:
+        digest = event_hash(event.run_id, event.seq, event.type, event.ts, event.body)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"run {event.run_id} seq {event.seq}: cannot hash the row ({exc})"
+        ) from exc
     if type(event.chain_hash) is not bytes or len(event.chain_hash) != 32:
         raise StoreError(f"run {event.run_id} seq {event.seq}: chain_hash is not 32 bytes")
     if digest != event.event_hash or (not last and chain_hash(head, digest) != event.chain_hash):

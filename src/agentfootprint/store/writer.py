@@ -220,10 +220,8 @@ class RunWriter:
             raise
 
     def _store_append(self, rows: list[StoredEvent]) -> None:
-        """The rows to the store; one that offers ``append_hashed`` is told that this writer
-        hashed them (from the bytes it stores), so it need not hash them again."""
-        append = getattr(self.store, "append_hashed", None)
-        (append if callable(append) else self.store.append)(rows)
+        """The rows to the store, through its one append path (:meth:`EventStore.append`)."""
+        self.store.append(rows)
         self.stored += len(rows)
 
     def _where(self, seq: int, type_: str) -> str:
