@@ -17,6 +17,7 @@ from feature_support import events_of, fixed_ports, lookup, replays, rows, tool_
 
 import agentfootprint as af
 from agentfootprint.features import permission_checker
+from agentfootprint.features.base import Feature
 from agentfootprint.features.permission_checker import Decision, PermissionRequest
 from agentfootprint.features.registry import Seam, all_features
 
@@ -423,7 +424,7 @@ def test_without_the_option_the_rows_are_the_rows_before_the_feature_existed() -
 def test_the_feature_sits_out_without_a_checker() -> None:
     agent = af.Agent(provider=af.MockProvider([]), model="m", tools=[lookup()])
     assert permission_checker.FEATURE not in agent.seam.features
-    assert agent.seam.hooks("tool_permission") == ()
+    assert agent.seam.at(Feature.tool_permission) == ()
 
 
 def test_under_a_redaction_policy_the_decisions_replay_with_the_vault(tmp_path: Path) -> None:

@@ -185,6 +185,7 @@ def test_a_stage_making_two_calls_is_refused_by_the_marker_rule() -> None:
         name="twice",
         summary="",
         stages=(StageSpec(name="twice", fn=twice, phase="iteration", order=45, calls_model=True),),
+        ports=("model",),
     )
     agent = af.Agent(provider=af.MockProvider(["a", "b", "c"]), model="m")
     agent.seam = registry.Seam.build(

@@ -1,11 +1,20 @@
 """The seam every option is built on: a :class:`Feature` declares what it adds to a run.
 
 A feature declares the options it owns (name, default, check), the stages it adds and where
-they sit in the chart, the state keys it owns, the events it emits, the ports it needs and
-the hooks it takes part in. Everything else derives from the declarations
+they sit in the chart, the state keys it owns, the events it emits, the ports it uses and
+the features it needs. Everything else derives from the declarations
 (:mod:`agentfootprint.features.registry`): option checking, the chart, the stage budget,
 ``run.open``'s options record, the recorded event kinds, the keys a redaction policy may not
 name, and the status column of ``docs/options.md``.
+
+Hooks are methods: :class:`Feature` has one typed method per hook point, doing nothing by
+default; a feature subclasses it and overrides the points it takes part in (the registry
+records once which do). Each hook gets a :class:`HookContext` of its own: its typed options
+(:meth:`Feature.settings`), its run memory, ``emit``, the stage's scope, the ports it
+declared (another raises :class:`~agentfootprint.runtime.ports.UndeclaredPortError` at
+once) and the features it declared it needs (another raises :class:`UndeclaredNeedError`).
+Adding a hook point is adding its method here, calling it where it happens
+(``registry.hooks_at(ctx, Feature.<point>)``) and overriding it in the feature.
 
 A feature may write scope from its own stages; it never builds or edits the request. Hooks
 see the request only as the read-only served JSON, after it was built from committed state:
@@ -15,32 +24,44 @@ what the model is served stays a pure function of committed state.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 from agentfootprint.errors import UsageError
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, has_lone_surrogate
+from agentfootprint.runtime.ports import PortName, require_port
 
 if TYPE_CHECKING:
     from agentfootprint.runtime.events import AgentEvent
+    from agentfootprint.runtime.ports import DecisionPort, ModelPort, ToolPort
     from agentfootprint.runtime.provider import LLMResponse
     from agentfootprint.runtime.run import StageContext
+    from agentfootprint.runtime.scope import Scope
     from agentfootprint.runtime.tools import ToolOutcome
+    from agentfootprint.store.writer import Clock
 
 __all__ = [
+    "HOOK_POINTS",
     "MAX_COUNT",
     "MISSING",
     "Feature",
+    "Given",
+    "HookContext",
     "OptionSpec",
+    "Part",
     "Phase",
     "StageSpec",
     "StateKey",
     "ToolResult",
+    "UndeclaredNeedError",
     "boolean",
     "count",
+    "hook_point",
     "loggable",
     "refuse",
+    "takes_part",
 ]
 
 
@@ -53,7 +74,18 @@ class _Missing:
 MISSING: Any = _Missing()
 
 Phase = Literal["start", "iteration", "route", "tool", "branch", "final"]
-Ports = Literal["model", "tools", "clock", "run_ids", "salts", "decisions"]
+#: the type of a feature's typed options (:meth:`Feature.settings`), as its hooks read them
+Settings = TypeVar("Settings")
+T = TypeVar("T")
+_F = TypeVar("_F", bound=Callable[..., Any])
+_HOOK_POINT = "__agentfootprint_hook_point__"
+_UNSET: Any = object()
+
+
+def hook_point(fn: _F) -> _F:
+    """Mark a :class:`Feature` method as a hook point (the registry finds them by it)."""
+    setattr(fn, _HOOK_POINT, True)
+    return fn
 
 
 def refuse(option: str, message: str) -> UsageError:
@@ -122,9 +154,10 @@ def _utf8(option: str, where: str, text: str) -> None:
 
 
 #: ``check(value, given) -> resolved``: ``value`` is the caller's (or :data:`MISSING`),
-#: ``given`` every option the caller passed (for rules spanning two options). Raise
+#: ``given`` every option the caller passed (for rules spanning two options), and the
+#: resolved options of the features its feature ``needs`` (:meth:`Given.resolved`). Raise
 #: :func:`refuse` for a bad value.
-OptionCheck = Callable[[Any, Mapping[str, Any]], Any]
+OptionCheck = Callable[[Any, "Given"], Any]
 
 
 def boolean(option: str, default: bool) -> OptionCheck:
@@ -205,34 +238,6 @@ class ToolResult:
     ran: bool  #: the tool was executed (False: refused before it ran, or a replay)
 
 
-#: ``hook(ctx, result, outcome) -> outcome``: may replace the outcome the model reads.
-ToolResultHook = Callable[["StageContext", ToolResult, "ToolOutcome"], Awaitable["ToolOutcome"]]
-#: ``hook(ctx, served) -> fields``: the request about to be served (its JSON, read-only);
-#: returns extra fields for the ``llm_start`` event. May emit events.
-RequestHook = Callable[["StageContext", Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
-#: ``hook(ctx)``: at the start of each turn (a feature resets what it keeps per turn).
-TurnHook = Callable[["StageContext"], Awaitable[None]]
-#: ``hook(ctx, call, response)``: after a reply was committed (its usage summed in state);
-#: may write scope in the model call's commit and emit events.
-ReplyHook = Callable[["StageContext", int, "LLMResponse"], Awaitable[None]]
-#: ``hook(ctx) -> why``: at the route, when the reply asks for tools: a mapping (at least
-#: ``{"reason": ...}``) stops the turn there, as ``stopped_early`` says; None lets it go on.
-StopHook = Callable[["StageContext"], Awaitable[Mapping[str, Any] | None]]
-#: ``hook(ctx) -> branch``: at the route, when ``max_iterations`` stops a reply asking for
-#: tools (``stopped_early`` already set): the route branch to take instead of ``final`` (one
-#: this feature's ``branch`` stages declare), or None.
-CapHook = Callable[["StageContext"], Awaitable[str | None]]
-#: ``hook(ctx, call) -> refusal``: just before a tool runs (live, or answered from a
-#: recording), after the loop's own checks (no such tool, arguments not JSON, validation):
-#: None lets it run; a :class:`~agentfootprint.runtime.tools.ToolOutcome` is the call's result
-#: instead (the tool does not run). May emit events, and raise to stop the run.
-PermissionHook = Callable[["StageContext", ToolResult], Awaitable["ToolOutcome | None"]]
-#: ``hook(ctx, error)``: where the run ends (the last stage's execution, the stage that
-#: failed, or the one a cancellation reached: ``error`` is its exception, else None),
-#: before that stage's commit is written: events it emits are recorded in that commit.
-RunEndHook = Callable[["StageContext", BaseException | None], Awaitable[None]]
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Feature:
     """What one option (or group of options) adds to a run. See the module docstring."""
@@ -249,26 +254,14 @@ class Feature:
     #: process (an HTTP exchange, a tool's teardown): a replay makes none, so what it
     #: records is compared with the original's without them
     live_only_events: tuple[type[AgentEvent], ...] = ()
-    ports: tuple[Ports, ...] = ()
+    #: the ports its stages and hooks use (any other raises :class:`UndeclaredPortError`)
+    ports: tuple[PortName, ...] = ()
+    #: the features (by name) whose resolved options and run memory this one reads: its
+    #: option checks through :meth:`Given.resolved`, its hooks through
+    #: :meth:`HookContext.needed` (each must take part whenever this one does)
+    needs: tuple[str, ...] = ()
     #: hooks run in ``order`` across features (lower first)
     order: int = 100
-    #: before the ``tool_end`` event (what the event and the model both carry)
-    tool_result: ToolResultHook | None = None
-    #: after the ``tool_end`` event (a note on what the model reads only)
-    tool_result_noted: ToolResultHook | None = None
-    #: ``unnote(content) -> content``: a recorded result as it was before this feature's
-    #: ``tool_result_noted`` hook (a replay answers with what was recorded, after every hook;
-    #: the hooks then run again on what the tool returned, so a note is never added twice)
-    unnote: Callable[[str], str] | None = None
-    request_served: RequestHook | None = None
-    reply_received: ReplyHook | None = None
-    stop_reason: StopHook | None = None
-    at_max_iterations: CapHook | None = None
-    turn_start: TurnHook | None = None
-    #: just before a tool runs: None lets it run, an outcome answers instead (a denial)
-    tool_permission: PermissionHook | None = None
-    #: where the run ends, before the last commit (cleanups: tool teardowns)
-    run_end: RunEndHook | None = None
     #: the projection version this feature needs when ``active(options)`` (default 1)
     projection: int = 1
     #: whether the feature takes part in a run with these resolved options (an opt-in
@@ -286,3 +279,258 @@ class Feature:
                 raise UsageError(
                     f"feature {self.name!r} names {event.kind} live-only but does not record it"
                 )
+
+    def settings(self, options: Mapping[str, Any]) -> Any:
+        """The typed object its hooks read as ``ctx.options``, made once per agent from the
+        resolved options (default: its own options by name, read-only). Override with a
+        typed one (and annotate the hooks' ``HookContext[...]`` with its type)."""
+        return MappingProxyType({spec.name: options.get(spec.name) for spec in self.options})
+
+    # -- hook points: one typed method each, doing nothing by default. A feature takes part
+    # in a point by overriding its method (the registry records once which do); the call
+    # site asks ``registry.hooks_at(ctx, Feature.<point>)`` for the bound hooks, in order.
+
+    @hook_point
+    async def tool_result(
+        self, ctx: HookContext[Any], result: ToolResult, outcome: ToolOutcome
+    ) -> ToolOutcome:
+        """Before the ``tool_end`` event: may replace the outcome (what the event and the
+        model both carry)."""
+        return outcome
+
+    @hook_point
+    async def tool_result_noted(
+        self, ctx: HookContext[Any], result: ToolResult, outcome: ToolOutcome
+    ) -> ToolOutcome:
+        """After the ``tool_end`` event: a note on what the model reads only."""
+        return outcome
+
+    @hook_point
+    def unnote(self, ctx: HookContext[Any], content: str) -> str:
+        """A recorded result as it was before this feature's :meth:`tool_result_noted` (a
+        replay answers with what was recorded, after every hook; the hooks then run again
+        on what the tool returned, so a note is never added twice)."""
+        return content
+
+    @hook_point
+    async def request_served(
+        self, ctx: HookContext[Any], served: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """The request about to be served (its JSON, read-only): extra fields for the
+        ``llm_start`` event. May emit events."""
+        return {}
+
+    @hook_point
+    async def reply_received(self, ctx: HookContext[Any], call: int, response: LLMResponse) -> None:
+        """After a reply was committed (its usage summed in state): may write scope in the
+        model call's commit and emit events."""
+
+    @hook_point
+    async def stop_reason(self, ctx: HookContext[Any]) -> Mapping[str, Any] | None:
+        """At the route, when the reply asks for tools: a mapping (at least
+        ``{"reason": ...}``) stops the turn there, as ``stopped_early`` says; None goes on."""
+        return None
+
+    @hook_point
+    async def at_max_iterations(self, ctx: HookContext[Any]) -> str | None:
+        """At the route, when ``max_iterations`` stops a reply asking for tools
+        (``stopped_early`` already set): the route branch to take instead of ``final`` (one
+        this feature's ``branch`` stages declare), or None."""
+        return None
+
+    @hook_point
+    async def turn_start(self, ctx: HookContext[Any]) -> None:
+        """At the start of each turn (a feature resets what it keeps per turn)."""
+
+    @hook_point
+    async def tool_permission(self, ctx: HookContext[Any], call: ToolResult) -> ToolOutcome | None:
+        """Just before a tool runs (live, or answered from a recording), after the loop's
+        own checks: None lets it run; an outcome is the call's result instead (the tool
+        does not run). May emit events, and raise to stop the run."""
+        return None
+
+    @hook_point
+    async def run_end(self, ctx: HookContext[Any], error: BaseException | None) -> None:
+        """Where the run ends (after its last stage, at the stage that failed or the one a
+        cancellation reached: ``error`` is its exception, else None), before that stage's
+        commit: events it emits are recorded in that commit (cleanups: tool teardowns)."""
+
+
+#: every hook point (a method of :class:`Feature` marked :func:`hook_point`), in class order
+HOOK_POINTS: tuple[Callable[..., Any], ...] = tuple(
+    fn for fn in vars(Feature).values() if getattr(fn, _HOOK_POINT, False)
+)
+
+
+def takes_part(feature: Feature, point: Callable[..., Any]) -> bool:
+    """``feature`` overrides the hook point ``point`` (a :class:`Feature` method)."""
+    return getattr(type(feature), point.__name__) is not point
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Part:
+    """One active feature of an agent as its hooks see it: made once, by the registry."""
+
+    feature: Feature
+    settings: Any  #: ``feature.settings(options)``
+    ports: frozenset[str]
+    #: the parts of the features it declared it needs, by name (filled by the registry)
+    needs: dict[str, Part] = field(default_factory=dict)
+
+
+class HookContext(Generic[Settings]):
+    """What one feature's hook sees: its own typed options, its run memory and agent cache,
+    ``emit``, the stage's scope, the ports it declared (another raises at once) and the
+    features it declared it needs. Nothing else of the run."""
+
+    __slots__ = ("_part", "_stage")
+
+    def __init__(self, part: Part, stage: StageContext) -> None:
+        self._part = part
+        self._stage = stage
+
+    @property
+    def feature(self) -> str:
+        return self._part.feature.name
+
+    @property
+    def options(self) -> Settings:
+        """The feature's own resolved options, as :meth:`Feature.settings` made them."""
+        return cast(Settings, self._part.settings)
+
+    @property
+    def scope(self) -> Scope:
+        """The stage's scope: committed state, and the writes of this stage's commit."""
+        return self._stage.scope
+
+    @property
+    def run_id(self) -> str:
+        return self._stage.run.run_id
+
+    @property
+    def calls(self) -> int:
+        """The model calls the run has made so far."""
+        return self._stage.run.calls
+
+    @property
+    def projection(self) -> int:
+        """The request projection version the run serves."""
+        return self._stage.run.seam.projection
+
+    @property
+    def redacting(self) -> bool:
+        """A redaction policy is in force (what is recorded may be commitments)."""
+        return self._stage.run.boundary is not None
+
+    @property
+    def recorded_state(self) -> Mapping[str, Any]:
+        """Committed state as the log holds it (commitments where a policy redacted);
+        the scope's ``committed`` itself when nothing is redacted."""
+        return self._stage.run.committed
+
+    def listens(self, kind: str) -> bool:
+        """An event of ``kind`` would be recorded or delivered."""
+        return self._stage.listens(kind)
+
+    async def emit(self, event: AgentEvent) -> None:
+        """Deliver ``event``; a recorded kind goes into this stage's commit."""
+        await self._stage.emit(event)
+
+    def memory(self, factory: Callable[[], T]) -> T:
+        """What this feature keeps for the run beside the loop (never in state): made by
+        ``factory`` at the first use in a run."""
+        memory = self._stage.run.memory
+        kept = memory.get(self._part.feature.name, _UNSET)
+        if kept is _UNSET:
+            kept = memory[self._part.feature.name] = factory()
+        return cast(T, kept)
+
+    def forget(self) -> None:
+        """Drop this feature's run memory (the next :meth:`memory` makes a new one)."""
+        self._stage.run.memory.pop(self._part.feature.name, None)
+
+    def cache(self, factory: Callable[[], T]) -> T:
+        """What this feature caches across the agent's runs (revalidated by the feature;
+        never evidence): made by ``factory`` at the first use."""
+        caches = self._stage.run.seam.caches
+        kept = caches.get(self._part.feature.name, _UNSET)
+        if kept is _UNSET:
+            kept = caches[self._part.feature.name] = factory()
+        return cast(T, kept)
+
+    def needed(self, name: str) -> HookContext[Any]:
+        """The context of a feature this one declared in ``needs`` (its options, memory
+        and cache), in the same stage."""
+        part = self._part.needs.get(name)
+        if part is None:
+            raise UndeclaredNeedError(self.feature, name)
+        return HookContext(part, self._stage)
+
+    def _port(self, port: PortName) -> None:
+        require_port(self._part.feature.name, self._part.ports, port)
+
+    @property
+    def model(self) -> ModelPort:
+        self._port("model")
+        return self._stage.run.model
+
+    @property
+    def tools(self) -> ToolPort:
+        self._port("tools")
+        return self._stage.run.tools
+
+    @property
+    def decisions(self) -> DecisionPort:
+        """The deciders' recorded answers (a replay) or none (ask them)."""
+        self._port("decisions")
+        return self._stage.run.decisions
+
+    @property
+    def clock(self) -> Clock:
+        self._port("clock")
+        return self._stage.run.ports.clock
+
+
+class UndeclaredNeedError(UsageError):
+    """A feature read another feature's options or memory without declaring it in
+    ``needs``: a bug in the feature, raised at the read (as itself, never wrapped)."""
+
+    def __init__(self, feature: str, needed: str) -> None:
+        super().__init__(
+            f"feature {feature!r} reads feature {needed!r} without declaring it: add "
+            f"{needed!r} to its Feature(needs=...)"
+        )
+        self.feature = feature
+        self.needed = needed
+
+
+class Given(Mapping[str, Any]):
+    """What an option's check sees: every option the caller passed (raw, by name), and the
+    resolved value of an option owned by a feature its own feature ``needs``."""
+
+    __slots__ = ("_feature", "_raw", "_resolve")
+
+    def __init__(
+        self,
+        raw: Mapping[str, Any],
+        feature: Feature | None = None,
+        resolve: Callable[[str, Feature], Any] | None = None,
+    ) -> None:
+        self._raw = raw
+        self._feature = feature
+        self._resolve = resolve
+
+    def __getitem__(self, key: str) -> Any:
+        return self._raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def resolved(self, option: str) -> Any:
+        """``option``'s resolved value (checked by its own feature first)."""
+        if self._feature is None or self._resolve is None:
+            raise RuntimeError(f"option {option!r} is resolved only by the registry")
+        return self._resolve(option, self._feature)

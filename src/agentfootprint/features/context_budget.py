@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features import llm_call
+from agentfootprint.features.base import MISSING, Feature, HookContext, OptionSpec, refuse
 from agentfootprint.features.base import count as whole_count
-from agentfootprint.features.llm_call import system_prompt_chars, system_prompt_text
+from agentfootprint.features.llm_call import system_prompt_text
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.runtime.events import AgentEvent
-from agentfootprint.runtime.run import StageContext
 
 OPTION = "context_budget"
 DEFAULTS: Mapping[str, int] = {"system_prompt": 4000, "messages": 10000, "tools": 2000}
@@ -110,47 +110,58 @@ class _Meter:
         return {"messages": self.total, "tools": self.tools_size}
 
 
-async def _measure(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str, Any]:
-    run = ctx.run
-    budgets: Mapping[str, int] = run.config.options[OPTION]
-    # kept across the agent's runs: a continued conversation's history is not counted again
-    kept: tuple[_Meter, set[str]] | None = run.seam.caches.get(OPTION)
-    if kept is None:
-        kept = run.seam.caches[OPTION] = (_Meter(), set())
-    meter, warned = kept
-    listened = run.bus.wants(BudgetPressure.kind)
-    # the system prompt's length is the one the model call keeps for llm_start
-    counts = {"system_prompt": system_prompt_chars(run, served)}
-    counts.update(meter.measure(served, run.seam.projection == 1))
-    for slot, count in counts.items():
-        if count <= budgets[slot] or (slot in warned and not listened):
-            continue
-        if slot not in warned:
-            warned.add(slot)
-            log.warning(
-                "context slot %s served %d characters, over its budget of %d (nothing was "
-                "truncated; raise context_budget[%r] if the slot is legitimately this big)",
-                slot,
-                count,
-                budgets[slot],
-                slot,
-            )
-        if not listened:
-            continue
-        await ctx.emit(
-            BudgetPressure(
-                run_id=run.run_id,
-                iteration=ctx.scope.get("iteration"),
-                call=run.calls,
-                slot=slot,
-                budget=budgets[slot],
-                used=count,
-            )
-        )
-    return {}
+@dataclass(slots=True)
+class _Kept:
+    """What the feature keeps across the agent's runs: a continued conversation's history
+    is not counted again, and a slot is warned about once per agent."""
+
+    meter: _Meter = field(default_factory=lambda: _Meter())
+    warned: set[str] = field(default_factory=set)
 
 
-FEATURE = Feature(
+class _ContextBudget(Feature):
+    def settings(self, options: Mapping[str, Any]) -> Mapping[str, int]:
+        budgets: Mapping[str, int] = options[OPTION]
+        return budgets
+
+    async def request_served(
+        self, ctx: HookContext[Mapping[str, int]], served: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        budgets = ctx.options
+        kept = ctx.cache(_Kept)
+        listened = ctx.listens(BudgetPressure.kind)
+        # the system prompt's length is the one the model call keeps for llm_start
+        counts = {"system_prompt": ctx.needed(llm_call.NAME).cache(llm_call.PromptChars).of(served)}
+        counts.update(kept.meter.measure(served, ctx.projection == 1))
+        for slot, count in counts.items():
+            if count <= budgets[slot] or (slot in kept.warned and not listened):
+                continue
+            if slot not in kept.warned:
+                kept.warned.add(slot)
+                log.warning(
+                    "context slot %s served %d characters, over its budget of %d (nothing was "
+                    "truncated; raise context_budget[%r] if the slot is legitimately this big)",
+                    slot,
+                    count,
+                    budgets[slot],
+                    slot,
+                )
+            if not listened:
+                continue
+            await ctx.emit(
+                BudgetPressure(
+                    run_id=ctx.run_id,
+                    iteration=ctx.scope.get("iteration"),
+                    call=ctx.calls,
+                    slot=slot,
+                    budget=budgets[slot],
+                    used=count,
+                )
+            )
+        return {}
+
+
+FEATURE = _ContextBudget(
     name="context-budget",
     summary="per-slot character budgets: a pressure event, nothing truncated",
     order=130,
@@ -163,5 +174,5 @@ FEATURE = Feature(
         ),
     ),
     events=(BudgetPressure,),
-    request_served=_measure,
+    needs=(llm_call.NAME,),
 )

@@ -14,8 +14,9 @@ The budget is money, and only a pricing table turns tokens into money: a budget 
 ``pricing_table``, or whose agent's model the table does not price, is refused at
 construction. The run's spend is what ``pricing_table`` counted (a call it could not price
 counts nothing, and its ``agentfootprint.cost.unpriced`` event says so). Recorded in
-``run.open.options`` as ``{"usd": x, "on_exceed": ...}``; whether it warned is kept in
-``ctx.run.memory`` for the run, never in state.
+``run.open.options`` as ``{"usd": x, "on_exceed": ...}``; whether it warned is kept in its
+run memory, never in state. It declares it needs ``pricing_table``: its check reads the
+resolved table by name, its hooks the spend that feature counted.
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from agentfootprint.features import pricing_table
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import MISSING, Feature, Given, HookContext, OptionSpec, refuse
 from agentfootprint.logformat.canonical import MAX_SAFE_INT
 from agentfootprint.runtime.events import AgentEvent
 from agentfootprint.runtime.provider import LLMResponse
-from agentfootprint.runtime.run import StageContext
 
 OPTION = "cost_budget"
 ACTIONS = ("halt", "warn")
@@ -64,7 +64,7 @@ def _usd(value: Any) -> float | int:
     return value
 
 
-def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
+def _check(value: Any, given: Given) -> dict[str, Any] | None:
     if value is MISSING or value is None:
         return None
     if isinstance(value, Mapping):
@@ -87,7 +87,7 @@ def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
             "must be a number of USD (warns once) or {'usd': x, 'on_exceed': 'halt' | 'warn'}, "
             f"got {value!r}",
         )
-    table = pricing_table.FEATURE.options[0].check(given.get("pricing_table", MISSING), given)
+    table = given.resolved(pricing_table.OPTION)
     if table is None:
         raise refuse(
             OPTION,
@@ -105,48 +105,66 @@ def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
     return budget
 
 
-def _crossed(ctx: StageContext) -> tuple[Decimal, Mapping[str, Any]] | None:
-    """The spend and the budget when the spend exceeds it."""
-    budget: Mapping[str, Any] = ctx.run.config.options[OPTION]
-    spent = pricing_table.spent(ctx.run)
-    return (spent, budget) if spent > pricing_table.price_decimal(budget["usd"]) else None
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Budget:
+    """The resolved option, typed."""
+
+    usd: float | int
+    on_exceed: str  #: ``halt`` or ``warn``
 
 
-async def _check_spend(ctx: StageContext, call: int, response: LLMResponse) -> None:
-    crossed = _crossed(ctx)
-    if crossed is None or ctx.run.memory.get(OPTION):
-        return
-    ctx.run.memory[OPTION] = True  # once per run
-    spent, budget = crossed
-    if budget["on_exceed"] == "warn":
-        log.warning(
-            "run %s: spent %s USD, over its cost_budget of %s USD (warning only; "
-            "{'usd': x, 'on_exceed': 'halt'} stops the run instead)",
-            ctx.run.run_id,
-            spent,
-            budget["usd"],
+@dataclass(slots=True)
+class _Warned:
+    """Whether this run has crossed its budget already (the event is made once per run)."""
+
+    crossed: bool = False
+
+
+class _CostBudget(Feature):
+    def settings(self, options: Mapping[str, Any]) -> Budget:
+        return Budget(**options[OPTION])
+
+    def _crossed(self, ctx: HookContext[Budget]) -> Decimal | None:
+        """The spend (what ``pricing_table`` counted) when it exceeds the budget."""
+        spent = pricing_table.spent(ctx.needed(pricing_table.NAME))
+        return spent if spent > pricing_table.price_decimal(ctx.options.usd) else None
+
+    async def reply_received(
+        self, ctx: HookContext[Budget], call: int, response: LLMResponse
+    ) -> None:
+        spent = self._crossed(ctx)
+        warned = ctx.memory(_Warned)
+        if spent is None or warned.crossed:
+            return
+        warned.crossed = True  # once per run
+        budget = ctx.options
+        if budget.on_exceed == "warn":
+            log.warning(
+                "run %s: spent %s USD, over its cost_budget of %s USD (warning only; "
+                "{'usd': x, 'on_exceed': 'halt'} stops the run instead)",
+                ctx.run_id,
+                spent,
+                budget.usd,
+            )
+        await ctx.emit(
+            LimitHit(
+                run_id=ctx.run_id,
+                iteration=ctx.scope.get("iteration"),
+                call=call,
+                action=budget.on_exceed,
+                usd=float(spent),
+                budget=budget.usd,
+            )
         )
-    await ctx.emit(
-        LimitHit(
-            run_id=ctx.run.run_id,
-            iteration=ctx.scope.get("iteration"),
-            call=call,
-            action=budget["on_exceed"],
-            usd=float(spent),
-            budget=budget["usd"],
-        )
-    )
+
+    async def stop_reason(self, ctx: HookContext[Budget]) -> Mapping[str, Any] | None:
+        spent = self._crossed(ctx)
+        if spent is None or ctx.options.on_exceed != "halt":
+            return None
+        return {"reason": REASON, "usd": float(spent), "budget": ctx.options.usd}
 
 
-async def _stop(ctx: StageContext) -> Mapping[str, Any] | None:
-    crossed = _crossed(ctx)
-    if crossed is None or crossed[1]["on_exceed"] != "halt":
-        return None
-    spent, budget = crossed
-    return {"reason": REASON, "usd": float(spent), "budget": budget["usd"]}
-
-
-FEATURE = Feature(
+FEATURE = _CostBudget(
     name="cost-budget",
     summary="a cap on a run's USD: warn once, or halt at the next iteration boundary",
     order=150,  # after pricing_table's tick (its hook counts the spend first)
@@ -161,7 +179,6 @@ FEATURE = Feature(
     ),
     events=(LimitHit,),
     recorded_events=(LimitHit,),
-    reply_received=_check_spend,
-    stop_reason=_stop,
+    needs=(pricing_table.NAME,),
     active=lambda options: options.get(OPTION) is not None,
 )

@@ -30,13 +30,16 @@ from agentfootprint.features.base import (
     boolean,
     refuse,
 )
+from agentfootprint.features.registry import hooks_at
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
 from agentfootprint.logformat.hashing import hexdigest
 from agentfootprint.logformat.request import build_request
 from agentfootprint.runtime.events import IterationStart, LLMEnd, LLMStart, LLMToken, WireExchange
 from agentfootprint.runtime.provider import LLMResponse, Request, ToolCall, Usage, WireRecord
-from agentfootprint.runtime.run import StageContext, exception_text
+from agentfootprint.runtime.run import RunState, StageContext, exception_text
 from agentfootprint.store.redaction import refuse_reserved_key
+
+NAME = "llm-call"
 
 
 def _provider(value: Any, given: Mapping[str, Any]) -> Any:
@@ -64,14 +67,29 @@ def system_prompt_text(served: Mapping[str, Any]) -> str:
     return assembled(served["system"])
 
 
-def system_prompt_chars(run: Any, served: Mapping[str, Any]) -> int:
+class PromptChars:
     """``len(system_prompt_text(served))``, kept for the piece list it was measured on
-    (committed lists are replaced, never mutated: the same object is the same text)."""
-    pieces = served["system"]
-    cached = run.seam.caches.get("llm-call")
-    if cached is None or cached[0] is not pieces:
-        cached = run.seam.caches["llm-call"] = (pieces, len(system_prompt_text(served)))
-    chars: int = cached[1]
+    (committed lists are replaced, never mutated: the same object is the same text). The
+    model call's cache across the agent's runs; ``context_budget`` reads it too."""
+
+    __slots__ = ("chars", "pieces")
+
+    def __init__(self) -> None:
+        self.pieces: object = None
+        self.chars = 0
+
+    def of(self, served: Mapping[str, Any]) -> int:
+        pieces = served["system"]
+        if self.pieces is not pieces:
+            self.pieces, self.chars = pieces, len(system_prompt_text(served))
+        return self.chars
+
+
+def _prompt_chars(run: RunState) -> PromptChars:
+    cached = run.seam.caches.get(NAME)
+    if cached is None:
+        cached = run.seam.caches[NAME] = PromptChars()
+    chars: PromptChars = cached
     return chars
 
 
@@ -96,7 +114,7 @@ async def call_llm(ctx: StageContext) -> None:
     served = build_request(s.committed, version=version)  # what the provider is sent
     call = run.calls
     extras: dict[str, Any] = {}
-    for hook in run.seam.hooks("request_served"):
+    for hook in hooks_at(ctx, Feature.request_served):
         extras.update(await hook(ctx, served))
     if ctx.listens(IterationStart.kind):
         await ctx.emit(IterationStart(run_id=run.run_id, iteration=iteration))
@@ -110,11 +128,11 @@ async def call_llm(ctx: StageContext) -> None:
                 messages=len(served["messages"]),
                 tools=len(served["tools"]),
                 temperature=served["params"].get("temperature"),
-                system_prompt_chars=system_prompt_chars(run, served),
+                system_prompt_chars=_prompt_chars(run).of(served),
                 **extras,
             )
         )
-    model = run.model
+    model = ctx.model
     if run.config.record_receipt or model.checks_requests:
         # the receipt hashes the recorded (committed) form
         recorded = (
@@ -185,8 +203,8 @@ async def call_llm(ctx: StageContext) -> None:
     except CanonicalFormError as exc:
         raise ProviderCallError(f"provider reply is not JSON: {exc}", run_id=run.run_id) from exc
     s.set("usage", summed(s.get("usage"), record["usage"]))
-    for hook in run.seam.hooks("reply_received"):
-        await hook(ctx, call, response)
+    for received in hooks_at(ctx, Feature.reply_received):
+        await received(ctx, call, response)
     if not ctx.listens(LLMEnd.kind):
         return
     await ctx.emit(
@@ -270,7 +288,7 @@ def _malformed(response: LLMResponse) -> str | None:
 
 
 FEATURE = Feature(
-    name="llm-call",
+    name=NAME,
     summary="the model call: request from committed state, receipt, reply",
     order=50,
     options=(

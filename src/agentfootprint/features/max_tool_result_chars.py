@@ -24,10 +24,17 @@ from typing import Any
 
 import orjson
 
-from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, OptionSpec, ToolResult, refuse
+from agentfootprint.features.base import (
+    MAX_COUNT,
+    MISSING,
+    Feature,
+    HookContext,
+    OptionSpec,
+    ToolResult,
+    refuse,
+)
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import read_json_text
-from agentfootprint.runtime.run import StageContext
 from agentfootprint.runtime.tools import ToolOutcome
 
 OPTION = "max_tool_result_chars"
@@ -84,18 +91,26 @@ def is_marker(content: str) -> bool:
     )
 
 
-async def _cap(ctx: StageContext, result: ToolResult, outcome: ToolOutcome) -> ToolOutcome:
-    cap: int = ctx.run.config.options[OPTION]
-    content = outcome.content
-    if not isinstance(content, str) or len(content) <= cap or is_marker(content):
-        return outcome
-    head = ctx.run.boundary is None or read_json_text(content) is None
-    return ToolOutcome(
-        content=marker(result.tool, content, cap, head=head), is_error=outcome.is_error
-    )
+class _MaxToolResultChars(Feature):
+    def settings(self, options: Mapping[str, Any]) -> int:
+        """The cap, in characters."""
+        cap: int = options[OPTION]
+        return cap
+
+    async def tool_result(
+        self, ctx: HookContext[int], result: ToolResult, outcome: ToolOutcome
+    ) -> ToolOutcome:
+        cap = ctx.options
+        content = outcome.content
+        if not isinstance(content, str) or len(content) <= cap or is_marker(content):
+            return outcome
+        head = not ctx.redacting or read_json_text(content) is None
+        return ToolOutcome(
+            content=marker(result.tool, content, cap, head=head), is_error=outcome.is_error
+        )
 
 
-FEATURE = Feature(
+FEATURE = _MaxToolResultChars(
     name="max-tool-result-chars",
     summary="a tool result over the cap is replaced by a marker",
     order=110,
@@ -108,6 +123,5 @@ FEATURE = Feature(
             summary="the cap on one tool result, in characters",
         ),
     ),
-    tool_result=_cap,
     active=lambda options: options.get(OPTION) is not None,
 )

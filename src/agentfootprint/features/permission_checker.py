@@ -27,7 +27,7 @@ the event loop: a run cancelled while it decides (``asyncio.wait_for``, Ctrl-C u
 and runs no tool whatever the check answers later. At interpreter exit such an abandoned
 check is waited for at most ``tool_teardown_timeout_ms`` more.
 
-The checker is a port: before asking it, the feature asks ``ctx.run.decisions`` with the
+The checker is a port: before asking it, the feature asks its ``decisions`` port with the
 question ``{tool, tool_call_id, arguments, iteration}``; a replay answers from the
 original's recorded event, so the checker is never called again (and a replay asking a
 different question diverges with kind ``decision``). An object without a callable
@@ -42,10 +42,16 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from agentfootprint.errors import PolicyHaltError, ReplayDivergence, UsageError
 from agentfootprint.features import tool_teardown
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, ToolResult, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    HookContext,
+    OptionSpec,
+    ToolResult,
+    refuse,
+)
 from agentfootprint.features.tool_dispatch import recordable_arguments
 from agentfootprint.runtime.events import AgentEvent, detached
-from agentfootprint.runtime.run import StageContext
 from agentfootprint.runtime.tool_threads import call_user_code
 from agentfootprint.runtime.tools import ToolOutcome
 
@@ -202,16 +208,13 @@ def _normalised(answer: Any, by: str) -> tuple[str, str, str]:
     return str(decision), who or by, str(reason)
 
 
-async def _ask(
-    checker: Any, request: PermissionRequest, options: Mapping[str, Any]
-) -> tuple[str, str, str]:
+async def _ask(checker: Any, request: PermissionRequest, grace: float) -> tuple[str, str, str]:
     """The checker's decision, normalised; fail closed (deny) when it raises or answers
     anything but a decision. A sync ``check`` runs in a worker thread, never on the loop:
     a cancelled run (``wait_for``, Ctrl-C) stops waiting for it at once, and no answer
     arriving later runs the tool."""
     by = _who(checker)
     try:
-        grace = tool_teardown.exit_grace(options)
         answer = await call_user_code(checker.check, request, grace=grace)
         return _normalised(answer, by)
     except _Garbage as exc:
@@ -224,15 +227,15 @@ async def _ask(
         )
 
 
-def _recorded_answer(ctx: StageContext, recorded: Mapping[str, Any]) -> tuple[str, str, str]:
+def _recorded_answer(ctx: HookContext[Any], recorded: Mapping[str, Any]) -> tuple[str, str, str]:
     decision, by, reason = (recorded.get(k) for k in ("decision", "by", "reason"))
     if decision not in DECISIONS or not isinstance(by, str) or not isinstance(reason, str):
         raise ReplayDivergence(
             f"the original's {PermissionCheck.kind} event holds no decision the replay can "
             "read (redacted or malformed); replay with the disclosure vault",
-            call=max(ctx.run.calls - 1, 0),
+            call=max(ctx.calls - 1, 0),
             kind="redacted",
-            run_id=ctx.run.run_id,
+            run_id=ctx.run_id,
         )
     return str(decision), by, reason
 
@@ -243,47 +246,51 @@ def denial_message(tool: str, by: str, reason: str) -> str:
     return f"Error: tool '{tool}' was not run: permission denied by {by}{why}."
 
 
-async def _permission(ctx: StageContext, call: ToolResult) -> ToolOutcome | None:
-    run = ctx.run
-    question = {
-        "tool": call.tool,
-        "tool_call_id": call.tool_call_id,
-        "arguments": recordable_arguments(call.arguments),
-        "iteration": call.iteration,
-    }
-    recorded = run.decisions.recorded(PermissionCheck.kind, question)
-    if recorded is None:
-        request = PermissionRequest(
-            capability=CAPABILITY,
-            tool=call.tool,
-            arguments=detached(question["arguments"]),  # the checker's own: never the row's
-            tool_call_id=call.tool_call_id,
-            iteration=call.iteration,
-            run_id=run.run_id,
+class _PermissionChecker(Feature):
+    def settings(self, options: Mapping[str, Any]) -> Any:
+        """The checker (an object with a ``check(request)`` method)."""
+        return options[OPTION]
+
+    async def tool_permission(self, ctx: HookContext[Any], call: ToolResult) -> ToolOutcome | None:
+        question = {
+            "tool": call.tool,
+            "tool_call_id": call.tool_call_id,
+            "arguments": recordable_arguments(call.arguments),
+            "iteration": call.iteration,
+        }
+        recorded = ctx.decisions.recorded(PermissionCheck.kind, question)
+        if recorded is None:
+            request = PermissionRequest(
+                capability=CAPABILITY,
+                tool=call.tool,
+                arguments=detached(question["arguments"]),  # the checker's own: never the row's
+                tool_call_id=call.tool_call_id,
+                iteration=call.iteration,
+                run_id=ctx.run_id,
+            )
+            decision, by, reason = await _ask(ctx.options, request, tool_teardown.grace(ctx))
+        else:
+            decision, by, reason = _recorded_answer(ctx, recorded)
+        await ctx.emit(
+            PermissionCheck(run_id=ctx.run_id, **question, decision=decision, by=by, reason=reason)
         )
-        decision, by, reason = await _ask(run.config.options[OPTION], request, run.config.options)
-    else:
-        decision, by, reason = _recorded_answer(ctx, recorded)
-    await ctx.emit(
-        PermissionCheck(run_id=run.run_id, **question, decision=decision, by=by, reason=reason)
-    )
-    if decision == "allow":
-        return None
-    if decision == "halt":
-        why = f": {reason}" if reason else ""
-        raise PolicyHaltError(
-            f"run {run.run_id}: {by} halted the run at tool '{call.tool}' "
-            f"(call {call.tool_call_id}){why}",
-            tool=call.tool,
-            tool_call_id=call.tool_call_id,
-            by=by,
-            reason=reason,
-            run_id=run.run_id,
-        )
-    return ToolOutcome(content=denial_message(call.tool, by, reason), is_error=True)
+        if decision == "allow":
+            return None
+        if decision == "halt":
+            why = f": {reason}" if reason else ""
+            raise PolicyHaltError(
+                f"run {ctx.run_id}: {by} halted the run at tool '{call.tool}' "
+                f"(call {call.tool_call_id}){why}",
+                tool=call.tool,
+                tool_call_id=call.tool_call_id,
+                by=by,
+                reason=reason,
+                run_id=ctx.run_id,
+            )
+        return ToolOutcome(content=denial_message(call.tool, by, reason), is_error=True)
 
 
-FEATURE = Feature(
+FEATURE = _PermissionChecker(
     name="permission-checker",
     summary="a checker asked before every tool run: allow, deny (a synthetic result) or halt",
     order=60,
@@ -297,6 +304,7 @@ FEATURE = Feature(
     ),
     events=(PermissionCheck,),
     recorded_events=(PermissionCheck,),
-    tool_permission=_permission,
+    ports=("decisions",),
+    needs=(tool_teardown.NAME,),
     active=lambda options: options.get(OPTION) is not None,
 )

@@ -20,7 +20,7 @@ entry, or whose usage has tokens of a kind the entry does not price, costs ``Non
 (unknown, never guessed): one ``agentfootprint.cost.unpriced`` event per model and run
 says which, with one warning in the log; the cumulative counts the priced calls only.
 
-The cumulative lives in ``ctx.run.memory`` (never in state): the seed makes it run-scoped
+The cumulative lives in the feature's run memory (never in state): the seed makes it run-scoped
 (it resets every run), it is derived from recorded usage and recorded prices, and what it
 says is in the tick events, so it is not evidence of its own; a replay recomputes it from
 the recorded replies. The table itself is not recorded in ``run.open`` (a whole shipped
@@ -38,18 +38,19 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from importlib import resources
 from typing import Any, ClassVar
 
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import MISSING, Feature, HookContext, OptionSpec, refuse
 from agentfootprint.logformat.canonical import MAX_SAFE_INT
 from agentfootprint.runtime.events import AgentEvent
 from agentfootprint.runtime.provider import LLMResponse
-from agentfootprint.runtime.run import RunState, StageContext
 
 __all__ = [
     "DECIMALS",
     "KINDS",
+    "NAME",
     "OPTION",
     "CostTick",
     "CostUnpriced",
+    "PriceTable",
     "call_usd",
     "price_decimal",
     "shipped_prices",
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 OPTION = "pricing_table"
+NAME = "pricing-table"
 #: The token kinds a price entry may name (``input`` and ``output`` are required).
 KINDS = ("input", "output", "cache_read", "cache_write")
 REQUIRED = ("input", "output")
@@ -193,61 +195,70 @@ class _Spend:
     unpriced: set[str] = field(default_factory=set)  #: models warned about
 
 
-def spent(run: RunState) -> Decimal:
-    """The run's cumulative USD so far (priced calls; 0 before the first)."""
-    spend: _Spend | None = run.memory.get(OPTION)
-    return spend.cumulative if spend is not None else Decimal(0)
+#: the resolved table: model -> {kind: USD per 1M tokens}
+PriceTable = Mapping[str, Mapping[str, float | int]]
 
 
-async def _tick(ctx: StageContext, call: int, response: LLMResponse) -> None:
-    run = ctx.run
-    table: Mapping[str, Mapping[str, float | int]] = run.config.options[OPTION]
-    spend: _Spend = run.memory.setdefault(OPTION, _Spend())
-    model: str = ctx.scope.get("model")
-    iteration: int = ctx.scope.get("iteration")
-    usage = response.usage.to_state()  # as committed in ``last_response``
-    prices = table.get(model)
-    usd, missing = call_usd(usage, prices)
-    if usd is None and model not in spend.unpriced:
-        spend.unpriced.add(model)
-        log.warning(
-            "call %d: model %r %s, so its cost is unknown (not counted in the run's total); "
-            "add its prices to pricing_table",
-            call,
-            model,
-            "has no prices" if prices is None else f"has no price for {', '.join(missing)}",
-        )
+def spent(ctx: HookContext[Any]) -> Decimal:
+    """The run's cumulative USD so far (priced calls; 0 before the first), from the context
+    of this feature (or of one that ``needs`` it: ``ctx.needed(NAME)``)."""
+    return ctx.memory(_Spend).cumulative
+
+
+class _PricingTable(Feature):
+    def settings(self, options: Mapping[str, Any]) -> PriceTable:
+        table: PriceTable = options[OPTION]
+        return table
+
+    async def reply_received(
+        self, ctx: HookContext[PriceTable], call: int, response: LLMResponse
+    ) -> None:
+        spend = ctx.memory(_Spend)
+        model: str = ctx.scope.get("model")
+        iteration: int = ctx.scope.get("iteration")
+        usage = response.usage.to_state()  # as committed in ``last_response``
+        prices = ctx.options.get(model)
+        usd, missing = call_usd(usage, prices)
+        if usd is None and model not in spend.unpriced:
+            spend.unpriced.add(model)
+            log.warning(
+                "call %d: model %r %s, so its cost is unknown (not counted in the run's "
+                "total); add its prices to pricing_table",
+                call,
+                model,
+                "has no prices" if prices is None else f"has no price for {', '.join(missing)}",
+            )
+            await ctx.emit(
+                CostUnpriced(
+                    run_id=ctx.run_id,
+                    iteration=iteration,
+                    call=call,
+                    model=model,
+                    kinds=missing,
+                    in_table=prices is not None,
+                )
+            )
+        if usd is not None:
+            spend.cumulative += usd
+        recorded = None
+        if prices is not None and model not in spend.priced:
+            spend.priced.add(model)
+            recorded = dict(prices)
         await ctx.emit(
-            CostUnpriced(
-                run_id=run.run_id,
+            CostTick(
+                run_id=ctx.run_id,
                 iteration=iteration,
                 call=call,
                 model=model,
-                kinds=missing,
-                in_table=prices is not None,
+                usd=None if usd is None else float(usd),
+                cumulative_usd=float(spend.cumulative),
+                prices=recorded,
             )
         )
-    if usd is not None:
-        spend.cumulative += usd
-    recorded = None
-    if prices is not None and model not in spend.priced:
-        spend.priced.add(model)
-        recorded = dict(prices)
-    await ctx.emit(
-        CostTick(
-            run_id=run.run_id,
-            iteration=iteration,
-            call=call,
-            model=model,
-            usd=None if usd is None else float(usd),
-            cumulative_usd=float(spend.cumulative),
-            prices=recorded,
-        )
-    )
 
 
-FEATURE = Feature(
-    name="pricing-table",
+FEATURE = _PricingTable(
+    name=NAME,
     summary="per-call and cumulative USD of a run, recorded after every call",
     order=140,
     options=(
@@ -260,6 +271,5 @@ FEATURE = Feature(
     ),
     events=(CostTick, CostUnpriced),
     recorded_events=(CostTick, CostUnpriced),
-    reply_received=_tick,
     active=lambda options: options.get(OPTION) is not None,
 )

@@ -14,23 +14,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.features.base import Feature, OptionSpec, boolean
+from agentfootprint.features.base import Feature, HookContext, OptionSpec, boolean
 from agentfootprint.features.llm_call import assembled
 from agentfootprint.logformat.request import build_request
-from agentfootprint.runtime.run import StageContext
 
 OPTION = "record_system_prompt"
 
 
-async def _record(ctx: StageContext, served: Mapping[str, Any]) -> Mapping[str, Any]:
-    run = ctx.run
-    pieces = served["system"]
-    if run.committed is not ctx.scope.committed:  # under a policy: the recorded form
-        pieces = build_request(run.committed, version=run.seam.projection)["system"]
-    return {"system_prompt_text": assembled(pieces)}
+class _RecordSystemPrompt(Feature):
+    async def request_served(
+        self, ctx: HookContext[Any], served: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        pieces = served["system"]
+        recorded = ctx.recorded_state
+        if recorded is not ctx.scope.committed:  # under a policy: the recorded form
+            pieces = build_request(recorded, version=ctx.projection)["system"]
+        return {"system_prompt_text": assembled(pieces)}
 
 
-FEATURE = Feature(
+FEATURE = _RecordSystemPrompt(
     name="record-system-prompt",
     summary="the assembled system prompt on llm_start",
     order=140,
@@ -42,6 +44,5 @@ FEATURE = Feature(
             summary="assembled prompt on llm_start",
         ),
     ),
-    request_served=_record,
     active=lambda options: bool(options.get(OPTION)),
 )

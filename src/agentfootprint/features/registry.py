@@ -9,24 +9,42 @@ recorded) and the state keys a redaction policy may not name.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib
 import pkgutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from agentfootprint.errors import UsageError
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, loggable
+from agentfootprint.features.base import (
+    HOOK_POINTS,
+    MISSING,
+    Feature,
+    Given,
+    HookContext,
+    OptionSpec,
+    Part,
+    StageSpec,
+    UndeclaredNeedError,
+    loggable,
+    takes_part,
+)
 from agentfootprint.features.seed_options import SEED_OPTIONS, python_name
 from agentfootprint.runtime.chart import Chart, Stage
+from agentfootprint.runtime.seam import RunEndHook
+
+if TYPE_CHECKING:
+    from agentfootprint.runtime.run import StageContext
 
 __all__ = [
     "Seam",
     "all_features",
     "event_classes",
     "event_kinds",
+    "hooks_at",
     "live_only_kinds",
     "option_specs",
     "planned_options",
@@ -142,7 +160,23 @@ def resolve(given: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in given.items():
         if name not in _LOCAL:
             loggable(name, value)  # what no log can hold, before any check reads it
-    return {name: spec.check(given.get(name, MISSING), given) for name, (_, spec) in specs.items()}
+    resolved: dict[str, Any] = {}
+    pending: set[str] = set()
+
+    def one(name: str, reader: Feature | None = None) -> Any:
+        """``name`` resolved (first, if need be); ``reader``: the feature of the check
+        reading it, which must own it or declare its owner in ``needs``."""
+        owner, spec = specs[name]
+        if reader is not None and owner.name != reader.name and owner.name not in reader.needs:
+            raise UndeclaredNeedError(reader.name, owner.name)
+        if name not in resolved:
+            if name in pending:
+                raise RuntimeError(f"option {name!r} needs itself (a cycle of needs)")
+            pending.add(name)
+            resolved[name] = spec.check(given.get(name, MISSING), Given(given, owner, one))
+        return resolved[name]
+
+    return {name: one(name) for name in specs}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,8 +192,11 @@ class Seam:
     model_stages: frozenset[str]
     #: the event kinds written to the log as ``event`` rows
     recorded_kinds: frozenset[str]
-    #: each hook point's hooks, in order (computed once: the loop asks at every call)
-    _hooks: Mapping[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
+    #: each hook point's hooks bound to their features' contexts, in order (computed once:
+    #: the loop asks at every call)
+    _points: Mapping[Callable[..., Any], tuple[Callable[..., Any], ...]] = field(
+        default_factory=dict, repr=False
+    )
     #: what features cache across the agent's runs, by feature name: caches only, that
     #: revalidate what they find (nothing in it is evidence, nothing is replayed)
     caches: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -169,7 +206,8 @@ class Seam:
         """The seam of ``options`` over every feature (or ``features``, in tests)."""
         candidates = all_features() if features is None else tuple(features)
         features = tuple(f for f in candidates if f.active(options))
-        stages = [s for f in features for s in f.stages]
+        parts = _parts(features, options)
+        stages = [_declaring(s, parts[f.name]) for f in features for s in f.stages]
         chart, loop = _chart(stages, str(options.get("react_mode", "dynamic")))
         max_iterations = int(options.get("max_iterations", 1))
         return cls(
@@ -180,9 +218,13 @@ class Seam:
             projection=max((f.projection for f in features), default=1),
             model_stages=frozenset(s.name for s in stages if s.calls_model),
             recorded_kinds=recorded_kinds(),
-            _hooks={
-                point: tuple(h for f in features if (h := getattr(f, point)) is not None)
-                for point in _HOOK_POINTS
+            _points={
+                point: tuple(
+                    _bound(getattr(f, point.__name__), parts[f.name])
+                    for f in features
+                    if takes_part(f, point)
+                )
+                for point in HOOK_POINTS
             },
         )
 
@@ -199,23 +241,74 @@ class Seam:
             cached = self.caches["run.open"] = dict(sorted(recorded.items()))
         return dict(cached)
 
-    def hooks(self, point: str) -> tuple[Any, ...]:
-        """The hooks of active features at ``point`` (a Feature field name), in order."""
-        return self._hooks[point]
+    def at(
+        self, point: Callable[Concatenate[Feature, HookContext[Any], P], R]
+    ) -> tuple[Callable[Concatenate[StageContext, P], R], ...]:
+        """The hooks of the active features taking part in ``point`` (a :class:`Feature`
+        hook method, e.g. ``Feature.run_end``), in order, each bound to its feature's own
+        :class:`HookContext`: called with the stage's context and the point's arguments."""
+        hooks = self._points.get(point)
+        if hooks is None:
+            raise TypeError(f"{point!r} is not a hook point of Feature")
+        return cast(tuple[Callable[Concatenate["StageContext", P], R], ...], hooks)
+
+    @property
+    def run_end_hooks(self) -> tuple[RunEndHook, ...]:
+        """The ``run_end`` hooks (the one point the runtime itself calls)."""
+        return self.at(Feature.run_end)
 
 
-_HOOK_POINTS = (
-    "tool_result",
-    "tool_result_noted",
-    "unnote",
-    "request_served",
-    "reply_received",
-    "stop_reason",
-    "at_max_iterations",
-    "turn_start",
-    "tool_permission",
-    "run_end",
-)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def hooks_at(
+    ctx: StageContext, point: Callable[Concatenate[Feature, HookContext[Any], P], R]
+) -> tuple[Callable[Concatenate[StageContext, P], R], ...]:
+    """The hooks at ``point`` of the run ``ctx`` belongs to (see :meth:`Seam.at`)."""
+    seam = ctx.run.seam
+    if not isinstance(seam, Seam):
+        raise TypeError(f"the run's seam is {type(seam).__name__}, not the registry's Seam")
+    return seam.at(point)
+
+
+def _parts(features: tuple[Feature, ...], options: Mapping[str, Any]) -> dict[str, Part]:
+    """Each active feature as its hooks see it, with the features it needs (which must be
+    active too: a feature that needs an inactive one is a bug in its ``active``)."""
+    parts = {
+        f.name: Part(feature=f, settings=f.settings(options), ports=frozenset(f.ports))
+        for f in features
+    }
+    for part in parts.values():
+        for name in part.feature.needs:
+            if name not in parts:
+                raise RuntimeError(
+                    f"feature {part.feature.name!r} needs feature {name!r}, which does not "
+                    "take part with these options"
+                )
+            part.needs[name] = parts[name]
+    return parts
+
+
+def _bound(method: Callable[..., R], part: Part) -> Callable[..., R]:
+    """``method`` (a feature's hook) called with its own context over the stage's."""
+
+    def hook(ctx: StageContext, *args: Any) -> R:
+        return method(HookContext(part, ctx), *args)
+
+    return hook
+
+
+def _declaring(spec: StageSpec, part: Part) -> StageSpec:
+    """``spec`` whose function runs with its feature's name and declared ports set on the
+    stage's context (a port it did not declare raises at its use)."""
+    fn, name, ports = spec.fn, part.feature.name, part.ports
+
+    def stage(ctx: StageContext) -> Awaitable[str | None]:
+        ctx.feature, ctx.declared = name, ports
+        return fn(ctx)
+
+    return dataclasses.replace(spec, fn=stage)
 
 
 def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:

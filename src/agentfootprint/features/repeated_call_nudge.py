@@ -18,14 +18,13 @@ the repeat. Text results are compared as always.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agentfootprint.errors import CanonicalFormError
-from agentfootprint.features.base import Feature, OptionSpec, ToolResult, boolean
+from agentfootprint.features.base import Feature, HookContext, OptionSpec, ToolResult, boolean
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import read_json_text
 from agentfootprint.runtime.events import AgentEvent
-from agentfootprint.runtime.run import StageContext
 from agentfootprint.runtime.tools import ToolOutcome
 
 OPTION = "repeated_call_nudge"
@@ -48,29 +47,40 @@ class RepeatedCall(AgentEvent):
     count: int
 
 
-async def _note(ctx: StageContext, result: ToolResult, outcome: ToolOutcome) -> ToolOutcome:
-    content = outcome.content
-    if not result.ran or not isinstance(content, str):
-        return outcome
-    if ctx.run.boundary is not None and read_json_text(content) is not None:
-        return outcome  # JSON under a policy: not compared (see the module docstring)
-    # per (tool, result): how often each argument list (canonical JSON) returned it
-    tally: dict[tuple[str, str], dict[bytes, int]] = ctx.run.memory.setdefault(OPTION, {})
-    by_arguments = tally.setdefault((result.tool, content), {})
-    key = _arguments(result)
-    count = by_arguments[key] = by_arguments.get(key, 0) + 1
-    if count < 2:
-        return outcome
-    await ctx.emit(
-        RepeatedCall(
-            run_id=ctx.run.run_id,
-            iteration=result.iteration,
-            tool_call_id=result.tool_call_id,
-            tool=result.tool,
-            count=count,
+#: per (tool, result): how often each argument list (canonical JSON) returned it, this turn
+_Tally = dict[tuple[str, str], dict[bytes, int]]
+
+
+class _RepeatedCallNudge(Feature):
+    async def tool_result_noted(
+        self, ctx: HookContext[Any], result: ToolResult, outcome: ToolOutcome
+    ) -> ToolOutcome:
+        content = outcome.content
+        if not result.ran or not isinstance(content, str):
+            return outcome
+        if ctx.redacting and read_json_text(content) is not None:
+            return outcome  # JSON under a policy: not compared (see the module docstring)
+        by_arguments = ctx.memory(_Tally).setdefault((result.tool, content), {})
+        key = _arguments(result)
+        count = by_arguments[key] = by_arguments.get(key, 0) + 1
+        if count < 2:
+            return outcome
+        await ctx.emit(
+            RepeatedCall(
+                run_id=ctx.run_id,
+                iteration=result.iteration,
+                tool_call_id=result.tool_call_id,
+                tool=result.tool,
+                count=count,
+            )
         )
-    )
-    return ToolOutcome(content=content + NOTE, is_error=outcome.is_error)
+        return ToolOutcome(content=content + NOTE, is_error=outcome.is_error)
+
+    def unnote(self, ctx: HookContext[Any], content: str) -> str:
+        return content[: -len(NOTE)] if content.endswith(NOTE) else content
+
+    async def turn_start(self, ctx: HookContext[Any]) -> None:
+        ctx.forget()
 
 
 def _arguments(result: ToolResult) -> bytes:
@@ -81,15 +91,7 @@ def _arguments(result: ToolResult) -> bytes:
         return b""
 
 
-def _unnote(content: str) -> str:
-    return content[: -len(NOTE)] if content.endswith(NOTE) else content
-
-
-async def _turn_start(ctx: StageContext) -> None:
-    ctx.run.memory.pop(OPTION, None)
-
-
-FEATURE = Feature(
+FEATURE = _RepeatedCallNudge(
     name="repeated-call-nudge",
     summary="a note on a repeated identical call and result",
     order=120,
@@ -104,8 +106,5 @@ FEATURE = Feature(
     ),
     events=(RepeatedCall,),
     recorded_events=(RepeatedCall,),
-    tool_result_noted=_note,
-    unnote=_unnote,
-    turn_start=_turn_start,
     active=lambda options: bool(options.get(OPTION)),
 )

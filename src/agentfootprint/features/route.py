@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.registry import hooks_at
 from agentfootprint.runtime.run import StageContext
 
 MAX_ITERATIONS_CAP = 50
@@ -60,7 +61,7 @@ async def route(ctx: StageContext) -> str:
                 "pending_tool_calls": len(response["tool_calls"]),
             },
         )
-        caps = ctx.run.seam.hooks("at_max_iterations")
+        caps = hooks_at(ctx, Feature.at_max_iterations)
         if caps and await _stop_reason(ctx) is not None:
             return "final"  # a feature halts here too (money): no call past it
         for cap in caps:
@@ -84,8 +85,8 @@ async def route(ctx: StageContext) -> str:
 
 async def _stop_reason(ctx: StageContext) -> Mapping[str, Any] | None:
     """The first active feature's reason to stop the turn at this boundary, or None."""
-    for hook in ctx.run.seam.hooks("stop_reason"):
-        why: Mapping[str, Any] | None = await hook(ctx)
+    for hook in hooks_at(ctx, Feature.stop_reason):
+        why = await hook(ctx)
         if why is not None:
             return why
     return None

@@ -45,6 +45,7 @@ from agentfootprint.features import tool_teardown, wrap_up
 from agentfootprint.features.base import (
     MISSING,
     Feature,
+    HookContext,
     OptionSpec,
     StageSpec,
     StateKey,
@@ -322,7 +323,7 @@ async def _decide(
         "candidates": names,
         "descriptions": descriptions,
     }
-    recorded = ctx.run.decisions.recorded(ToolChoice.kind, question)
+    recorded = ctx.decisions.recorded(ToolChoice.kind, question)
     if recorded is None:
         grace = tool_teardown.exit_grace(ctx.run.config.options)
         ranking, error = await _ask(resolved.classifier, message, candidates, grace)
@@ -422,28 +423,35 @@ async def choose_wrap_up(ctx: StageContext) -> None:
     s.append(ROWS, [row])
 
 
-async def _outcome(ctx: StageContext, call: int, response: LLMResponse) -> None:
-    """The outcome row of the reply, in the call's own commit."""
-    s = ctx.scope
-    rows = s.get(ROWS) or []
-    if not rows or rows[-1]["call"] != call:
-        return
-    row = rows[-1]
-    called = [tool_call.name for tool_call in response.tool_calls]
-    away = set(row["candidates"]) - set(row["served"]) if row["narrowed"] else set()
-    pick = row["pick"]
-    s.append(
-        OUTCOMES,
-        [
-            {
-                "call": call,
-                "called": called,
-                "pick": pick,
-                "agrees": None if not called or pick is None else called[0] == pick,
-                "miss": [name for name in dict.fromkeys(called) if name in away],
-            }
-        ],
-    )
+class _ToolChoice(Feature):
+    def settings(self, options: Mapping[str, Any]) -> Resolved:
+        resolved: Resolved = options[OPTION]
+        return resolved
+
+    async def reply_received(
+        self, ctx: HookContext[Resolved], call: int, response: LLMResponse
+    ) -> None:
+        """The outcome row of the reply, in the call's own commit."""
+        s = ctx.scope
+        rows = s.get(ROWS) or []
+        if not rows or rows[-1]["call"] != call:
+            return
+        row = rows[-1]
+        called = [tool_call.name for tool_call in response.tool_calls]
+        away = set(row["candidates"]) - set(row["served"]) if row["narrowed"] else set()
+        pick = row["pick"]
+        s.append(
+            OUTCOMES,
+            [
+                {
+                    "call": call,
+                    "called": called,
+                    "pick": pick,
+                    "agrees": None if not called or pick is None else called[0] == pick,
+                    "miss": [name for name in dict.fromkeys(called) if name in away],
+                }
+            ],
+        )
 
 
 async def off_wire(ctx: StageContext) -> None:
@@ -469,7 +477,7 @@ async def off_wire(ctx: StageContext) -> None:
             )
 
 
-FEATURE = Feature(
+FEATURE = _ToolChoice(
     name="tool-choice",
     summary="a classifier's reading of which tool answers the step; optionally narrowing",
     order=45,
@@ -501,7 +509,7 @@ FEATURE = Feature(
     ),
     events=(ToolChoice, AnsweredOffWire),
     recorded_events=(ToolChoice, AnsweredOffWire),
-    reply_received=_outcome,
+    ports=("decisions",),
     projection=2,
     active=lambda options: options.get(OPTION) is not None,
 )

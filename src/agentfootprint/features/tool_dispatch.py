@@ -19,6 +19,7 @@ import orjson
 from agentfootprint.errors import CanonicalFormError
 from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
+from agentfootprint.features.registry import hooks_at
 from agentfootprint.logformat.canonical import canon, parse
 from agentfootprint.runtime.events import ArgsInvalid, IterationEnd, ToolEnd, ToolStart, detached
 from agentfootprint.runtime.run import StageContext, exception_text, structured_details
@@ -78,14 +79,14 @@ async def _one_call(
         )
     started = time.perf_counter()
     # the tools port sees the call before anything runs (a replay checks it, in order)
-    expected = run.tools.expect(call)
+    expected = ctx.tools.expect(call)
     outcome, arguments, ran = await _dispatch(ctx, call, iteration, expected)
     if expected is None:  # a recorded answer was recorded once already: it fits
         outcome = room.admit(name, outcome)
     result = ToolResult(
         tool=name, tool_call_id=call_id, arguments=arguments, iteration=iteration, ran=ran
     )
-    for hook in run.seam.hooks("tool_result"):
+    for hook in hooks_at(ctx, Feature.tool_result):
         outcome = await hook(ctx, result, outcome)
     if ctx.listens(ToolEnd.kind):
         await ctx.emit(
@@ -99,7 +100,7 @@ async def _one_call(
                 duration_ms=(time.perf_counter() - started) * 1000,
             )
         )
-    for hook in run.seam.hooks("tool_result_noted"):
+    for hook in hooks_at(ctx, Feature.tool_result_noted):
         outcome = await hook(ctx, result, outcome)
     return outcome
 
@@ -111,7 +112,7 @@ async def _dispatch(
     the tools port answers and no tool runs. Returns the outcome, the parsed arguments
     and whether the tool was run (or, replayed, would have been)."""
     run = ctx.run
-    tools = run.tools
+    tools = ctx.tools
     tool = run.config.tool(call["name"])
     arguments: Any = None
     refusal: ToolOutcome | None = None
@@ -137,7 +138,7 @@ async def _dispatch(
     asked = ToolResult(
         tool=tool.name, tool_call_id=call["id"], arguments=arguments, iteration=iteration, ran=False
     )
-    for hook in run.seam.hooks("tool_permission"):
+    for hook in hooks_at(ctx, Feature.tool_permission):
         # a denial answers the call (a replay takes the original's recorded decision, so a
         # call the original denied is denied again: its recorded result is that denial)
         denied = await hook(ctx, asked)
@@ -146,8 +147,8 @@ async def _dispatch(
     if expected is not None:  # answered from the recording: no side effects
         content, is_error = tools.answer(expected)
         if isinstance(content, str):  # what the tool returned, before the notes on it
-            for unnote in reversed(run.seam.hooks("unnote")):
-                content = unnote(content)
+            for unnote in reversed(hooks_at(ctx, Feature.unnote)):
+                content = unnote(ctx, content)
         return ToolOutcome(content=content, is_error=is_error), arguments, True
     tool_ctx = ToolContext(
         run_id=run.run_id,

@@ -30,24 +30,32 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import MISSING, Feature, HookContext, OptionSpec, refuse
 from agentfootprint.runtime.events import AgentEvent
 from agentfootprint.runtime.tool_threads import call_user_code
 
 if TYPE_CHECKING:
-    from agentfootprint.runtime.run import RunState, StageContext
+    from agentfootprint.runtime.run import RunState
 
-__all__ = ["DEFAULT_MS", "SessionCloseFailed", "SessionClosed", "exit_grace", "registrar"]
+__all__ = [
+    "DEFAULT_MS",
+    "NAME",
+    "SessionCloseFailed",
+    "SessionClosed",
+    "exit_grace",
+    "grace",
+    "registrar",
+]
 
 OPTION = "tool_teardown_timeout_ms"
 DEFAULT_MS = 5000
 #: the longest budget accepted (a day): a teardown sits on the shutdown path
 MAX_MS = 86_400_000
 TIMEOUT_ERROR = "ToolTeardownTimeoutError"
-_MEMORY = "tool-teardown"
+NAME = "tool-teardown"
 #: abandoned cleanups still running (kept so they are not collected mid-flight)
 _ABANDONED: set[asyncio.Future[Any]] = set()
 
@@ -87,10 +95,14 @@ def _check(value: Any, given: Mapping[str, Any]) -> int:
 
 
 def registrar(run: RunState, tool: str, tool_call_id: str) -> Callable[[Callable[[], Any]], None]:
-    """Where one tool call's ``ctx.on_teardown(fn)`` registers, in the run's memory."""
+    """Where one tool call's ``ctx.on_teardown(fn)`` registers: this feature's run memory
+    (the dispatcher hands it to the tool's context)."""
 
     def register(fn: Callable[[], Any]) -> None:
-        run.memory.setdefault(_MEMORY, []).append((tool, tool_call_id, fn))
+        pending = run.memory.get(NAME)
+        if pending is None:
+            pending = run.memory[NAME] = _Pending()
+        pending.cleanups.append((tool, tool_call_id, fn))
 
     return register
 
@@ -134,29 +146,54 @@ async def _close(fn: Callable[[], Any], timeout: float) -> str | None:
     return None if error is None else type(error).__name__
 
 
-async def _run_end(ctx: StageContext, error: BaseException | None) -> None:
-    run = ctx.run
-    pending: list[tuple[str, str, Callable[[], Any]]] = run.memory.pop(_MEMORY, [])
-    if not pending:
-        return
-    timeout = run.config.options[OPTION] / 1000
-    clock = run.ports.clock
-    for tool, call_id, fn in reversed(pending):
-        started = clock()
-        failure = await _close(fn, timeout)
-        ms = max(int(clock() - started), 0)
-        if failure is None:
-            await ctx.emit(SessionClosed(run_id=run.run_id, tool=tool, tool_call_id=call_id, ms=ms))
-        else:
-            await ctx.emit(
-                SessionCloseFailed(
-                    run_id=run.run_id, tool=tool, tool_call_id=call_id, error_class=failure, ms=ms
+def grace(ctx: HookContext[Any]) -> float:
+    """:func:`exit_grace` for a hook of a feature that ``needs`` this one."""
+    ms: int = ctx.needed(NAME).options
+    return ms / 1000
+
+
+@dataclass(slots=True)
+class _Pending:
+    """The run's registered cleanups, in registration order (the run's memory)."""
+
+    cleanups: list[tuple[str, str, Callable[[], Any]]] = field(default_factory=list)
+
+
+class _ToolTeardown(Feature):
+    def settings(self, options: Mapping[str, Any]) -> int:
+        """The budget of one cleanup, in milliseconds."""
+        ms: int = options[OPTION]
+        return ms
+
+    async def run_end(self, ctx: HookContext[int], error: BaseException | None) -> None:
+        pending = ctx.memory(_Pending).cleanups
+        ctx.forget()
+        if not pending:
+            return
+        timeout = ctx.options / 1000
+        clock = ctx.clock
+        for tool, call_id, fn in reversed(pending):
+            started = clock()
+            failure = await _close(fn, timeout)
+            ms = max(int(clock() - started), 0)
+            if failure is None:
+                await ctx.emit(
+                    SessionClosed(run_id=ctx.run_id, tool=tool, tool_call_id=call_id, ms=ms)
                 )
-            )
+            else:
+                await ctx.emit(
+                    SessionCloseFailed(
+                        run_id=ctx.run_id,
+                        tool=tool,
+                        tool_call_id=call_id,
+                        error_class=failure,
+                        ms=ms,
+                    )
+                )
 
 
-FEATURE = Feature(
-    name="tool-teardown",
+FEATURE = _ToolTeardown(
+    name=NAME,
     summary="tools' ctx.on_teardown cleanups run at run end and on cancellation, bounded",
     order=200,  # after every other end-of-run hook
     options=(
@@ -171,5 +208,4 @@ FEATURE = Feature(
     recorded_events=(SessionClosed, SessionCloseFailed),
     live_only_events=(SessionClosed, SessionCloseFailed),
     ports=("clock",),
-    run_end=_run_end,
 )

@@ -20,6 +20,7 @@ from agentfootprint.features.base import (
     count,
     refuse,
 )
+from agentfootprint.features.registry import hooks_at
 from agentfootprint.logformat.commitments import read_json_text
 from agentfootprint.runtime.events import TurnStart
 from agentfootprint.runtime.run import ReplayInput, StageContext
@@ -107,7 +108,7 @@ async def seed(ctx: StageContext) -> None:
     for key in ("final_answer", "stopped_early", "last_response"):
         if key in s:
             s.delete(key)
-    for hook in run.seam.hooks("turn_start"):
+    for hook in hooks_at(ctx, Feature.turn_start):
         await hook(ctx)
     await ctx.emit(
         TurnStart(run_id=run.run_id, conversation_id=run.conversation_id, message=message)

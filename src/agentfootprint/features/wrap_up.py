@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentfootprint.features import llm_call
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    HookContext,
+    OptionSpec,
+    StageSpec,
+    refuse,
+)
 from agentfootprint.runtime.events import AgentEvent
 from agentfootprint.runtime.run import StageContext
 
@@ -69,8 +76,9 @@ def _check(value: Any, given: Mapping[str, Any]) -> bool:
     return value
 
 
-async def _at_max_iterations(ctx: StageContext) -> str:
-    return BRANCH
+class _WrapUp(Feature):
+    async def at_max_iterations(self, ctx: HookContext[Any]) -> str | None:
+        return BRANCH
 
 
 async def wrap_up(ctx: StageContext) -> None:
@@ -90,7 +98,7 @@ async def wrap_up(ctx: StageContext) -> None:
     )
 
 
-FEATURE = Feature(
+FEATURE = _WrapUp(
     name="wrap-up",
     summary="one more call, tools withheld, when the action budget runs out",
     order=65,
@@ -117,6 +125,5 @@ FEATURE = Feature(
     events=(BudgetExhausted,),
     recorded_events=(BudgetExhausted,),
     ports=("model",),
-    at_max_iterations=_at_max_iterations,
     active=lambda options: bool(options.get(OPTION)) and _has_tools(options.get("tools")),
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentfootprint.errors import UsageError
 from agentfootprint.runtime.provider import LLMResponse, Request
@@ -30,10 +30,37 @@ __all__ = [
     "LiveModel",
     "LiveTools",
     "ModelPort",
+    "PortName",
     "Ports",
     "TokenSink",
     "ToolPort",
+    "UndeclaredPortError",
+    "require_port",
 ]
+
+#: the ports a feature may declare (``Feature.ports``) and use through its context
+PortName = Literal["model", "tools", "clock", "run_ids", "salts", "decisions"]
+
+
+class UndeclaredPortError(UsageError):
+    """A feature used a port it did not declare: a bug in the feature, raised at the use
+    (its ``ports=`` declaration is what the docs and the checks read). A usage error, so it
+    surfaces as itself from a run, never wrapped."""
+
+    def __init__(self, feature: str, port: str) -> None:
+        super().__init__(
+            f"feature {feature or '(none)'!r} uses the {port!r} port without declaring it: "
+            f"add {port!r} to its Feature(ports=...)"
+        )
+        self.feature = feature
+        self.port = port
+
+
+def require_port(feature: str, declared: frozenset[str], port: PortName) -> None:
+    """Raise :class:`UndeclaredPortError` unless ``feature`` declared ``port``."""
+    if port not in declared:
+        raise UndeclaredPortError(feature, port)
+
 
 #: ``await on_token(text)``: a piece of a streamed reply, as it arrives
 TokenSink = Callable[[str], Awaitable[None]]

@@ -33,6 +33,7 @@ from agentfootprint.runtime.ports import (
     ModelPort,
     Ports,
     ToolPort,
+    require_port,
 )
 from agentfootprint.runtime.scope import CommitValues, Scope, Write, json_equal, to_json_value
 from agentfootprint.seal.facts import SEAL_ROW, final_answer_digest, seal_body, wire_list_digest
@@ -40,7 +41,7 @@ from agentfootprint.seal.signer import Signer
 from agentfootprint.seal.statement import SealFacts, seal_run
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.store.writer import RunWriter
+from agentfootprint.store.writer import Clock, RunWriter
 from agentfootprint.verify.verifier import LOG_FORMAT
 
 if TYPE_CHECKING:
@@ -94,6 +95,34 @@ class StageContext:
     model_calls: int = 0
     #: the first receipts already in the log (written ahead of their call, format v3)
     written_ahead: int = 0
+    #: the feature whose stage this is, and the ports it declared (the seam sets both
+    #: before the stage runs): a port it did not declare raises at its use
+    feature: str = ""
+    declared: frozenset[str] = frozenset()
+
+    @property
+    def model(self) -> ModelPort:
+        """The model port (declared ``"model"``)."""
+        require_port(self.feature, self.declared, "model")
+        return self.run.model
+
+    @property
+    def tools(self) -> ToolPort:
+        """The tools port (declared ``"tools"``)."""
+        require_port(self.feature, self.declared, "tools")
+        return self.run.tools
+
+    @property
+    def decisions(self) -> DecisionPort:
+        """The deciders' recorded answers (declared ``"decisions"``)."""
+        require_port(self.feature, self.declared, "decisions")
+        return self.run.decisions
+
+    @property
+    def clock(self) -> Clock:
+        """The run's clock (declared ``"clock"``)."""
+        require_port(self.feature, self.declared, "clock")
+        return self.run.ports.clock
 
     def listens(self, kind: str) -> bool:
         """An event of ``kind`` would be recorded or delivered (else a stage need not build it)."""
@@ -288,7 +317,7 @@ class RunState:
         """Run the ``run_end`` hooks once (before the commit of ``ctx``'s stage); the error
         the run ends with (the first one: a hook's own failure only when there was none)."""
         self.ended = True
-        for hook in self.seam.hooks("run_end"):
+        for hook in self.seam.run_end_hooks:
             try:
                 await hook(ctx, error)
             except BaseException as exc:
