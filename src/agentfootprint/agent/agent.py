@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
+from agentfootprint.agent.option_types import AgentOptions
 from agentfootprint.agent.options import AgentConfig, resolve_options
 from agentfootprint.errors import (
     AgentFootprintError,
@@ -28,6 +29,7 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.features.base import MISSING
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam, event_kinds
 from agentfootprint.logformat import limits
@@ -227,37 +229,48 @@ def open_disclosures(disclosures: Any, store: Any) -> Vault | None:
         raise _naming(exc, "disclosures") from exc
 
 
+#: the options checked first, in this order, each with the value it is checked as when left
+#: out (MISSING: not passed at all, so that its check refuses it as missing)
+_FIRST: tuple[tuple[str, Any], ...] = (
+    ("provider", MISSING),
+    ("model", MISSING),
+    ("system", ""),
+    ("tools", ()),
+    ("disclosures", None),
+    ("ports", None),
+)
+
+
+def _in_check_order(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options as the features check them: those of :data:`_FIRST`, then the others in
+    the caller's order; ``store`` is left out (the agent opens it: it names a resource)."""
+    given = {name: options.get(name, default) for name, default in _FIRST}
+    given = {name: value for name, value in given.items() if value is not MISSING}
+    given.update((k, v) for k, v in options.items() if k not in given and k != "store")
+    return given
+
+
 class Agent:
     """A ReAct agent whose every run is recorded, receipted and verifiable."""
 
     def __init__(
         self,
         *,
-        provider: Any,
-        model: str,
-        system: str | list[str] | tuple[str, ...] = "",
-        tools: list[Any] | tuple[Any, ...] = (),
-        store: Any = None,
-        disclosures: Any = None,
-        ports: Ports | None = None,
         durability: str | None = None,
         signer: Signer | None = None,
-        **options: Any,
+        **options: Unpack[AgentOptions],
     ) -> None:
+        """``options``: every option a feature declares, typed by :class:`AgentOptions` and
+        checked by its feature (a bad one is refused with a :class:`UsageError` naming it).
+        ``durability`` (of a store the agent opens from a path) and ``signer`` (seals every
+        run at its close) are the agent's own."""
+        given: Mapping[str, Any] = options
+        store = given.get("store")
+        disclosures = given.get("disclosures")
         durability = check_durability(durability, store)
         #: seals every run at its close (log format v4); None: runs are recorded unsealed (v3)
         self.signer: Signer | None = checked_signer(signer) if signer is not None else None
-        self.config: AgentConfig = resolve_options(
-            {
-                "provider": provider,
-                "model": model,
-                "system": system,
-                "tools": tools,
-                "disclosures": disclosures,
-                "ports": ports,
-                **options,
-            }
-        )
+        self.config: AgentConfig = resolve_options(_in_check_order(given))
         #: the features taking part, and the chart, budget and projection they make
         self.seam = Seam.build(self.config.options)
         self._described = self._provider_info()  # checked once, recorded in every run.open

@@ -1,0 +1,136 @@
+"""The static type of every option ``Agent(...)`` takes, for editors and mypy.
+
+``Agent.__init__`` takes ``**options: Unpack[AgentOptions]``: an editor lists every option
+with its type, and mypy refuses a misspelt name or a value of the wrong type before the
+code runs. The run-time checks stay the features' own (:mod:`agentfootprint.features`):
+they are the ones that refuse a value, with a :class:`~agentfootprint.errors.UsageError`
+naming the option (a bound, a rule spanning two options, a planned seed option).
+
+The keys are exactly the options the features declare (``registry.option_specs()``):
+``tests/unit/test_agent_signature.py`` compares the two both ways, so an option added to a
+feature and not typed here (or typed here and not declared) fails the suite.
+
+No ``from __future__ import annotations`` here: on Python 3.11 a TypedDict reads
+``Required[...]`` only from evaluated annotations (``__required_keys__`` would be empty).
+"""
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Literal, Required, TypedDict
+
+from agentfootprint.features.caching import CacheStrategy
+from agentfootprint.features.classifiers import ToolClassifier
+from agentfootprint.features.permission_checker import PermissionChecker
+from agentfootprint.runtime.config import ArgValidation, ReactMode
+from agentfootprint.runtime.ports import Ports
+from agentfootprint.runtime.provider import Provider
+from agentfootprint.runtime.tools import Tool
+from agentfootprint.store.base import EventStore
+from agentfootprint.store.redaction import RedactionPolicy
+from agentfootprint.store.vault_base import Vault
+
+__all__ = [
+    "AgentOptions",
+    "ContextBudget",
+    "CostBudget",
+    "ModelPrices",
+    "ToolChoice",
+    "TopN",
+    "Window",
+]
+
+
+class Window(TypedDict, total=False):
+    """``window=``: the user turns served, and whether what leaves is summarised."""
+
+    keep_last_turns: Required[int]
+    summarize: bool
+
+
+class TopN(TypedDict):
+    """``tool_choice={"serve": {"top": N}}``: the N best-ranked tools."""
+
+    top: int
+
+
+class ToolChoice(TypedDict, total=False):
+    """``tool_choice=``: every key optional."""
+
+    classifier: ToolClassifier | None
+    serve: Literal["all"] | TopN
+    always_serve: Sequence[str]
+
+
+class ContextBudget(TypedDict, total=False):
+    """``context_budget=``: characters per slot (a slot left out keeps its default)."""
+
+    system_prompt: int
+    messages: int
+    tools: int
+
+
+class ModelPrices(TypedDict, total=False):
+    """One model's prices in ``pricing_table=``, USD per 1M tokens."""
+
+    input: Required[float]
+    output: Required[float]
+    cache_read: float
+    cache_write: float
+
+
+class CostBudget(TypedDict, total=False):
+    """``cost_budget=`` as a mapping (a bare number is ``{"usd": n}``, warning once)."""
+
+    usd: Required[float]
+    on_exceed: Literal["halt", "warn"]
+
+
+class AgentOptions(TypedDict, total=False):
+    """Every option of ``Agent(...)`` by its Python name (``docs/options.md``).
+
+    ``provider`` and ``model`` are required; every other option has a default."""
+
+    # turn
+    #: the model port: an object with ``name`` and an async ``complete(request)``
+    provider: Required[Provider]
+    #: served as ``request.model``
+    model: Required[str]
+    name: str
+    #: 1-128 characters of A-Z a-z 0-9 _ . : -
+    id: str
+    temperature: float | None
+    max_tokens: int | None
+    # recording
+    commit_values: Literal["delta", "full"]
+    redact: RedactionPolicy | None
+    #: the disclosure vault (a path, a URL or a Vault); needs ``redact``
+    disclosures: str | os.PathLike[str] | Vault | None
+    #: the log: a path, a store URL or an EventStore (default: in memory)
+    store: str | os.PathLike[str] | EventStore | None
+    ports: Ports | None
+    # the request
+    system: str | Sequence[str]
+    tools: Sequence[Tool]
+    window: Window | None
+    #: tools whose latest result the window keeps (0 or False: none)
+    keep_last_tool_results: int
+    caching: Literal["off"]
+    cache_strategy: Literal["breakpoints", "automatic", "none"] | CacheStrategy
+    tool_choice: ToolChoice | None
+    context_budget: ContextBudget | None
+    record_system_prompt: bool
+    # the loop
+    record_receipt: bool
+    permission_checker: PermissionChecker | None
+    max_iterations: int
+    react_mode: ReactMode
+    wrap_up_at_max_iterations: bool
+    tool_arg_validation: ArgValidation
+    max_tool_result_chars: int | None
+    repeated_call_nudge: bool
+    tool_teardown_timeout_ms: int
+    # cost
+    #: True: the shipped table; a mapping: model -> prices
+    pricing_table: bool | Mapping[str, ModelPrices] | None
+    #: USD (warns once), or ``{"usd": x, "on_exceed": "halt" | "warn"}``; needs prices
+    cost_budget: float | CostBudget | None
