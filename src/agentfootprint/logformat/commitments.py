@@ -5,8 +5,9 @@ matches when it is one of ``keys`` exactly, or when a ``patterns`` regular expre
 a match in it. Policy documents of version 2 (what the writer records) hold RE2 patterns,
 matched in linear time at any key length; version 1 documents (older logs) hold Python
 ``re`` patterns, tried on keys of at most 256 characters and matched under a budget of
-counted steps (:mod:`~agentfootprint.logformat.legacy_match`; :class:`MatchBudgetExceeded` when
-it runs out, on every machine alike).
+counted steps (:class:`MatchBudgetExceeded` when it runs out, on every machine alike). Each
+version's rules are one module (:mod:`~agentfootprint.logformat.policy_v1`,
+:mod:`~agentfootprint.logformat.policy_v2`), chosen by :func:`pattern_rules` alone.
 
 Strings that hold JSON text are classified by one rule, :func:`read_json_text`, shared by
 the store boundary and the verifier: text (not an object or array), a *walkable* container
@@ -33,11 +34,18 @@ from itertools import accumulate
 from typing import Any, Final
 
 import orjson
-import re2
 
+from agentfootprint.logformat import policy_v1, policy_v2
 from agentfootprint.logformat.canonical import MAX_DEPTH, MAX_SAFE_INT, canon, json_path
 from agentfootprint.logformat.hashing import hexdigest, is_hex_digest
-from agentfootprint.logformat.legacy_match import LegacyPattern, StepsSpent
+from agentfootprint.logformat.policy_spec import PatternRules
+from agentfootprint.logformat.policy_v1 import (
+    LEGACY_BUDGET_STEPS,
+    LEGACY_BUDGET_STEPS_PER_KEY,
+    MAX_PATTERN_KEY,
+    MatchBudgetExceeded,
+)
+from agentfootprint.logformat.policy_v2 import re2_refusal
 
 __all__ = [
     "COMMIT_KEY",
@@ -60,27 +68,17 @@ __all__ = [
     "iter_leaks",
     "nests_too_deep",
     "parse_json_container",
+    "pattern_rules",
     "re2_refusal",
     "read_json_text",
     "scan_redaction",
 ]
 
 COMMIT_KEY: Final = "$commit"
-#: version 1 patterns are tried on keys of at most this many characters only
-MAX_PATTERN_KEY: Final = 256
 POLICY_VERSION: Final = 2
 LEGACY_POLICY_VERSION: Final = 1
-#: steps a version 1 policy's matcher may take in its patterns, per run (a step: one node of
-#: a pattern tried at one position; log-format section 12.2): this many to start with ...
-LEGACY_BUDGET_STEPS: Final = 1_000_000
-#: ... and this many more for every key it tries them on (so the budget is linear in the input)
-LEGACY_BUDGET_STEPS_PER_KEY: Final = 1_000
 #: deepest bracket nesting of JSON text that is walked (deeper text is opaque)
 MAX_TEXT_DEPTH: Final = MAX_DEPTH
-
-
-class MatchBudgetExceeded(ValueError):
-    """A recorded version 1 (Python ``re``) pattern used up its matcher's time budget."""
 
 
 def b64url(data: bytes) -> str:
@@ -417,39 +415,15 @@ def mapping_keys(value: Mapping[str, Any] | Sequence[Any]) -> Iterator[str]:
 # -- policy documents -----------------------------------------------------------------------
 
 
-def _re2_options() -> Any:
-    options = re2.Options()
-    options.log_errors = False  # RE2 would print a line on stderr for each refused pattern
-    return options
-
-
-_RE2_OPTIONS: Final = _re2_options()
-
-
-def re2_refusal(pattern: str) -> str | None:
-    """Why RE2 (default options, UTF-8) refuses ``pattern``, or None when it compiles."""
-    try:
-        re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else "refused"
-        return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-    except UnicodeEncodeError:
-        return "the pattern holds a lone surrogate"
-    return None
-
-
-def _python_re_refusal(pattern: str) -> str | None:
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        return str(exc)
-    except (RecursionError, OverflowError) as exc:
-        return type(exc).__name__
-    try:
-        LegacyPattern(pattern)
-    except (ValueError, RecursionError) as exc:  # pragma: no cover - what re parses, it takes
-        return f"the version 1 matcher cannot read it: {exc}"
-    return None
+def pattern_rules(version: Any) -> PatternRules:
+    """The pattern rules of policy ``version`` (``run.open.policy.v``); ``ValueError`` for a
+    version this code does not know."""
+    if type(version) is int and version == LEGACY_POLICY_VERSION:
+        return policy_v1.RULES
+    elif type(version) is int and version == POLICY_VERSION:
+        return policy_v2.RULES
+    else:
+        raise ValueError(f"unknown policy version {version!r} (known: 1, 2)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,29 +440,17 @@ class PolicyDocument:
         """Read a recorded policy; raises ``ValueError`` naming what is wrong."""
         if not isinstance(document, dict) or set(document) != {"v", "keys", "patterns"}:
             raise ValueError("policy must be {v, keys, patterns}")
-        version = document["v"]
-        if type(version) is not int or version not in (LEGACY_POLICY_VERSION, POLICY_VERSION):
-            raise ValueError(f"unknown policy version {version!r} (known: 1, 2)")
+        rules = pattern_rules(document["v"])
         keys, patterns = document["keys"], document["patterns"]
         if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
             raise ValueError("policy keys must be non-empty strings")
         if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
             raise ValueError("policy patterns must be non-empty strings")
-        if version == LEGACY_POLICY_VERSION:
-            for pattern in patterns:
-                why = _python_re_refusal(pattern)
-                if why is not None:
-                    raise ValueError(
-                        f"pattern {pattern!r:.200} is not a Python regular expression ({why})"
-                    )
-        elif version == POLICY_VERSION:
-            for pattern in patterns:
-                why = re2_refusal(pattern)
-                if why is not None:
-                    raise ValueError(f"pattern {pattern!r:.200} is not RE2 syntax ({why})")
-        else:  # pragma: no cover - refused above
-            raise ValueError(f"unknown policy version {version!r}")
-        return cls(keys=tuple(keys), patterns=tuple(patterns), version=version)
+        for pattern in patterns:
+            why = rules.refusal(pattern)
+            if why is not None:
+                raise ValueError(f"pattern {pattern!r:.200} is not {rules.syntax} ({why})")
+        return cls(keys=tuple(keys), patterns=tuple(patterns), version=rules.version)
 
     def to_json(self) -> dict[str, Any]:
         return {"v": self.version, "keys": sorted(set(self.keys)), "patterns": list(self.patterns)}
@@ -505,11 +467,7 @@ class PolicyDocument:
         running out raises :class:`MatchBudgetExceeded`, then and for every later key it
         has to try the patterns on (keys seen before keep their answers)."""
         exact = frozenset(self.keys)
-        search = (
-            _legacy_search(self.patterns)
-            if self.version == LEGACY_POLICY_VERSION
-            else _re2_search(self.patterns)
-        )
+        search = pattern_rules(self.version).searcher(self.patterns)
         cache: dict[str, bool] = {}
 
         def matches(key: str) -> bool:
@@ -521,58 +479,6 @@ class PolicyDocument:
             return hit
 
         return matches
-
-
-def _re2_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
-    if not patterns:
-        return None
-    compiled = [re2.compile(p.encode("utf-8"), _RE2_OPTIONS) for p in patterns]
-
-    def search(key: str) -> bool:
-        data = key.encode("utf-8", "surrogatepass")  # (a recorded key never has a surrogate)
-        return any(p.search(data) is not None for p in compiled)
-
-    return search
-
-
-def _legacy_search(patterns: Sequence[str]) -> Callable[[str], bool] | None:
-    if not patterns:
-        return None
-    compiled = [LegacyPattern(p) for p in patterns]
-    budget = [LEGACY_BUDGET_STEPS]
-    spent: list[MatchBudgetExceeded] = []
-
-    def exceeded(pattern: str, key: str) -> MatchBudgetExceeded:
-        if not spent:  # the first exhaustion is the one every later call reports
-            spent.append(
-                MatchBudgetExceeded(
-                    f"matching the version 1 (Python re) pattern {pattern!r:.120} on a key "
-                    f"of {len(key)} characters used up the matcher's budget "
-                    f"({LEGACY_BUDGET_STEPS:,} steps plus {LEGACY_BUDGET_STEPS_PER_KEY:,} per "
-                    "key tried): the pattern backtracks catastrophically"
-                )
-            )
-        return MatchBudgetExceeded(*spent[0].args)
-
-    def search(key: str) -> bool:
-        if len(key) > MAX_PATTERN_KEY:
-            return False
-        if spent:
-            raise exceeded(compiled[0].pattern, key)
-        budget[0] += LEGACY_BUDGET_STEPS_PER_KEY
-        for pattern in compiled:
-            before = pattern.steps
-            pattern.allowance = before + budget[0]
-            try:
-                found = pattern.search(key)
-            except StepsSpent:
-                raise exceeded(pattern.pattern, key) from None
-            budget[0] -= pattern.steps - before
-            if found:
-                return True
-        return False
-
-    return search
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

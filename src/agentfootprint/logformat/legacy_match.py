@@ -2,7 +2,7 @@
 
 Version 1 documents, recorded by earlier writers, hold Python ``re`` patterns, which can
 backtrack exponentially. A verifier must bound the work, and the verdict must not depend on
-the machine: so the bound is a count of steps, not time (log-format section 12.2).
+the machine: so the bound is a count of steps, not time (log-format appendix C.2).
 
 :class:`LegacyPattern` is a backtracking matcher over Python's own parse of the pattern,
 exploring alternatives in the order ``re`` does; each node it tries is one **step**. Single

@@ -1,0 +1,78 @@
+"""The log formats this version reads, and the one place that chooses among them.
+
+``run.open.format`` names the format a run was recorded in; :func:`log_format` turns that
+name into its :class:`~agentfootprint.logformat.log_format_spec.LogFormat` (one module per
+version: :mod:`~agentfootprint.logformat.log_format_v1` to ``_v4``), and every rule that
+differs by format is read from it. The name sets below are derived from the formats' rules,
+for readers that still test membership. docs/log-format.md section 1.1 lists the formats;
+appendix A describes v1 and v2, which only earlier writers recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from agentfootprint.logformat import log_format_v1, log_format_v2, log_format_v3, log_format_v4
+from agentfootprint.logformat.log_format_spec import LogFormat
+
+__all__ = [
+    "LOG_FORMATS",
+    "LOG_FORMAT_V1",
+    "LOG_FORMAT_V2",
+    "LOG_FORMAT_V3",
+    "LOG_FORMAT_V4",
+    "MARKED_FORMATS",
+    "SEALED_FORMATS",
+    "WRITE_AHEAD_FORMATS",
+    "LogFormat",
+    "UnknownLogFormat",
+    "known_log_format",
+    "log_format",
+]
+
+LOG_FORMAT_V1: Final = log_format_v1.FORMAT.name
+LOG_FORMAT_V2: Final = log_format_v2.FORMAT.name
+LOG_FORMAT_V3: Final = log_format_v3.FORMAT.name
+LOG_FORMAT_V4: Final = log_format_v4.FORMAT.name
+_FORMATS: Final = (
+    log_format_v1.FORMAT,
+    log_format_v2.FORMAT,
+    log_format_v3.FORMAT,
+    log_format_v4.FORMAT,
+)
+#: every log format this version reads and verifies, oldest first
+LOG_FORMATS: Final = tuple(f.name for f in _FORMATS)
+#: formats whose commit markers carry ``call`` when receipts are off
+MARKED_FORMATS: Final = frozenset(f.name for f in _FORMATS if f.marks_calls)
+#: formats whose receipts are written ahead of their call (a log may end after them)
+WRITE_AHEAD_FORMATS: Final = frozenset(f.name for f in _FORMATS if f.writes_ahead)
+#: formats in which a run may be sealed (``run.open.seal``, a ``run.seal`` row)
+SEALED_FORMATS: Final = frozenset(f.name for f in _FORMATS if f.may_seal)
+
+
+class UnknownLogFormat(ValueError):
+    """A ``run.open.format`` this version does not read: the log must be refused."""
+
+
+def known_log_format(name: Any) -> LogFormat | None:
+    """The format ``name`` names, or None when this version knows no such format."""
+    if name == LOG_FORMAT_V1:
+        return log_format_v1.FORMAT
+    elif name == LOG_FORMAT_V2:
+        return log_format_v2.FORMAT
+    elif name == LOG_FORMAT_V3:
+        return log_format_v3.FORMAT
+    elif name == LOG_FORMAT_V4:
+        return log_format_v4.FORMAT
+    else:
+        return None
+
+
+def log_format(name: Any) -> LogFormat:
+    """The format ``name`` names; :class:`UnknownLogFormat` for one this version does not read."""
+    found = known_log_format(name)
+    if found is None:
+        raise UnknownLogFormat(
+            f"unknown log format {name!r} (this version reads {', '.join(LOG_FORMATS)})"
+        )
+    return found
