@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def _module_new_file_schema(request: pytest.FixtureRequest) -> Iterator[None]:
     """A module that sets ``NEW_FILE_SCHEMA = 1`` (its tests edit the schema-1 ``events``
-    table directly: docs/log-format.md section 4) records every new file of it, module
+    table directly: docs/log-format.md appendix B) records every new file of it, module
     fixtures included, in that schema."""
     schema = getattr(request.module, "NEW_FILE_SCHEMA", None)
     if schema is None:

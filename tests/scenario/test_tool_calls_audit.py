@@ -15,7 +15,7 @@ from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
 from agentfootprint.features.permission_checker import Decision, PermissionRequest
 
 #: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
-#: section 4): every new file of this module is created with storage schema 1
+#: appendix B): every new file of this module is created with storage schema 1
 #: (tests/conftest.py)
 NEW_FILE_SCHEMA = 1
 

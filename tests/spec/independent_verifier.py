@@ -137,7 +137,7 @@ def refuse_keys(keys: Iterable[bytes]) -> tuple[bytes, ...]:
 
 
 class BudgetSpent(Exception):
-    """The version 1 matching budget of the run is used up (section 12.2)."""
+    """The version 1 matching budget of the run is used up (appendix C.2)."""
 
 
 # --- canonical form and hashing (sections 2, 3) ------------------------------------------

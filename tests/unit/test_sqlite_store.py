@@ -45,7 +45,7 @@ from agentfootprint.verify.bundle import BundleSource
 from agentfootprint.verify.verifier import Outcome, Verifier
 
 #: these tests edit or read the schema-1 ``events`` table directly (docs/log-format.md
-#: section 4): every new file of this module is created with storage schema 1
+#: appendix B): every new file of this module is created with storage schema 1
 #: (tests/conftest.py); tests/unit/test_sqlite_store_layouts.py covers both schemas
 NEW_FILE_SCHEMA = 1
 

@@ -668,7 +668,7 @@ def _compact(db: Path) -> None:
 
 def build(target: Path = HERE) -> list[Vector]:
     """The vectors are schema-1 files (their damage edits the ``events`` table): every new
-    file is created with storage schema 1 (docs/log-format.md section 4)."""
+    file is created with storage schema 1 (docs/log-format.md appendix B)."""
     with new_file_schema(1):
         return _build(target)
 
