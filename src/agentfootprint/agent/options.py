@@ -12,6 +12,7 @@ feature implements yet is refused by name as *planned* rather than silently igno
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,23 +26,8 @@ __all__ = ["MAX_ITERATIONS_CAP", "PLANNED_OPTIONS", "AgentConfig", "resolve_opti
 #: names less those a feature declares).
 PLANNED_OPTIONS = registry.planned_options()
 
-_ATTRIBUTES = (
-    "provider",
-    "model",
-    "system",
-    "tools",
-    "name",
-    "id",
-    "temperature",
-    "max_tokens",
-    "max_iterations",
-    "react_mode",
-    "tool_arg_validation",
-    "commit_values",
-    "record_receipt",
-    "redact",
-    "ports",
-)
+#: the options :class:`AgentConfig` also holds as attributes (every field but ``options``)
+_ATTRIBUTES = tuple(f.name for f in dataclasses.fields(AgentConfig) if f.name != "options")
 
 
 def resolve_options(given: Mapping[str, Any]) -> AgentConfig:
