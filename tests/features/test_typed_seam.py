@@ -3,7 +3,10 @@ narrow context, ports and needs are checked at their use."""
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,7 +96,7 @@ def test_every_stage_keeps_to_its_declared_ports() -> None:
 
 class _ReadsSpend(Feature):
     async def stop_reason(self, ctx: HookContext[Any]) -> Mapping[str, Any] | None:
-        pricing_table.spent(ctx.needed(pricing_table.NAME))
+        pricing_table.spent(ctx)
         return None
 
 
@@ -178,3 +181,80 @@ def test_a_hook_gets_its_typed_options_and_its_own_memory() -> None:
     result = agent.run_sync("go")
     tools = [m["content"] for m in tool_messages(result)]
     assert tools == ["rows: 1, 2, 3 (1x1)", "rows: 1, 2, 3 (2x1)"]
+
+
+def test_mypy_checks_hooks_against_their_points_and_settings(tmp_path: Path) -> None:
+    """The seam is typed where it is used: a hook's context must carry its feature's
+    settings type, and a call site passes each point's arguments (mypy strict says so)."""
+    api = pytest.importorskip("mypy.api")
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        textwrap.dedent(
+            """\
+            from collections.abc import Mapping
+            from typing import Any
+
+            from agentfootprint.features.base import Feature, HookContext, Options
+            from agentfootprint.features.registry import hooks_at
+            from agentfootprint.runtime.provider import LLMResponse
+            from agentfootprint.runtime.run import StageContext
+
+
+            class Right(Feature[int]):
+                def settings(self, options: Mapping[str, Any]) -> int:
+                    return 1
+
+                async def turn_start(self, ctx: HookContext[int]) -> None:
+                    return None
+
+
+            class Wrong(Feature[int]):
+                async def turn_start(self, ctx: HookContext[str]) -> None:  # error: override
+                    return None
+
+
+            async def call_site(ctx: StageContext, reply: LLMResponse) -> None:
+                for hook in hooks_at(ctx, Feature.stop_reason):
+                    await hook(ctx)
+                    await hook(ctx, 1)  # error: call-arg
+                for received in hooks_at(ctx, Feature.reply_received):
+                    await received(ctx, 0, reply)
+                    await received(ctx, "call", reply)  # error: arg-type
+
+
+            def options_of(ctx: HookContext[int]) -> str:
+                return ctx.options  # error: return-value
+
+
+            PLAIN: Feature[Options] = Feature(name="plain", summary="")
+            """
+        )
+    )
+    out, _, _ = api.run([str(snippet), "--strict", "--no-error-summary", "--hide-error-context"])
+    errors = {
+        (int(line.split(":")[1]), line.rsplit("[", 1)[-1].rstrip("]"))
+        for line in out.splitlines()
+        if ": error: " in line
+    }
+    marked = {
+        (number, line.rsplit("# error: ", 1)[1])
+        for number, line in enumerate(snippet.read_text().splitlines(), start=1)
+        if "# error: " in line
+    }
+    assert len(marked) == 4
+    assert errors == marked  # each wrong use is caught, and nothing else is flagged
+
+
+def test_features_reach_ports_only_through_their_contexts() -> None:
+    """The port checks hold only if no feature takes a port from the run itself: every
+    feature module but the gate (base.py: HookContext) uses ``ctx.<port>``."""
+    package = Path(registry.__file__).parent
+    bypass = re.compile(r"\brun\.(model|tools|decisions|ports)\b")
+    found = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in sorted(package.glob("*.py"))
+        if path.name != "base.py"
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if bypass.search(line)
+    ]
+    assert found == []

@@ -50,6 +50,7 @@ __all__ = [
     "Given",
     "HookContext",
     "OptionSpec",
+    "Options",
     "Part",
     "Phase",
     "StageSpec",
@@ -74,8 +75,13 @@ class _Missing:
 MISSING: Any = _Missing()
 
 Phase = Literal["start", "iteration", "route", "tool", "branch", "final"]
+#: resolved options by name (what a declaration without typed settings gives its hooks)
+Options = Mapping[str, Any]
 #: the type of a feature's typed options (:meth:`Feature.settings`), as its hooks read them
 Settings = TypeVar("Settings")
+#: the same, as a context gives it out (read only, so covariant: a helper that reads no
+#: options takes any feature's ``HookContext[object]``)
+Settings_co = TypeVar("Settings_co", covariant=True)
 T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 _HOOK_POINT = "__agentfootprint_hook_point__"
@@ -239,8 +245,13 @@ class ToolResult:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Feature:
-    """What one option (or group of options) adds to a run. See the module docstring."""
+class Feature(Generic[Settings]):
+    """What one option (or group of options) adds to a run. See the module docstring.
+
+    ``Settings`` is the type of the object its hooks read as ``ctx.options`` (what
+    :meth:`settings` makes): a feature with hooks subclasses ``Feature[ItsType]`` and mypy
+    checks each hook's ``HookContext[ItsType]`` against it; a declaration with no hook is a
+    ``Feature[Options]``."""
 
     name: str
     summary: str
@@ -280,11 +291,12 @@ class Feature:
                     f"feature {self.name!r} names {event.kind} live-only but does not record it"
                 )
 
-    def settings(self, options: Mapping[str, Any]) -> Any:
+    def settings(self, options: Options) -> Settings:
         """The typed object its hooks read as ``ctx.options``, made once per agent from the
-        resolved options (default: its own options by name, read-only). Override with a
-        typed one (and annotate the hooks' ``HookContext[...]`` with its type)."""
-        return MappingProxyType({spec.name: options.get(spec.name) for spec in self.options})
+        resolved options. The default is its own options by name, read-only (so a
+        ``Feature[Options]``): a feature of another ``Settings`` overrides it."""
+        own = MappingProxyType({spec.name: options.get(spec.name) for spec in self.options})
+        return cast(Settings, own)
 
     # -- hook points: one typed method each, doing nothing by default. A feature takes part
     # in a point by overriding its method (the registry records once which do); the call
@@ -292,7 +304,7 @@ class Feature:
 
     @hook_point
     async def tool_result(
-        self, ctx: HookContext[Any], result: ToolResult, outcome: ToolOutcome
+        self, ctx: HookContext[Settings], result: ToolResult, outcome: ToolOutcome
     ) -> ToolOutcome:
         """Before the ``tool_end`` event: may replace the outcome (what the event and the
         model both carry)."""
@@ -300,13 +312,13 @@ class Feature:
 
     @hook_point
     async def tool_result_noted(
-        self, ctx: HookContext[Any], result: ToolResult, outcome: ToolOutcome
+        self, ctx: HookContext[Settings], result: ToolResult, outcome: ToolOutcome
     ) -> ToolOutcome:
         """After the ``tool_end`` event: a note on what the model reads only."""
         return outcome
 
     @hook_point
-    def unnote(self, ctx: HookContext[Any], content: str) -> str:
+    def unnote(self, ctx: HookContext[Settings], content: str) -> str:
         """A recorded result as it was before this feature's :meth:`tool_result_noted` (a
         replay answers with what was recorded, after every hook; the hooks then run again
         on what the tool returned, so a note is never added twice)."""
@@ -314,43 +326,47 @@ class Feature:
 
     @hook_point
     async def request_served(
-        self, ctx: HookContext[Any], served: Mapping[str, Any]
+        self, ctx: HookContext[Settings], served: Mapping[str, Any]
     ) -> Mapping[str, Any]:
         """The request about to be served (its JSON, read-only): extra fields for the
         ``llm_start`` event. May emit events."""
         return {}
 
     @hook_point
-    async def reply_received(self, ctx: HookContext[Any], call: int, response: LLMResponse) -> None:
+    async def reply_received(
+        self, ctx: HookContext[Settings], call: int, response: LLMResponse
+    ) -> None:
         """After a reply was committed (its usage summed in state): may write scope in the
         model call's commit and emit events."""
 
     @hook_point
-    async def stop_reason(self, ctx: HookContext[Any]) -> Mapping[str, Any] | None:
+    async def stop_reason(self, ctx: HookContext[Settings]) -> Mapping[str, Any] | None:
         """At the route, when the reply asks for tools: a mapping (at least
         ``{"reason": ...}``) stops the turn there, as ``stopped_early`` says; None goes on."""
         return None
 
     @hook_point
-    async def at_max_iterations(self, ctx: HookContext[Any]) -> str | None:
+    async def at_max_iterations(self, ctx: HookContext[Settings]) -> str | None:
         """At the route, when ``max_iterations`` stops a reply asking for tools
         (``stopped_early`` already set): the route branch to take instead of ``final`` (one
         this feature's ``branch`` stages declare), or None."""
         return None
 
     @hook_point
-    async def turn_start(self, ctx: HookContext[Any]) -> None:
+    async def turn_start(self, ctx: HookContext[Settings]) -> None:
         """At the start of each turn (a feature resets what it keeps per turn)."""
 
     @hook_point
-    async def tool_permission(self, ctx: HookContext[Any], call: ToolResult) -> ToolOutcome | None:
+    async def tool_permission(
+        self, ctx: HookContext[Settings], call: ToolResult
+    ) -> ToolOutcome | None:
         """Just before a tool runs (live, or answered from a recording), after the loop's
         own checks: None lets it run; an outcome is the call's result instead (the tool
         does not run). May emit events, and raise to stop the run."""
         return None
 
     @hook_point
-    async def run_end(self, ctx: HookContext[Any], error: BaseException | None) -> None:
+    async def run_end(self, ctx: HookContext[Settings], error: BaseException | None) -> None:
         """Where the run ends (after its last stage, at the stage that failed or the one a
         cancellation reached: ``error`` is its exception, else None), before that stage's
         commit: events it emits are recorded in that commit (cleanups: tool teardowns)."""
@@ -362,7 +378,7 @@ HOOK_POINTS: tuple[Callable[..., Any], ...] = tuple(
 )
 
 
-def takes_part(feature: Feature, point: Callable[..., Any]) -> bool:
+def takes_part(feature: Feature[Any], point: Callable[..., Any]) -> bool:
     """``feature`` overrides the hook point ``point`` (a :class:`Feature` method)."""
     return getattr(type(feature), point.__name__) is not point
 
@@ -371,14 +387,14 @@ def takes_part(feature: Feature, point: Callable[..., Any]) -> bool:
 class Part:
     """One active feature of an agent as its hooks see it: made once, by the registry."""
 
-    feature: Feature
-    settings: Any  #: ``feature.settings(options)``
+    feature: Feature[Any]
+    settings: Any  #: ``feature.settings(options)``: the type its feature's hooks declare
     ports: frozenset[str]
     #: the parts of the features it declared it needs, by name (filled by the registry)
     needs: dict[str, Part] = field(default_factory=dict)
 
 
-class HookContext(Generic[Settings]):
+class HookContext(Generic[Settings_co]):
     """What one feature's hook sees: its own typed options, its run memory and agent cache,
     ``emit``, the stage's scope, the ports it declared (another raises at once) and the
     features it declared it needs. Nothing else of the run."""
@@ -394,9 +410,9 @@ class HookContext(Generic[Settings]):
         return self._part.feature.name
 
     @property
-    def options(self) -> Settings:
+    def options(self) -> Settings_co:
         """The feature's own resolved options, as :meth:`Feature.settings` made them."""
-        return cast(Settings, self._part.settings)
+        return cast(Settings_co, self._part.settings)
 
     @property
     def scope(self) -> Scope:
@@ -458,12 +474,12 @@ class HookContext(Generic[Settings]):
             kept = caches[self._part.feature.name] = factory()
         return cast(T, kept)
 
-    def needed(self, name: str) -> HookContext[Any]:
-        """The context of a feature this one declared in ``needs`` (its options, memory
-        and cache), in the same stage."""
-        part = self._part.needs.get(name)
+    def needed(self, feature: Feature[T]) -> HookContext[T]:
+        """The context of ``feature``, which this one declared in ``needs`` (its typed
+        options, memory and cache), in the same stage."""
+        part = self._part.needs.get(feature.name)
         if part is None:
-            raise UndeclaredNeedError(self.feature, name)
+            raise UndeclaredNeedError(self.feature, feature.name)
         return HookContext(part, self._stage)
 
     def _port(self, port: PortName) -> None:
@@ -513,8 +529,8 @@ class Given(Mapping[str, Any]):
     def __init__(
         self,
         raw: Mapping[str, Any],
-        feature: Feature | None = None,
-        resolve: Callable[[str, Feature], Any] | None = None,
+        feature: Feature[Any] | None = None,
+        resolve: Callable[[str, Feature[Any]], Any] | None = None,
     ) -> None:
         self._raw = raw
         self._feature = feature

@@ -28,7 +28,15 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from agentfootprint.errors import UsageError
 from agentfootprint.features import tool_teardown
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    Options,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    refuse,
+)
 from agentfootprint.logformat.projection import (
     CACHE_MARKERS_MAX,
     ProjectionError,
@@ -177,7 +185,7 @@ async def mark(ctx: StageContext) -> None:
         s.set(_KEY, markers)  # unchanged markers write no row
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="caching",
     summary="prompt-cache markers, decided by a stage and served by projection 3",
     order=45,

@@ -119,7 +119,7 @@ class _Kept:
     warned: set[str] = field(default_factory=set)
 
 
-class _ContextBudget(Feature):
+class _ContextBudget(Feature[Mapping[str, int]]):
     def settings(self, options: Mapping[str, Any]) -> Mapping[str, int]:
         budgets: Mapping[str, int] = options[OPTION]
         return budgets
@@ -131,7 +131,9 @@ class _ContextBudget(Feature):
         kept = ctx.cache(_Kept)
         listened = ctx.listens(BudgetPressure.kind)
         # the system prompt's length is the one the model call keeps for llm_start
-        counts = {"system_prompt": ctx.needed(llm_call.NAME).cache(llm_call.PromptChars).of(served)}
+        counts = {
+            "system_prompt": ctx.needed(llm_call.FEATURE).cache(llm_call.PromptChars).of(served)
+        }
         counts.update(kept.meter.measure(served, ctx.projection == 1))
         for slot, count in counts.items():
             if count <= budgets[slot] or (slot in kept.warned and not listened):

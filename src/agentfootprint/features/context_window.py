@@ -33,6 +33,7 @@ from agentfootprint.features import keep_last_tool_results as pinning
 from agentfootprint.features.base import (
     MISSING,
     Feature,
+    Options,
     OptionSpec,
     StageSpec,
     StateKey,
@@ -286,7 +287,7 @@ async def window(ctx: StageContext) -> None:
     await record(ctx, selection, "window")
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="context-window",
     summary="the last N turns served, by reference",
     order=25,

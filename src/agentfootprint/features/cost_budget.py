@@ -120,13 +120,13 @@ class _Warned:
     crossed: bool = False
 
 
-class _CostBudget(Feature):
+class _CostBudget(Feature[Budget]):
     def settings(self, options: Mapping[str, Any]) -> Budget:
         return Budget(**options[OPTION])
 
     def _crossed(self, ctx: HookContext[Budget]) -> Decimal | None:
         """The spend (what ``pricing_table`` counted) when it exceeds the budget."""
-        spent = pricing_table.spent(ctx.needed(pricing_table.NAME))
+        spent = pricing_table.spent(ctx)
         return spent if spent > pricing_table.price_decimal(ctx.options.usd) else None
 
     async def reply_received(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentfootprint.features.base import Feature, StageSpec, StateKey
+from agentfootprint.features.base import Feature, Options, StageSpec, StateKey
 from agentfootprint.runtime.events import IterationEnd, TurnEnd
 from agentfootprint.runtime.run import StageContext
 
@@ -29,7 +29,7 @@ async def break_final(ctx: StageContext) -> None:
     """The end of the chart: commits nothing, stops the walk."""
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="final",
     summary="the final answer",
     order=90,

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, Options, OptionSpec, refuse
 from agentfootprint.runtime.events import AgentEvent
 
 OPTION = "keep_last_tool_results"
@@ -126,7 +126,7 @@ def _unit(
     return ((user, user + 1), (call, end))
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="keep-last-tool-results",
     summary="each tool's latest result pinned beyond the window",
     order=26,

@@ -24,6 +24,7 @@ from agentfootprint.errors import (
 from agentfootprint.features.base import (
     MISSING,
     Feature,
+    Options,
     OptionSpec,
     StageSpec,
     StateKey,
@@ -287,7 +288,7 @@ def _malformed(response: LLMResponse) -> str | None:
     return None
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name=NAME,
     summary="the model call: request from committed state, receipt, reply",
     order=50,

@@ -91,7 +91,7 @@ def is_marker(content: str) -> bool:
     )
 
 
-class _MaxToolResultChars(Feature):
+class _MaxToolResultChars(Feature[int]):
     def settings(self, options: Mapping[str, Any]) -> int:
         """The cap, in characters."""
         cap: int = options[OPTION]

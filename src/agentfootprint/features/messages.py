@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentfootprint.features.base import Feature, StageSpec
+from agentfootprint.features.base import Feature, Options, StageSpec
 from agentfootprint.runtime.run import StageContext
 
 
@@ -10,7 +10,7 @@ async def messages(ctx: StageContext) -> None:
     """Nothing to compose: the history is served as recorded."""
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="messages",
     summary="the messages slot",
     order=20,

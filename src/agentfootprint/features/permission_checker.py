@@ -227,7 +227,9 @@ async def _ask(checker: Any, request: PermissionRequest, grace: float) -> tuple[
         )
 
 
-def _recorded_answer(ctx: HookContext[Any], recorded: Mapping[str, Any]) -> tuple[str, str, str]:
+def _recorded_answer(
+    ctx: HookContext[PermissionChecker], recorded: Mapping[str, Any]
+) -> tuple[str, str, str]:
     decision, by, reason = (recorded.get(k) for k in ("decision", "by", "reason"))
     if decision not in DECISIONS or not isinstance(by, str) or not isinstance(reason, str):
         raise ReplayDivergence(
@@ -246,12 +248,15 @@ def denial_message(tool: str, by: str, reason: str) -> str:
     return f"Error: tool '{tool}' was not run: permission denied by {by}{why}."
 
 
-class _PermissionChecker(Feature):
-    def settings(self, options: Mapping[str, Any]) -> Any:
+class _PermissionChecker(Feature[PermissionChecker]):
+    def settings(self, options: Mapping[str, Any]) -> PermissionChecker:
         """The checker (an object with a ``check(request)`` method)."""
-        return options[OPTION]
+        checker: PermissionChecker = options[OPTION]
+        return checker
 
-    async def tool_permission(self, ctx: HookContext[Any], call: ToolResult) -> ToolOutcome | None:
+    async def tool_permission(
+        self, ctx: HookContext[PermissionChecker], call: ToolResult
+    ) -> ToolOutcome | None:
         question = {
             "tool": call.tool,
             "tool_call_id": call.tool_call_id,

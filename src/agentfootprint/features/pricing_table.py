@@ -199,13 +199,13 @@ class _Spend:
 PriceTable = Mapping[str, Mapping[str, float | int]]
 
 
-def spent(ctx: HookContext[Any]) -> Decimal:
-    """The run's cumulative USD so far (priced calls; 0 before the first), from the context
-    of this feature (or of one that ``needs`` it: ``ctx.needed(NAME)``)."""
-    return ctx.memory(_Spend).cumulative
+def spent(ctx: HookContext[object]) -> Decimal:
+    """The run's cumulative USD so far (priced calls; 0 before the first), for a hook of a
+    feature that ``needs`` this one."""
+    return ctx.needed(FEATURE).memory(_Spend).cumulative
 
 
-class _PricingTable(Feature):
+class _PricingTable(Feature[PriceTable]):
     def settings(self, options: Mapping[str, Any]) -> PriceTable:
         table: PriceTable = options[OPTION]
         return table

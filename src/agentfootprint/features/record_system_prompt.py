@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.features.base import Feature, HookContext, OptionSpec, boolean
+from agentfootprint.features.base import Feature, HookContext, Options, OptionSpec, boolean
 from agentfootprint.features.llm_call import assembled
 from agentfootprint.logformat.request import build_request
 
 OPTION = "record_system_prompt"
 
 
-class _RecordSystemPrompt(Feature):
+class _RecordSystemPrompt(Feature[Options]):
     async def request_served(
-        self, ctx: HookContext[Any], served: Mapping[str, Any]
+        self, ctx: HookContext[Options], served: Mapping[str, Any]
     ) -> Mapping[str, Any]:
         pieces = served["system"]
         recorded = ctx.recorded_state

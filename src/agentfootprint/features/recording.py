@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, refuse
+from agentfootprint.features.base import MISSING, Feature, Options, OptionSpec, refuse
 from agentfootprint.runtime.ports import Ports
 from agentfootprint.store.redaction import RedactionPolicy
 
@@ -79,7 +79,7 @@ def _ports(value: Any, given: Mapping[str, Any]) -> Ports:
     return value
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="recording",
     summary="where and how a run is recorded",
     order=5,

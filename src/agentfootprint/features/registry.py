@@ -55,11 +55,11 @@ __all__ = [
 
 
 @functools.cache
-def all_features() -> tuple[Feature, ...]:
+def all_features() -> tuple[Feature[Any], ...]:
     """Every feature module's ``FEATURE``, in hook order (then by name)."""
     import agentfootprint.features as package
 
-    found: list[Feature] = []
+    found: list[Feature[Any]] = []
     for module in pkgutil.iter_modules(package.__path__):
         if module.name.startswith("_") or module.name in _NOT_FEATURES:
             continue
@@ -76,7 +76,7 @@ def all_features() -> tuple[Feature, ...]:
 _NOT_FEATURES = frozenset({"base", "classifiers", "registry", "seed_options"})
 
 
-def _check_unique(features: Iterable[Feature]) -> None:
+def _check_unique(features: Iterable[Feature[Any]]) -> None:
     owners: dict[tuple[str, str], str] = {}
     for feature in features:
         names = [("option", o.name) for o in feature.options]
@@ -93,7 +93,7 @@ def _check_unique(features: Iterable[Feature]) -> None:
 
 
 @functools.cache
-def option_specs() -> dict[str, tuple[Feature, OptionSpec]]:
+def option_specs() -> dict[str, tuple[Feature[Any], OptionSpec]]:
     """Every implemented option by Python name, with the feature that owns it."""
     return {o.name: (f, o) for f in all_features() for o in f.options}
 
@@ -163,7 +163,7 @@ def resolve(given: Mapping[str, Any]) -> dict[str, Any]:
     resolved: dict[str, Any] = {}
     pending: set[str] = set()
 
-    def one(name: str, reader: Feature | None = None) -> Any:
+    def one(name: str, reader: Feature[Any] | None = None) -> Any:
         """``name`` resolved (first, if need be); ``reader``: the feature of the check
         reading it, which must own it or declare its owner in ``needs``."""
         owner, spec = specs[name]
@@ -184,7 +184,7 @@ class Seam:
     """The features taking part in an agent with these options, and what derives from them."""
 
     options: Mapping[str, Any]
-    features: tuple[Feature, ...]
+    features: tuple[Feature[Any], ...]
     chart: Chart
     #: the most stage executions a run may make (more is a loop gone wrong)
     stage_budget: int
@@ -202,7 +202,9 @@ class Seam:
     caches: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], features: Iterable[Feature] | None = None) -> Seam:
+    def build(
+        cls, options: Mapping[str, Any], features: Iterable[Feature[Any]] | None = None
+    ) -> Seam:
         """The seam of ``options`` over every feature (or ``features``, in tests)."""
         candidates = all_features() if features is None else tuple(features)
         features = tuple(f for f in candidates if f.active(options))
@@ -242,7 +244,7 @@ class Seam:
         return dict(cached)
 
     def at(
-        self, point: Callable[Concatenate[Feature, HookContext[Any], P], R]
+        self, point: Callable[Concatenate[Feature[Any], HookContext[Any], P], R]
     ) -> tuple[Callable[Concatenate[StageContext, P], R], ...]:
         """The hooks of the active features taking part in ``point`` (a :class:`Feature`
         hook method, e.g. ``Feature.run_end``), in order, each bound to its feature's own
@@ -263,7 +265,7 @@ R = TypeVar("R")
 
 
 def hooks_at(
-    ctx: StageContext, point: Callable[Concatenate[Feature, HookContext[Any], P], R]
+    ctx: StageContext, point: Callable[Concatenate[Feature[Any], HookContext[Any], P], R]
 ) -> tuple[Callable[Concatenate[StageContext, P], R], ...]:
     """The hooks at ``point`` of the run ``ctx`` belongs to (see :meth:`Seam.at`)."""
     seam = ctx.run.seam
@@ -272,7 +274,7 @@ def hooks_at(
     return seam.at(point)
 
 
-def _parts(features: tuple[Feature, ...], options: Mapping[str, Any]) -> dict[str, Part]:
+def _parts(features: tuple[Feature[Any], ...], options: Mapping[str, Any]) -> dict[str, Part]:
     """Each active feature as its hooks see it, with the features it needs (which must be
     active too: a feature that needs an inactive one is a bug in its ``active``)."""
     parts = {

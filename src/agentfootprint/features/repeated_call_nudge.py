@@ -18,10 +18,17 @@ the repeat. Text results are compared as always.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from agentfootprint.errors import CanonicalFormError
-from agentfootprint.features.base import Feature, HookContext, OptionSpec, ToolResult, boolean
+from agentfootprint.features.base import (
+    Feature,
+    HookContext,
+    Options,
+    OptionSpec,
+    ToolResult,
+    boolean,
+)
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import read_json_text
 from agentfootprint.runtime.events import AgentEvent
@@ -51,9 +58,9 @@ class RepeatedCall(AgentEvent):
 _Tally = dict[tuple[str, str], dict[bytes, int]]
 
 
-class _RepeatedCallNudge(Feature):
+class _RepeatedCallNudge(Feature[Options]):
     async def tool_result_noted(
-        self, ctx: HookContext[Any], result: ToolResult, outcome: ToolOutcome
+        self, ctx: HookContext[Options], result: ToolResult, outcome: ToolOutcome
     ) -> ToolOutcome:
         content = outcome.content
         if not result.ran or not isinstance(content, str):
@@ -76,10 +83,10 @@ class _RepeatedCallNudge(Feature):
         )
         return ToolOutcome(content=content + NOTE, is_error=outcome.is_error)
 
-    def unnote(self, ctx: HookContext[Any], content: str) -> str:
+    def unnote(self, ctx: HookContext[Options], content: str) -> str:
         return content[: -len(NOTE)] if content.endswith(NOTE) else content
 
-    async def turn_start(self, ctx: HookContext[Any]) -> None:
+    async def turn_start(self, ctx: HookContext[Options]) -> None:
         ctx.forget()
 
 

@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    Options,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    refuse,
+)
 from agentfootprint.features.registry import hooks_at
 from agentfootprint.runtime.run import StageContext
 
@@ -92,7 +100,7 @@ async def _stop_reason(ctx: StageContext) -> Mapping[str, Any] | None:
     return None
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="route",
     summary="the route decider and the loop's bounds",
     order=60,

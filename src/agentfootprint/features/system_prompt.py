@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    Options,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    refuse,
+)
 from agentfootprint.runtime.run import StageContext
 
 
@@ -26,7 +34,7 @@ async def system_prompt(ctx: StageContext) -> None:
     )
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="system-prompt",
     summary="the system-prompt slot",
     order=10,

@@ -423,7 +423,7 @@ async def choose_wrap_up(ctx: StageContext) -> None:
     s.append(ROWS, [row])
 
 
-class _ToolChoice(Feature):
+class _ToolChoice(Feature[Resolved]):
     def settings(self, options: Mapping[str, Any]) -> Resolved:
         resolved: Resolved = options[OPTION]
         return resolved

@@ -18,7 +18,15 @@ import orjson
 
 from agentfootprint.errors import CanonicalFormError
 from agentfootprint.features import tool_teardown
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, ToolResult, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    Options,
+    OptionSpec,
+    StageSpec,
+    ToolResult,
+    refuse,
+)
 from agentfootprint.features.registry import hooks_at
 from agentfootprint.logformat.canonical import canon, parse
 from agentfootprint.runtime.events import ArgsInvalid, IterationEnd, ToolEnd, ToolStart, detached
@@ -251,7 +259,7 @@ def _served_call(call: dict[str, Any]) -> dict[str, Any]:
     return {"id": call["id"], "name": call["name"], "arguments": recordable_arguments(arguments)}
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="tool-dispatch",
     summary="tool calls run in order, checked first, results into the history",
     order=70,

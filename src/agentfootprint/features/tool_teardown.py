@@ -146,10 +146,9 @@ async def _close(fn: Callable[[], Any], timeout: float) -> str | None:
     return None if error is None else type(error).__name__
 
 
-def grace(ctx: HookContext[Any]) -> float:
+def grace(ctx: HookContext[object]) -> float:
     """:func:`exit_grace` for a hook of a feature that ``needs`` this one."""
-    ms: int = ctx.needed(NAME).options
-    return ms / 1000
+    return ctx.needed(FEATURE).options / 1000
 
 
 @dataclass(slots=True)
@@ -159,7 +158,7 @@ class _Pending:
     cleanups: list[tuple[str, str, Callable[[], Any]]] = field(default_factory=list)
 
 
-class _ToolTeardown(Feature):
+class _ToolTeardown(Feature[int]):
     def settings(self, options: Mapping[str, Any]) -> int:
         """The budget of one cleanup, in milliseconds."""
         ms: int = options[OPTION]

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfootprint.features.base import MISSING, Feature, OptionSpec, StageSpec, StateKey, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    Options,
+    OptionSpec,
+    StageSpec,
+    StateKey,
+    refuse,
+)
 from agentfootprint.runtime.run import StageContext
 from agentfootprint.runtime.tools import Tool
 
@@ -30,7 +38,7 @@ async def tools(ctx: StageContext) -> None:
     ctx.set_derived("tool_schemas", tools, lambda: [tool.schema for tool in tools])
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="tools",
     summary="the tools slot",
     order=30,

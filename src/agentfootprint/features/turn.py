@@ -14,6 +14,7 @@ from typing import Any
 from agentfootprint.features.base import (
     MISSING,
     Feature,
+    Options,
     OptionSpec,
     StageSpec,
     StateKey,
@@ -115,7 +116,7 @@ async def seed(ctx: StageContext) -> None:
     )
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="turn",
     summary="the turn's start: identity, model, call parameters, the user message",
     order=0,

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentfootprint.features import context_window as windowing
 from agentfootprint.features import llm_call
-from agentfootprint.features.base import Feature, StageSpec, StateKey
+from agentfootprint.features.base import Feature, Options, StageSpec, StateKey
 from agentfootprint.runtime.run import StageContext
 
 #: the committed plan of the summariser call this iteration makes (deleted once made)
@@ -102,7 +102,7 @@ async def call_summarizer(ctx: StageContext) -> None:
     await windowing.record(ctx, selection, "summarized")
 
 
-FEATURE = Feature(
+FEATURE: Feature[Options] = Feature(
     name="window-summary",
     summary="what leaves the window folded into a summary by a call of its own",
     order=24,

@@ -32,6 +32,7 @@ from agentfootprint.features.base import (
     MISSING,
     Feature,
     HookContext,
+    Options,
     OptionSpec,
     StageSpec,
     refuse,
@@ -76,8 +77,8 @@ def _check(value: Any, given: Mapping[str, Any]) -> bool:
     return value
 
 
-class _WrapUp(Feature):
-    async def at_max_iterations(self, ctx: HookContext[Any]) -> str | None:
+class _WrapUp(Feature[Options]):
+    async def at_max_iterations(self, ctx: HookContext[Options]) -> str | None:
         return BRANCH
 
 
