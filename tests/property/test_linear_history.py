@@ -5,8 +5,8 @@ rebuilds exactly what the whole-history comparisons did.
   ``append`` of the tail without comparing the prefix item by item;
 * the ``RequestHasher`` returns :class:`DigestList` lists on a line, so
   ``compress_digests`` and ``expand_digests`` read only what is new;
-* appends make their new list from a pooled one nobody holds (``verify.spares``), so no
-  version anybody holds ever changes, and live state still equals the fold.
+* every append makes a new list (never mutating one anybody was handed), so no version
+  anybody holds ever changes, and live state still equals the fold.
 
 Each is checked against the reference computation on plain lists."""
 
@@ -17,17 +17,14 @@ import copy
 import operator
 import pickle
 from typing import Any
-from unittest import mock
 
 import orjson
-from hypothesis import event, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfootprint.errors import UsageError
-from agentfootprint.logformat import spares
 from agentfootprint.logformat.fold import DigestList, apply_write, compress_digests, expand_digests
 from agentfootprint.logformat.request import PIECE_KINDS, RequestHasher
-from agentfootprint.logformat.spares import Spares
 from agentfootprint.runtime.scope import Scope, json_equal
 from examples_budget import scaled
 
@@ -153,7 +150,7 @@ def test_compress_and_expand_over_hasher_lists_equal_the_reference(
             verifier_previous[kind] = current
 
 
-# -- spares: lists grown in place only where nobody can see them -----------------------------
+# -- versions: every list anybody holds keeps its contents -----------------------------------
 versions = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(0, 9), st.lists(st.integers(0, 3), max_size=3)),
@@ -175,55 +172,49 @@ def _same(a: Any, b: Any) -> bool:
 
 @settings(max_examples=scaled(400))
 @given(start=st.lists(st.integers(0, 3), max_size=4), steps=versions)
-def test_pooled_versions_never_change_and_equal_the_fold(
+def test_versions_never_change_and_equal_the_fold(
     start: list[int], steps: list[tuple[str, int, Any]]
 ) -> None:
     """Any sequence of appends, sets, deletes, reads after an append, forks (a commit from
-    any version held, not only the newest) and versions let go of: with every list pooled
-    (``MIN_POOLED`` 0), each version held keeps exactly its contents, live state equals the
-    fold of the recorded writes type for type, and the pools do reuse lists."""
-    live_pool, fold_pool = Spares(8), Spares(8)
+    any version held, not only the newest) and versions let go of: each version held keeps
+    exactly its contents, and live state equals the fold of the recorded writes type for
+    type."""
     first = {"h": [{"n": i} for i in start]}
     # each version held: (live state, its snapshot, the folded state)
     held = [(first, copy.deepcopy(first), copy.deepcopy(first))]
-    reused = 0
-    with mock.patch.object(spares, "MIN_POOLED", 0):
-        for verb, which, value in steps:
-            if not held:
-                held.append((first, copy.deepcopy(first), copy.deepcopy(first)))
-            live, _, folded = held[which % len(held)]
-            if verb == "drop":
-                del held[which % len(held)]
-                continue
-            pooled = {id(x) for x in live_pool._lists}  # alive (the pool holds them)
-            scope = Scope(live, live_pool)
-            lent = scope.get("h")
-            before = list(lent) if isinstance(lent, list) else None
-            if verb in ("append", "reread"):
-                with contextlib.suppress(UsageError):  # no list to append to: refused
-                    scope.append("h", [{"n": i} for i in value])
-                if verb == "reread":  # the stage reads its own append, then appends again
-                    seen = scope.get("h")
-                    kept = list(seen) if isinstance(seen, list) else None
-                    with contextlib.suppress(UsageError):
-                        scope.append("h", [{"m": i} for i in value])
-                    assert kept is None or (seen == kept and all(map(operator.is_, seen, kept)))
-            elif verb == "set":
-                scope.set("h", [{"s": i} for i in value])
-            else:
-                scope.delete("h")
-            assert scope.committed is live  # a stage's view of committed state
-            if before is not None:  # what the stage was lent never changed
-                assert lent == before and all(map(operator.is_, lent, before))
-            writes = scope.net_writes("delta")
-            new = scope.apply_to(writes)
-            refolded = dict(folded)
-            for write in writes:
-                body = orjson.loads(orjson.dumps(write.body(0)))  # as the log holds it
-                apply_write(refolded, body["path"], body["verb"], body.get("value"), fold_pool)
-            assert _same(new, refolded)
-            reused += isinstance(new.get("h"), list) and id(new["h"]) in pooled
-            held.append((new, copy.deepcopy(new), refolded))
-            for state, snapshot, folded_state in held:
-                assert _same(state, snapshot) and _same(folded_state, snapshot)
-    event(f"reused: {min(reused, 3)}")
+    for verb, which, value in steps:
+        if not held:
+            held.append((first, copy.deepcopy(first), copy.deepcopy(first)))
+        live, _, folded = held[which % len(held)]
+        if verb == "drop":
+            del held[which % len(held)]
+            continue
+        scope = Scope(live)
+        lent = scope.get("h")
+        before = list(lent) if isinstance(lent, list) else None
+        if verb in ("append", "reread"):
+            with contextlib.suppress(UsageError):  # no list to append to: refused
+                scope.append("h", [{"n": i} for i in value])
+            if verb == "reread":  # the stage reads its own append, then appends again
+                seen = scope.get("h")
+                kept = list(seen) if isinstance(seen, list) else None
+                with contextlib.suppress(UsageError):
+                    scope.append("h", [{"m": i} for i in value])
+                assert kept is None or (seen == kept and all(map(operator.is_, seen, kept)))
+        elif verb == "set":
+            scope.set("h", [{"s": i} for i in value])
+        else:
+            scope.delete("h")
+        assert scope.committed is live  # a stage's view of committed state
+        if before is not None:  # what the stage was lent never changed
+            assert lent == before and all(map(operator.is_, lent, before))
+        writes = scope.net_writes("delta")
+        new = scope.apply_to(writes)
+        refolded = dict(folded)
+        for write in writes:
+            body = orjson.loads(orjson.dumps(write.body(0)))  # as the log holds it
+            apply_write(refolded, body["path"], body["verb"], body.get("value"))
+        assert _same(new, refolded)
+        held.append((new, copy.deepcopy(new), refolded))
+        for state, snapshot, folded_state in held:
+            assert _same(state, snapshot) and _same(folded_state, snapshot)

@@ -42,6 +42,7 @@ __all__ = [
     "open_body",
     "parent_named",
     "row_problem",
+    "row_values",
     "shown",
     "stored_kind",
 ]
@@ -244,38 +245,45 @@ def stored_kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def row_problem(row: Any, run_id: str, seq: int) -> str | None:
-    """Why ``row`` cannot be event ``seq`` of run ``run_id`` (None: its envelope is sound).
+def row_problem(row: Sequence[Any], run_id: str, seq: int) -> str | None:
+    """Why ``row`` (the 7 values of :class:`RawRow`, in its order) cannot be event ``seq`` of
+    run ``run_id`` (None: its envelope is sound). docs/log-format.md section 9.2 step 2.1.
 
     In order: ``seq`` an integer, the row of this run, ``seq`` the expected one, a known
     ``type``, ``ts`` an I-JSON integer, ``body`` bytes within ``MAX_BODY_BYTES``, both
-    hashes 32 bytes. Integers exclude booleans.
+    hashes 32 bytes (or :data:`DERIVED`: not stored, computed from the row). Integers
+    exclude booleans.
     """
-    if type(row.seq) is not int:
-        return f"seq is {stored_kind(row.seq)}, not an integer"
-    if type(row.run_id) is not str or row.run_id != run_id:
-        return f"row belongs to run {row.run_id!r}"
-    if row.seq != seq:
-        return f"seq {row.seq} where {seq} was expected " + (
-            "(a row is missing)" if row.seq > seq else "(a row is repeated)"
+    row_run, row_seq, type_, ts, body, event, link = row
+    if type(row_seq) is not int:
+        return f"seq is {stored_kind(row_seq)}, not an integer"
+    if type(row_run) is not str or row_run != run_id:
+        return f"row belongs to run {row_run!r}"
+    if row_seq != seq:
+        return f"seq {row_seq} where {seq} was expected " + (
+            "(a row is missing)" if row_seq > seq else "(a row is repeated)"
         )
-    if type(row.type) is not str:
-        return f"type is {stored_kind(row.type)}, not text"
-    if row.type not in EVENT_TYPES:
-        return f"unknown event type {row.type!r}"
-    if type(row.ts) is not int:
-        return f"ts is {stored_kind(row.ts)}, not an integer"
-    if not -MAX_SAFE_INT <= row.ts <= MAX_SAFE_INT:
-        return f"ts {row.ts} is outside +-(2**53 - 1)"
-    if type(row.body) is not bytes:
-        return f"body is {stored_kind(row.body)}, not bytes (a BLOB)"
-    if len(row.body) > MAX_BODY_BYTES:
-        return f"body is {len(row.body)} bytes, over the limit of {MAX_BODY_BYTES}"
-    for name in ("event_hash", "chain_hash"):
-        value = getattr(row, name)
-        if type(value) is not bytes or len(value) != 32:
+    if type(type_) is not str:
+        return f"type is {stored_kind(type_)}, not text"
+    if type_ not in EVENT_TYPES:
+        return f"unknown event type {type_!r}"
+    if type(ts) is not int:
+        return f"ts is {stored_kind(ts)}, not an integer"
+    if not -MAX_SAFE_INT <= ts <= MAX_SAFE_INT:
+        return f"ts {ts} is outside +-(2**53 - 1)"
+    if type(body) is not bytes:
+        return f"body is {stored_kind(body)}, not bytes (a BLOB)"
+    if len(body) > MAX_BODY_BYTES:
+        return f"body is {len(body)} bytes, over the limit of {MAX_BODY_BYTES}"
+    for name, value in (("event_hash", event), ("chain_hash", link)):
+        if value is not DERIVED and (type(value) is not bytes or len(value) != 32):
             return f"{name} is {stored_kind(value)}, not 32 bytes"
     return None
+
+
+def row_values(row: Row) -> tuple[Any, ...]:
+    """A row as :class:`RowSource.read` yields it, as the 7-tuple of :class:`RawRow`."""
+    return (row.run_id, row.seq, row.type, row.ts, row.body, row.event_hash, row.chain_hash)
 
 
 def open_body(row: Any) -> dict[str, Any] | None:

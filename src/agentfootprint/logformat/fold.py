@@ -18,11 +18,10 @@ hex digits each).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, cast
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
 
 from agentfootprint.logformat.hashing import is_hex_digest
-from agentfootprint.logformat.spares import Spares
 
 __all__ = [
     "VERBS",
@@ -49,12 +48,13 @@ def apply_write(
     path: str,
     verb: str,
     value: Any,
-    spares: Spares | None = None,
+    spares: object = None,
 ) -> None:
-    """Apply one write to ``state`` (top level replaced, nested values never mutated).
+    """Apply one write to ``state`` (top level replaced, nested values never mutated: an
+    ``append`` makes a new list, so every list anybody was handed keeps its contents).
 
-    ``spares``: the folder's pool, which makes an ``append``'s new list from a list nobody
-    holds in O(tail) instead of copying the prefix (:mod:`agentfootprint.logformat.spares`).
+    ``spares`` is ignored: it was the pool of reused lists, gone with issue 25; the runtime
+    still passes one until its call is updated (/tmp/h/requests-verifier.md).
     """
     if verb == "set":
         state[path] = value
@@ -62,11 +62,7 @@ def apply_write(
         current = state.get(path)
         if not isinstance(current, list) or not isinstance(value, list):
             raise FoldError(f"append to {path!r} needs an array on both sides")
-        state[path] = (
-            current + value
-            if spares is None or type(current) is not list
-            else spares.extended(current, value)
-        )
+        state[path] = current + value
     elif verb == "merge":
         current = state.get(path)
         if not isinstance(current, dict) or not isinstance(value, dict):
@@ -84,15 +80,12 @@ class DigestLine:
     """The lists one :class:`~agentfootprint.logformat.request.RequestHasher` grew from each
     other by appends only: every list of a line is a prefix of every later one. ``latest``
     is the newest (what a receipt that keeps all of an older list and adds the rest names),
-    held weakly. ``spares`` pools the line's lists, so the next list is an older one that
-    nobody holds any more, caught up in place (:mod:`agentfootprint.logformat.spares`): the
-    pool and its lists form a cycle, collected with the line."""
+    held weakly."""
 
-    __slots__ = ("_latest", "spares")
+    __slots__ = ("_latest",)
 
     def __init__(self) -> None:
         self._latest: weakref.ref[DigestList] | None = None
-        self.spares: Spares | None = None  # made at the line's first growth
 
     @property
     def latest(self) -> DigestList | None:
@@ -104,8 +97,7 @@ class DigestLine:
 
 
 class DigestList(list[str]):
-    """A digest list of a served request on a :class:`DigestLine`, never mutated while
-    anybody holds it (its line reuses it once nobody does: :mod:`agentfootprint.logformat.spares`).
+    """A digest list of a served request on a :class:`DigestLine`, never mutated.
 
     Knowing that an older list of the same line is its prefix, :func:`compress_digests`
     finds the shared prefix and :func:`expand_digests` the expanded list without reading
@@ -125,21 +117,17 @@ class DigestList(list[str]):
         """A new list of this line: this one's digests, then ``new``. Only from the line's
         latest list (an older one would fork the line: a new line starts then, a copy).
 
-        On the line, the new list is a pooled older list of it that nobody holds any more,
-        caught up in place (every list of a line is a prefix of its latest), or a copy.
+        The new list is a copy of this one (in C) with ``new`` after it: every list of a line
+        stays as it was made, so whoever holds one (a hasher, a verified run) sees it fixed.
         """
+        out = DigestList()
+        out += self  # one copy, in C
+        out += new
         line = self.line
-        if line.latest is not self:
-            out = DigestList()
-            out += self  # one copy, in C
-            out += new
-            return out
-        if line.spares is None:
-            line.spares = Spares(_LINE_SPARES)
-        grown = cast(DigestList, line.spares.grown(self, new, _on_line(line), DigestList))
-        grown.line = line
-        line.latest = grown
-        return grown
+        if line.latest is self:  # on the line: out extends every list of it
+            out.line = line
+            line.latest = out
+        return out
 
     def __eq__(self, other: object) -> bool:
         return True if other is self else list.__eq__(self, other)
@@ -151,17 +139,6 @@ class DigestList(list[str]):
 
     def __reduce__(self) -> tuple[Any, ...]:  # copies and pickles are plain lists
         return (list, (list(self),))
-
-
-#: lists a digest line pools: more than the versions of one line the caches hold at once
-#: (a verifier's 64 cached runs, each with its receipt lists), so a version let go of comes
-#: back as a spare
-_LINE_SPARES = 160
-
-
-def _on_line(line: DigestLine) -> Callable[[list[Any]], bool]:
-    """Whether a pooled list is one of ``line``'s (then a prefix of its latest)."""
-    return lambda spare: type(spare) is DigestList and spare.line is line
 
 
 def _extends(previous: Sequence[str], current: Sequence[str]) -> bool:

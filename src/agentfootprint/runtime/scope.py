@@ -25,7 +25,6 @@ import orjson
 from agentfootprint.errors import RecordTooLargeError, UsageError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, check_ijson, json_path
-from agentfootprint.logformat.spares import Spares
 
 __all__ = ["CommitValues", "Scope", "Write", "json_equal", "to_json_value"]
 
@@ -122,11 +121,11 @@ def _is_prefix(base: list[Any], new: list[Any]) -> bool:
 class Scope:
     """Reads and buffered writes of one stage execution."""
 
-    def __init__(self, committed: Mapping[str, Any], spares: Spares | None = None) -> None:
+    def __init__(self, committed: Mapping[str, Any], spares: object = None) -> None:
+        # ``spares`` is ignored: the pool of reused lists is gone (issue 25); the run loop
+        # still passes one until its call is updated (/tmp/h/requests-verifier.md)
+        del spares
         self._committed = committed
-        #: the run's pool: an append's new list is a free older list caught up in place
-        #: instead of a copy of the history (agentfootprint.logformat.spares)
-        self._spares = spares
         self._pending: dict[str, Any] = {}
         #: key -> the committed list its pending value extends by appends only (so the
         #: commit's ``append`` tail is known without comparing the history item by item)
@@ -159,10 +158,7 @@ class Scope:
         pending = key in self._pending
         # a new list: committed lists are never mutated, and what get() lent is not either
         tail = self._recordable(key, items)
-        spares = self._spares
-        self._pending[self._key(key)] = (
-            base + tail if spares is None or type(base) is not list else spares.extended(base, tail)
-        )
+        self._pending[self._key(key)] = base + tail
         if not pending and base is self._committed.get(key):
             self._extends[key] = base
 

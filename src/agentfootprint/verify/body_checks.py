@@ -41,7 +41,6 @@ from agentfootprint.logformat.request import (
     piece_mismatch,
     recorded_projection,
 )
-from agentfootprint.logformat.spares import Spares
 
 __all__ = [
     "OUTCOMES",
@@ -86,8 +85,6 @@ class RunCheck:
         self._hasher: RequestHasher | None = None  # made when first needed (usually given)
         self.previous: dict[str, list[str]] = {kind: [] for kind in self.projection.piece_kinds}
         self.close: dict[str, Any] | None = None
-        #: the verifier's pool of list versions (appends reuse a free one; None: copies)
-        self.spares: Spares | None = None
 
     @property
     def hasher(self) -> RequestHasher:
@@ -213,7 +210,7 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     if check.pending:  # (most markers close a batch of no writes: nothing to fold)
         for write_seq, path, verb, value in check.pending:
             try:
-                apply_write(check.state, path, verb, value, check.spares)
+                apply_write(check.state, path, verb, value)
             except FoldError as exc:
                 raise check.fail(write_seq, str(exc), "fold") from exc
         check.pending = []

@@ -23,11 +23,11 @@ called: a crafted file gets INVALID with a code and a seq, never a traceback and
 pass. :meth:`Verifier.verify_all` verifies a whole file: the runs found from the events
 (never from the run index, which is not evidence), then the index rows that disagree.
 
-A source that offers ``chain_rows`` (the SQLite store) hands over each run's rows as plain
-tuples: the verifier then runs steps 1-3 in one loop with no row object, computes each
-hash once (schema 2 stores neither event hashes nor most links, so nothing computed by the
-reader is computed again) and proves a body canonical once per verifier however often the
-runs repeat it. The checks, their order and every finding are the general loop's.
+Steps 1-3 are one loop (:meth:`Verifier._verify`), whatever the source: a store that
+offers ``chain_rows`` hands over each run's rows as plain tuples, a ``read`` row is taken
+apart into the same tuple, and a hash the file does not keep (schema 2, ``DERIVED``) is
+computed once and compared with nothing. The step numbers in comments are those of
+docs/log-format.md section 9.2 ("Algorithm for run R").
 """
 
 from __future__ import annotations
@@ -37,13 +37,10 @@ import hashlib
 import itertools
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
-import orjson
-
 from agentfootprint.errors import (
-    CanonicalFormError,
     RunNotFoundError,
     UsageError,
     VerificationError,
@@ -55,34 +52,22 @@ from agentfootprint.logformat.calls import (
     LOG_FORMATS,
     WRITE_AHEAD_FORMATS,
 )
-from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon, parse_canonical
 from agentfootprint.logformat.chain import (
-    DERIVED,
-    EVENT_TYPES,
     GENESIS,
     RawRow,
     Row,
     RowSource,
     RunSource,
-    as_read,
-    chain_hash,
-    event_hash,
     index_findings,
     is_text,
     parent_named,
-    row_problem,
+    row_values,
     shown,
     stored_kind,
 )
 from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.logformat.fold import ReceiptLists, continued_lists
-from agentfootprint.logformat.hashing import domain_prefix
-from agentfootprint.logformat.limits import MAX_BODY_BYTES
-from agentfootprint.logformat.request import (
-    RequestHasher,
-    json_kind,
-)
-from agentfootprint.logformat.spares import Spares
+from agentfootprint.logformat.request import RequestHasher
 from agentfootprint.seal.signer import PublicKey
 from agentfootprint.verify.body_checks import (
     Opened,
@@ -99,6 +84,7 @@ from agentfootprint.verify.body_checks import (
 from agentfootprint.verify.bundle_proofs import InclusionJudge
 from agentfootprint.verify.disclosure_check import ProvenValue, prove_disclosures
 from agentfootprint.verify.results import Outcome, RunVerification
+from agentfootprint.verify.row_checks import CanonicalBodies, canonical_body, sound_row
 from agentfootprint.verify.seal_check import (
     SealWitness,
     judge,
@@ -129,14 +115,8 @@ __all__ = [
 #: the log format this version writes; every one of LOG_FORMATS verifies
 LOG_FORMAT = LOG_FORMAT_V3
 _CONTINUABLE = ("answered", "stopped_early")
-_EVENT_MISMATCH = "event hash does not match the event"
-_CHAIN_MISMATCH = "chain hash does not link to the previous event"
-#: what the chain-row loop hashes around a row's own values (docs/log-format.md 3 and 5.1)
-_EVENT_HEAD = domain_prefix("event") + b'{"body":'
-_CHAIN_PREFIX = domain_prefix("chain")
-#: the bodies a verifier remembers as proven canonical: how long each, and how many
-_PROVEN_BODY_BYTES = 1024
-_PROVEN_BODIES = 4096
+#: one stored row: the 7 values of RawRow (run id, seq, type, ts, body, event and chain hash)
+_RowValues = tuple[Any, ...]
 
 
 #: one run verified: its verification, hasher, commitment sightings and last digest lists
@@ -177,9 +157,6 @@ class Verifier:
             )
         self.source = source
         self.cache_size = cache_size
-        #: the list versions the folds made (every cached run holds two: its final state's
-        #: and its hasher's), reused once nobody holds them instead of copied per append
-        self._spares = Spares(2 * cache_size + 16)
         #: the public keys whose seals make a run VALID, pinned by the caller (never read
         #: from the evidence)
         self.trusted_keys: tuple[PublicKey, ...] = pinned_keys(trusted_keys)
@@ -197,12 +174,9 @@ class Verifier:
         self._failed: dict[str, VerificationError] | None = None
         #: every commitment seen in a verified run: digest -> (run, seq, the key it sits under)
         self.commitments: dict[str, tuple[str, int, str | None]] = {}
-        #: small bodies proven canonical JSON objects (a function of the bytes alone): the
-        #: runs of a conversation repeat many (commit markers, settings), and a body seen
-        #: again is parsed without proving it again (bounded: cleared when full). The value:
-        #: whether it holds "$" or a backslash, or a commit marker's parsed body (no tuple:
-        #: a container per entry would cost the garbage collector)
-        self._proven: dict[bytes, bool | dict[str, Any]] = {}
+        #: step 2.2 for every run, remembering the small bodies proven canonical by their
+        #: bytes (the runs of a conversation repeat many)
+        self._proven = CanonicalBodies()
         #: the source's seal log as one call reads it (each run is checked against it)
         self._listing = SealListing(source)
 
@@ -299,37 +273,32 @@ class Verifier:
         if run_id in self._failed:
             raise self._failed[run_id]
         self._listing.start()  # once per call, before any row is read
-        raw = self._chain_rows(run_id)  # an unknown run: RunNotFoundError
-        rows: Iterator[Row] = iter(()) if raw is not None else iter(self.source.read(run_id))
-        first: Row | None = next(rows, None)
-        if raw:
-            first = RawRow(*raw[0])  # parent_named reads its type and body, never derived
-        parent = parent_named(first)
+        rows = self._rows(run_id)  # an unknown run: RunNotFoundError
+        first = next(rows, None)
+        parent = parent_named(None if first is None else RawRow(*first))
         if first is not None and parent is not None and parent not in self._done:
             # the parent comes from this run's unverified run.open row: its own checks come
             # first, as when the parent is cached (a damaged row is itself the failure)
             where = RunCheck(run_id, {})
-            whole = as_read(raw[0], GENESIS) if raw else first
-            open_members(where, self._sound_row(where, 0, whole, GENESIS)[0])
+            open_members(where, sound_row(where, 0, first, GENESIS, self._proven)[0])
         # Verify the uncached ancestors oldest first, so each run finds its parent verified
         # (or its failure remembered): no recursion however deep the conversation. A failure
         # is reported by the child's own run.open check, in place.
         for ancestor in reversed(self._uncached_ancestors(run_id, parent)):
             with contextlib.suppress(VerificationError):  # remembered in self._failed
                 self._verify_cached(ancestor)
-        if raw is not None:
-            return self._verify_cached(run_id, raw=raw)
-        head = [] if first is None else [first]
-        return self._verify_cached(run_id, itertools.chain(head, rows))
+        return self._verify_cached(run_id, itertools.chain(() if first is None else (first,), rows))
 
-    def _chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]] | None:
-        """The run's rows as tuples when the source offers them (``chain_rows``, the SQLite
-        store), else None: the rows are read with ``read``."""
+    def _rows(self, run_id: str) -> Iterator[_RowValues]:
+        """Step 1: the run's rows in seq order, each as its 7 values: ``chain_rows`` when the
+        source offers it (the stores: tuples, no row object), else ``read``'s rows taken
+        apart. An unknown run raises the source's RunNotFoundError."""
         fetch = getattr(self.source, "chain_rows", None)
-        if not callable(fetch) or not is_text(run_id):
-            return None
-        found: Sequence[tuple[Any, ...]] | None = fetch(run_id)
-        return found
+        if callable(fetch) and is_text(run_id):
+            found = fetch(run_id)
+            if found is not None:
+                return iter(found)
+        return map(row_values, self.source.read(run_id))
 
     def _uncached_ancestors(self, run_id: str, parent: str | None) -> list[str]:
         """The parent chain of ``run_id`` up to the first cached run (nearest first), each
@@ -352,11 +321,7 @@ class Verifier:
         return chain
 
     def _verify_cached(
-        self,
-        run_id: str,
-        rows: Iterable[Row] | None = None,
-        *,
-        raw: Sequence[tuple[Any, ...]] | None = None,
+        self, run_id: str, rows: Iterator[_RowValues] | None = None
     ) -> tuple[RunVerification, RequestHasher]:
         cached = self._done.get(run_id)
         if cached is not None:
@@ -368,14 +333,9 @@ class Verifier:
             raise VerificationError(run_id, 0, "run.open names a parent cycle", code="ancestry")
         self._active.add(run_id)
         try:
-            if rows is None and raw is None:
-                raw = self._chain_rows(run_id)
-            if raw is not None:
-                verified, hasher, sightings, lists = self._verify_chain_rows(run_id, raw)
-            else:
-                verified, hasher, sightings, lists = self._verify(
-                    run_id, self.source.read(run_id) if rows is None else rows
-                )
+            verified, hasher, sightings, lists = self._verify(
+                run_id, self._rows(run_id) if rows is None else rows
+            )
         except VerificationError as exc:
             if self._failed is not None:
                 self._failed[run_id] = exc
@@ -400,142 +360,38 @@ class Verifier:
         """
         return prove_disclosures(self.commitments, disclosures)
 
-    # -- one run ----------------------------------------------------------------------------
-    def _verify(self, run_id: str, rows: Iterable[Row]) -> _Verified:
-        check: RunCheck | None = None
+    # -- one run: docs/log-format.md section 9.2, "Algorithm for run R" -----------------------
+    def _verify(self, run_id: str, rows: Iterable[_RowValues]) -> _Verified:
+        check: RunCheck | None = None  # the run's state, made from its run.open (step 2.5)
         head = GENESIS
-        expected_seq = 0
+        expect = 0
         opened_at = 0
         ancestors: tuple[str, ...] = ()
-        witness = SealWitness()
-        for row in rows:
-            seq = expected_seq
+        witness = SealWitness()  # what the seal is judged against (step 4)
+        bodies = self._proven
+        for row in rows:  # step 2, for each row in seq order
+            seq = expect
             where = RunCheck(run_id, {}) if check is None else check
-            body, head = self._sound_row(where, seq, row, head)
-            if sealing(where, witness, seq, row.type, body):
-                expected_seq += 1
+            # 2.1-2.4: envelope, canonical body, event hash, chain link
+            body, scan, head = sound_row(where, seq, row, head, bodies)
+            type_ = row[2]
+            if sealing(where, witness, seq, type_, body):  # 2.6: a run.seal row, kept aside
+                expect += 1
                 continue
-            if seq == 0:
-                check, ancestors = self._opened(where, row.type, body)
-                opened_at = row.ts
-                witness_open(check, witness, body)
-            else:
-                assert check is not None
-                self._event(check, seq, row.type, body)
-                witness_row(witness, seq, row.type, body, head)
-                # a $commit member reaches a canonical body only as the bytes "$commit" or
-                # through a \u escape at some level of JSON-in-JSON, which leaves a backslash
-                if check.matches is not None or b"$" in row.body or b"\\" in row.body:
-                    check_redaction(check, seq, row.type, body)
-            expected_seq += 1
-        return self._result(run_id, check, head, expected_seq, opened_at, ancestors, witness)
-
-    def _verify_chain_rows(self, run_id: str, raw: Sequence[tuple[Any, ...]]) -> _Verified:
-        """:meth:`_verify` over ``chain_rows`` tuples: the same checks in the same order with
-        the same findings, steps 1-3 in this loop (no row object, no call per column, each
-        hash computed once: a :data:`DERIVED` value is computed here and compared with
-        nothing). A row whose envelope is not the usual one goes through :meth:`_sound_row`
-        as ``read`` would give it (:func:`as_read`), so its finding is :func:`row_problem`'s."""
-        check: RunCheck | None = None
-        head = GENESIS
-        expected_seq = 0
-        opened_at = 0
-        ancestors: tuple[str, ...] = ()
-        sha256 = hashlib.sha256
-        kinds = _ROW_KINDS
-        event_head = _EVENT_HEAD
-        chain_prefix = _CHAIN_PREFIX
-        run_part = b',"run":' + canon(run_id) + b',"seq":'  # run_id is text (_chain_rows)
-        known = self._proven
-        loads = orjson.loads
-        witness = SealWitness()
-        for raw_row in raw:
-            seq = expected_seq
-            where = RunCheck(run_id, {}) if check is None else check
-            row_run, row_seq, type_, ts, data, stored_event, stored_chain = raw_row
-            kind = kinds.get(type_) if type(type_) is str else None
-            if (
-                kind is None
-                or type(row_seq) is not int
-                or row_seq != seq
-                or type(row_run) is not str
-                or row_run != run_id
-                or type(ts) is not int
-                or not -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
-                or type(data) is not bytes
-                or len(data) > MAX_BODY_BYTES
-                or (
-                    stored_event is not DERIVED
-                    and (type(stored_event) is not bytes or len(stored_event) != 32)
-                )
-                or (
-                    stored_chain is not DERIVED
-                    and (type(stored_chain) is not bytes or len(stored_chain) != 32)
-                )
-            ):  # not the usual envelope: the row as read gives it, checked the general way
-                row = as_read(raw_row, head)
-                body, head = self._sound_row(where, seq, row, head)
-                type_, ts, data = row.type, row.ts, row.body
-                scan = data.find(b"$") >= 0 or data.find(b"\\") >= 0
-                _, checker, phase = _ROW_KINDS[type_]  # a known type: _sound_row passed
-            else:
-                tail, checker, phase = kind
-                # a $commit member reaches a canonical body only as the bytes "$commit" or
-                # through a \u escape, which leaves a backslash (find() is several times
-                # faster than ``in`` on bytes, which first tries the needle as an integer)
-                seen = known.get(data)
-                if seen is not None:  # these bytes were proven canonical: parse() is loads()
-                    if type(seen) is dict:  # a commit marker's body, parsed
-                        scan, body = False, seen if type_ == "commit" else loads(data)
-                    else:
-                        scan, body = seen, loads(data)
-                else:
-                    try:
-                        body, proven = parse_canonical(data)
-                    except (orjson.JSONDecodeError, RecursionError):
-                        proven = False
-                    if not proven or type(body) is not dict:  # the full check, its finding
-                        body = self._canonical_body(where, seq, data)
-                    scan = data.find(b"$") >= 0 or data.find(b"\\") >= 0
-                    if proven and len(data) <= _PROVEN_BODY_BYTES:
-                        if len(known) >= _PROVEN_BODIES:
-                            known.clear()
-                        # a commit marker's body is only read (check_commit), never kept
-                        # or changed: one parse serves every repeat of it
-                        known[data] = body if type_ == "commit" and not scan else scan
-                envelope = b'%s%s%s%d,"ts":%d%s' % (event_head, data, run_part, seq, ts, tail)
-                event = sha256(envelope).digest()
-                if stored_event is not DERIVED and event != stored_event:
-                    raise where.fail(seq, _EVENT_MISMATCH, "hash")
-                head = sha256(chain_prefix + head + event).digest()
-                if stored_chain is not DERIVED and head != stored_chain:
-                    raise where.fail(seq, _CHAIN_MISMATCH, "chain")
-            if sealing(where, witness, seq, type_, body):
-                expected_seq += 1
-                continue
-            if seq == 0:
+            if seq == 0:  # 2.5: run.open, its parent (section 9.3) and its policy
                 check, ancestors = self._opened(where, type_, body)
-                opened_at = ts
+                opened_at = row[3]
                 witness_open(check, witness, body)
-            else:
+            else:  # 2.6: the body's shape, then what it says, by type
                 assert check is not None
-                late = phase is not None and phase < check.phase
-                if checker is None or check.close is not None or late:
-                    # an event row, or a finding of _event's own: _event says which
-                    self._event(check, seq, type_, body)
-                else:  # _event's steps for the usual row, in line
-                    if phase is not None:
-                        check.phase = phase
-                        check.in_batch = True
-                    try:
-                        checker(check, seq, body)
-                    except ValueError as exc:
-                        raise _malformed(check, seq, type_, exc) from exc
+                self._event(check, seq, type_, body)
                 witness_row(witness, seq, type_, body, head)
+                # 2.6, last: the redaction checks of section 12.5, which a body that cannot
+                # hold a commitment may skip when the run has no policy
                 if check.matches is not None or scan:
                     check_redaction(check, seq, type_, body)
-            expected_seq += 1
-        return self._result(run_id, check, head, expected_seq, opened_at, ancestors, witness)
+            expect += 1  # 2.7
+        return self._result(run_id, check, head, expect, opened_at, ancestors, witness)
 
     def _opened(
         self, where: RunCheck, type_: str, body: dict[str, Any]
@@ -560,8 +416,8 @@ class Verifier:
         ancestors: tuple[str, ...],
         witness: SealWitness,
     ) -> _Verified:
-        """The end of a run's rows: no run, a truncated batch, or its verification (its
-        seal judged and the seal log's word on it, section 9.2 steps 4 and 5)."""
+        """The end of a run's rows: no run (step 1), a truncated batch (step 3), or its
+        verification: its seal judged (step 4) and the seal log's word on it (step 5)."""
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
         if check.in_batch and not (
@@ -624,42 +480,8 @@ class Verifier:
         )
         return result, check.hasher, check.sightings, check.previous
 
-    @classmethod
-    def _sound_row(
-        cls, check: RunCheck, seq: int, row: Row, head: bytes
-    ) -> tuple[dict[str, Any], bytes]:
-        """Steps 1-4 for one row: its envelope, canonical body, event hash and chain link;
-        returns the body and the new head."""
-        problem = row_problem(row, check.run_id, seq)
-        if problem is not None:
-            raise check.fail(seq, problem, "rows")
-        body = cls._canonical_body(check, seq, row.body)
-        recomputed = event_hash(check.run_id, seq, row.type, row.ts, row.body)
-        if recomputed != row.event_hash:
-            raise check.fail(seq, _EVENT_MISMATCH, "hash")
-        head = chain_hash(head, recomputed)
-        if head != row.chain_hash:
-            raise check.fail(seq, _CHAIN_MISMATCH, "chain")
-        return body, head
-
-    @staticmethod
-    def _canonical_body(check: RunCheck, seq: int, data: bytes) -> dict[str, Any]:
-        try:
-            body, proven = parse_canonical(data)  # proven: canon(body) == data, shown in C
-        except orjson.JSONDecodeError as exc:
-            raise check.fail(seq, f"body is not JSON ({exc})", "canonical") from exc
-        except RecursionError as exc:  # parse() recurses over deep arrays holding big numbers
-            raise check.fail(seq, "body is not I-JSON (nested too deep)", "canonical") from exc
-        if not proven:  # the full check: what it refuses, and why
-            try:
-                canonical = canon(body)
-            except CanonicalFormError as exc:
-                raise check.fail(seq, f"body is not I-JSON ({exc})", "canonical") from exc
-            if canonical != data:
-                raise check.fail(seq, "body is not in canonical form (RFC 8785)", "canonical")
-        if not isinstance(body, dict):
-            raise check.fail(seq, f"body is {json_kind(body)}, not a JSON object", "structure")
-        return body
+    #: step 2.2 alone, as the property tests call it (row_checks.canonical_body)
+    _canonical_body = staticmethod(canonical_body)
 
     def _open(self, run_id: str, body: dict[str, Any]) -> tuple[RunCheck, tuple[str, ...]]:
         opened, parent = self._checked_open(run_id, body, fork=False)  # forked once, below
@@ -678,7 +500,6 @@ class Verifier:
                 if lists is not None and self._done.get(verified.run_id, (None,))[0] is verified
                 else continued_lists(verified.receipt_lists)
             )
-        check.spares = self._spares
         check.log_format, check.projection = opened.log_format, opened.projection
         ancestors = () if parent is None else (*parent[0].ancestors, parent[0].run_id)
         return check, ancestors
@@ -743,7 +564,8 @@ class Verifier:
     _PHASE: ClassVar[dict[str, int]] = {"receipt": 1, "event": 2, "write": 3}
 
     def _event(self, check: RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
-        if check.close is not None:
+        """Step 2.6 for a row after ``run.open`` (a ``run.seal`` was taken by ``sealing``)."""
+        if check.close is not None:  # nothing but a run.seal follows run.close
             raise check.fail(seq, f"{type_} after run.close", "structure")
         if type_ == "run.open":
             raise check.fail(seq, "a second run.open", "structure")
@@ -758,7 +580,7 @@ class Verifier:
                 )
             check.phase = phase
             check.in_batch = True
-        try:
+        try:  # then by type: each body's shape first (structure), then what it says
             if type_ == "write":
                 check_write(check, seq, body)
             elif type_ == "receipt":
@@ -772,21 +594,6 @@ class Verifier:
                 field_of(body, "payload", dict)
         except ValueError as exc:
             raise _malformed(check, seq, type_, exc) from exc
-
-
-#: per event type, for the chain-row loop: the envelope's tail from ``,"type":`` on (section
-#: 5.1), the check of its body (none for ``run.open`` and ``event``: _event) and its place in a
-#: commit batch (Verifier._PHASE)
-_CHECKERS = {
-    "write": check_write,
-    "receipt": check_receipt,
-    "commit": check_commit,
-    "run.close": check_close,
-}
-_ROW_KINDS = {
-    name: (b',"type":' + canon(name) + b"}", _CHECKERS.get(name), Verifier._PHASE.get(name))
-    for name in EVENT_TYPES
-}
 
 
 def _malformed(check: RunCheck, seq: int, type_: str, exc: ValueError) -> VerificationError:

@@ -1,36 +1,24 @@
-"""Issue 13: appends reuse a pooled list nobody holds (``verify.spares``) instead of copying
-the history, and nothing anybody was handed ever changes.
+"""Nothing anybody was handed ever changes: every version of an append-grown list (a state's
+``history``, a receipt's digest list) is a list of its own, never mutated once made.
 
-The runs here pool every list (``MIN_POOLED`` 0, so short test conversations take the same
-path as long ones): a parent continued twice (a fork), a continuation from an older run, a
-replay, a provider that keeps every request it was served, the verifier's cache of parents
-shared by their children; each result state and served request is compared, after
-everything else ran, with a deep copy taken when it was handed out.
+A parent continued twice (a fork), a continuation from an older run, a replay, a provider
+that keeps every request it was served, the verifier's cache of parents shared by their
+children: each result state and served request is compared, after everything else ran, with
+a deep copy taken when it was handed out. (Issue 13 made these versions by reusing lists
+nobody held, found by reference counts; issue 25 removed that, and these tests stayed.)
 """
 
 from __future__ import annotations
 
 import copy
-import gc
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 
 import agentfootprint as af
-from agentfootprint.logformat import spares
 from agentfootprint.logformat.fold import DigestList, ReceiptLists, continued_lists
-from agentfootprint.logformat.spares import Spares
 from agentfootprint.runtime.scope import Scope
-
-pytestmark = pytest.mark.skipif(not spares.ENABLED, reason="reference counts say nothing here")
-
-
-@pytest.fixture(autouse=True)
-def pool_everything(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(spares, "MIN_POOLED", 0)
-    yield
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -39,60 +27,19 @@ def _same(a: Any, b: Any) -> bool:
     )
 
 
-# -- the pool itself ---------------------------------------------------------------------------
-def test_a_free_spare_is_caught_up_in_place_and_a_held_one_never_touched() -> None:
-    pool = Spares(4)
-    base = [{"i": i} for i in range(3)]
-    first = pool.extended(base, [{"i": 3}])
-    second = pool.extended(first, [{"i": 4}])
-    assert first == [{"i": i} for i in range(4)] and base == [{"i": i} for i in range(3)]
-    third = pool.extended(second, [{"i": 5}])  # first is held here: never reused
-    assert third is not first and first == [{"i": i} for i in range(4)]
-    first_id = id(first)
-    del first  # now only the pool holds it: the next version is that very list
-    fourth = pool.extended(third, [{"i": 6}])
-    assert id(fourth) == first_id and fourth == [{"i": i} for i in range(7)]
-    assert all(a is b for a, b in zip(fourth, third, strict=False))  # the same item objects
-    assert second == [{"i": i} for i in range(5)] and third == [{"i": i} for i in range(6)]
-
-
-def test_a_free_spare_of_another_list_is_emptied_before_use() -> None:
-    pool = Spares(4)
-    other = pool.extended([{"x": 1}, {"x": 2}], [{"x": 3}])
-    del other
-    mine = [{"y": 1}]
-    grown = pool.extended(mine, [{"y": 2}])
-    assert grown == [{"y": 1}, {"y": 2}] and grown[0] is mine[0]
-
-
-def test_without_reference_counts_every_version_is_a_copy(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(spares, "ENABLED", False)
-    pool = Spares(4)
-    a = pool.extended([1, 2], [3])
-    del a
-    assert pool.extended([1, 2], [4]) == [1, 2, 4] and len(pool) == 0
-
-
-def test_the_pool_keeps_at_most_its_capacity() -> None:
-    pool = Spares(3)
-    held = [pool.extended([{"k": k}], [{"k": k + 1}]) for k in range(10)]
-    assert len(pool) == 3 and held[0] == [{"k": 0}, {"k": 1}]
-
-
-def test_a_digest_line_reuses_its_own_free_lists_only() -> None:
+# -- lists --------------------------------------------------------------------------------------
+def test_a_digest_line_grows_new_lists_and_leaves_each_one_as_it_was() -> None:
     hexes = [f"{i:064x}" for i in range(20)]
     a = DigestList(hexes[:2])
     b = a.grown(hexes[2:3])
     c = b.grown(hexes[3:4])
-    b_id = id(b)
     del b
     d = c.grown(hexes[4:5])
-    assert id(d) == b_id and d == hexes[:5] and d.line is a.line and a.line.latest is d
-    assert c == hexes[:4] and a == hexes[:2]
+    assert d == hexes[:5] and d.line is a.line and a.line.latest is d
+    assert c == hexes[:4] and a == hexes[:2] and d is not c
     fork = a.grown(hexes[9:10])  # from an older list: a copy on a new line
     assert fork == hexes[:2] + hexes[9:10] and fork.line is not a.line and d == hexes[:5]
+    assert a.line.latest is d and fork.line.latest is fork
 
 
 def test_receipt_lists_are_tuples_when_read_and_the_lists_when_continued() -> None:
@@ -107,11 +54,10 @@ def test_receipt_lists_are_tuples_when_read_and_the_lists_when_continued() -> No
 
 # -- a stage's appends -------------------------------------------------------------------------
 def test_a_stage_reads_its_append_sets_and_deletes_and_the_committed_view_stays() -> None:
-    pool = Spares(8)
     committed = {"h": [{"n": 0}], "k": [{"n": 9}]}
     snapshot = copy.deepcopy(committed)
-    for _ in range(3):  # later rounds run on reused lists
-        scope = Scope(committed, pool)
+    for _ in range(3):
+        scope = Scope(committed)
         scope.append("h", [{"n": 1}])
         seen = scope.get("h")
         kept = list(seen)
@@ -126,8 +72,6 @@ def test_a_stage_reads_its_append_sets_and_deletes_and_the_committed_view_stays(
         assert [(w.path, w.verb) for w in writes] == [("h", "delete"), ("k", "set")]
         new = scope.apply_to(writes)
         assert new == {"k": [{"n": 7}, {"n": 6}]} and _same(committed, snapshot)
-        del scope, seen, kept, new
-        gc.collect()
 
 
 # -- runs --------------------------------------------------------------------------------------
@@ -172,28 +116,12 @@ def _agent(store: Any, provider: Any) -> af.Agent:
     return af.Agent(provider=provider, model="m", tools=[_tool()], store=store)
 
 
-def _count_takes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The types of the spares the pools hand out from now on."""
-    taken: list[Any] = []
-    take = Spares._take
-
-    def counted(self: Spares, base: Any, prefix: Any) -> Any:
-        spare = take(self, base, prefix)
-        if spare is not None:
-            taken.append(type(spare))
-        return spare
-
-    monkeypatch.setattr(Spares, "_take", counted)
-    return taken
-
-
 @pytest.mark.parametrize("keeps", [True, False], ids=["provider-keeps-requests", "mock"])
 def test_forks_and_continuations_leave_every_result_and_request_as_handed_out(
-    monkeypatch: pytest.MonkeyPatch, keeps: bool
+    keeps: bool,
 ) -> None:
-    """With a provider that keeps every request, no served list is ever reused (each is
-    held); with one that keeps none, the histories are (and results still never change)."""
-    taken = _count_takes(monkeypatch)
+    """Whether the provider keeps every request it was served or none, every result and
+    request stays as handed out, and live state equals the fold."""
     store = af.MemoryStore()
     provider = KeepingProvider(_script(8)) if keeps else af.MockProvider(_script(8))
     agent = _agent(store, provider)
@@ -217,9 +145,7 @@ def test_forks_and_continuations_leave_every_result_and_request_as_handed_out(
     for result, snapshot in handed:
         assert _same(result.state, snapshot), result.run_id
     if isinstance(provider, KeepingProvider):
-        assert provider.unchanged() and DigestList in taken
-    else:
-        assert list in taken and DigestList in taken  # histories and digest lists reused
+        assert provider.unchanged()
     root_history = root.state["history"]
     for result, _ in handed[1:]:
         assert result.state["history"][: len(root_history)] == root_history
