@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 from agentfootprint.errors import RunNotFoundError, StoreConflictError
 from agentfootprint.store.base import (
@@ -78,20 +77,6 @@ class MemoryStore(EventStore):
                 raise RunNotFoundError(f"no run {run_id!r} in this store")
             snapshot = self._events[run_id][start:]
         return iter(snapshot)
-
-    def chain_rows(self, run_id: str) -> list[tuple[Any, ...]] | None:
-        """The rows ``read(run_id)`` yields, as tuples for the verifier's own loop (as the
-        SQLite and PostgreSQL stores give them); None when ``read`` is not this class's (a
-        subclass reads its own way: the verifier reads that)."""
-        if getattr(self.read, "__func__", None) is not MemoryStore.read:
-            return None
-        with self._lock:
-            if run_id not in self._events:
-                raise RunNotFoundError(f"no run {run_id!r} in this store")
-            return [
-                (e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash)
-                for e in self._events[run_id]
-            ]
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._lock:

@@ -420,16 +420,6 @@ class PostgresStore(EventStore):
             for r in rows
         )
 
-    def chain_rows(self, run_id: str) -> list[tuple[Any, ...]] | None:
-        """The rows ``read(run_id)`` yields, as tuples, for the verifier's own loop
-        (:class:`~agentfootprint.logformat.chain.ChainRowSource`)."""
-        if getattr(self.read, "__func__", None) is not PostgresStore.read:
-            return None
-        rows = self._fetch(f"reading run {run_id}", self._ROWS, (run_id, 0))
-        if not rows:
-            raise RunNotFoundError(f"no run {run_id!r} in {self.shown}")
-        return [tuple(row) for row in rows]
-
     _INFO: Final = (
         "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
         "e.seq + 1, e.type, e.chain_hash FROM runs r JOIN LATERAL "

@@ -7,7 +7,15 @@ batch rolls back. A file keeps the schema it was created with (schema 1 files ar
 migrated); schema 2 (docs/log-format.md section 4) stores no value a reader can recompute
 and rebuilds every row byte for byte. Several processes may write
 to one database at once (WAL plus a busy timeout). Driver errors are turned
-into this library's errors in one place, :func:`translate_errors`.
+into this library's errors in one place, :func:`~agentfootprint.store.sqlite_files.translate_errors`
+(:mod:`~agentfootprint.store.sqlite_files` holds what a log shares with a vault: telling a
+file's kind, opening it, transactions; :mod:`~agentfootprint.store.sqlite_layout` the schemas
+and schema 2's row codec).
+
+One path each way: every batch is appended by :meth:`SqliteStore.append` (which, in schema 2,
+recomputes each dropped hash to refuse rows that would not read back as given), and every
+read of a run's rows is :meth:`SqliteStore.stored_rows`, of which ``read`` and ``chain_rows``
+are two views.
 
 Opening is fail-closed: a file is only ever written to once it is known to be a
 log (or new, or empty), and a read-only store never writes at all, not even the
@@ -21,29 +29,21 @@ import contextlib
 import math
 import os
 import sqlite3
-import stat
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
 from agentfootprint.errors import (
-    AppendOnlyError,
-    FileError,
-    NewerVersionError,
     NotALogError,
     RunNotFoundError,
-    StoreBusyError,
     StoreConflictError,
     StoreError,
     UsageError,
 )
-from agentfootprint.local_files import open_regular
 from agentfootprint.logformat.chain import CLOSING_TYPES, GENESIS
 from agentfootprint.store.base import (
     EventStore,
@@ -53,8 +53,23 @@ from agentfootprint.store.base import (
     run_index_from_open,
 )
 from agentfootprint.store.seal_log import read_seal_log, record_seal, sealed_in
+from agentfootprint.store.sqlite_files import (
+    DURABILITY,
+    SQLITE_HEADER,
+    DatabaseKind,
+    atomic,
+    check_newer,
+    check_writable,
+    connect_readonly,
+    file_path,
+    printable,
+    probe_file,
+    schema_version_of,
+    switch_to_wal,
+    translate_errors,
+    writer_files,
+)
 from agentfootprint.store.sqlite_layout import (
-    _APPEND_ONLY,
     _SEQ_BITS,
     _SEQ_MASK,
     _TYPE_NAMES,
@@ -69,13 +84,12 @@ from agentfootprint.store.sqlite_layout import (
     _decoded,
     _orphan_key,
     _orphan_name,
-    _rebuilt,
+    _whole,
 )
 
-#: The first 16 bytes of every SQLite 3 database file.
-SQLITE_HEADER = b"SQLite format 3\x00"
-
+# the file-level helpers are imported from here too (the vault, the CLI, tests)
 __all__ = [
+    "DURABILITY",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "SQLITE_HEADER",
@@ -91,335 +105,9 @@ __all__ = [
 ]
 
 
-_LOG_COLUMNS = {
-    "events": {"run_id", "seq", "type", "ts", "body", "event_hash", "chain_hash"},
-    "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
-    "schema_version": {"version"},
-}
-_LOG_COLUMNS_V2 = {
-    "rows": {"pos", "type", "ts", "body", "head", "stage", "commit_no", "stage_k"},
-    "run_keys": {"run_key", "run_id"},
-    "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
-    "schema_version": {"version"},
-}
-_VAULT_COLUMNS = {"disclosures": {"commitment", "run_id", "key", "salt", "value"}}
-#: ``durability`` -> SQLite's ``synchronous``: "full" syncs every transaction (a committed
-#: flush survives power loss), "normal" survives a killed process but not power loss (WAL)
-DURABILITY = {"full": "FULL", "normal": "NORMAL"}
-
-
-def _error_name(exc: sqlite3.Error) -> str:
-    return str(getattr(exc, "sqlite_errorname", "") or "")
-
-
-@contextlib.contextmanager
-def translate_errors(
-    context: str,
-    *,
-    path: str | os.PathLike[str] | None = None,
-    wrong_kind: type[FileError] = NotALogError,
-) -> Iterator[None]:
-    """Turn sqlite3 errors into this library's errors (the one place that does).
-
-    A file SQLite cannot parse is ``wrong_kind`` (:class:`NotALogError` for a log,
-    :class:`NotAVaultError` for a vault); a file it cannot open, write or grow is a
-    :class:`FileError`; the rest are store errors.
-    """
-    try:
-        yield
-    except sqlite3.Error as exc:
-        message, name = str(exc), _error_name(exc)
-        where = os.fspath(path) if path is not None else None
-        if _APPEND_ONLY in message:
-            raise AppendOnlyError(f"{context}: {message}") from exc
-        if isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in message:
-            raise StoreConflictError(
-                f"{context}: position already taken by another writer ({message})"
-            ) from exc
-        if name == "SQLITE_NOTADB" or "file is not a database" in message:
-            raise wrong_kind(
-                f"{context}: {where or 'the file'} is not an SQLite database ({message})",
-                path=where,
-            ) from exc
-        if name.startswith("SQLITE_CANTOPEN") or "unable to open" in message:
-            raise FileError(
-                f"{context}: cannot open {where or 'the database'} ({message}): check that "
-                "it exists and that its folder can be read (and written, to record)",
-                path=where,
-            ) from exc
-        if name.startswith("SQLITE_READONLY") or "readonly database" in message:
-            raise FileError(
-                f"{context}: {where or 'the database'} or its folder cannot be written "
-                f"({message}); to read a log on read-only storage, open it read-only",
-                path=where,
-            ) from exc
-        if name == "SQLITE_FULL" or "disk is full" in message:
-            raise FileError(f"{context}: no room left ({message})", path=where) from exc
-        if "locked" in message or "busy" in message:
-            raise StoreBusyError(f"{context}: database stayed locked ({message})") from exc
-        raise StoreError(f"{context}: SQLite error: {message}") from exc
-
-
-@contextlib.contextmanager
-def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception (a failed ``COMMIT`` too) rolls
-    the whole batch back. The rollback is skipped when the error already ended the
-    transaction (SQLite does for some, e.g. a full disk), so the first error surfaces."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
-
-
-# -- what a file is ----------------------------------------------------------------------
-
-
-def writer_files(path: Path) -> list[Path]:
-    """The files a writer keeps beside a database (``-wal``, ``-journal``) that exist now:
-    while there are none, no writer holds the database and it can be read ``immutable``."""
-    return [
-        side
-        for side in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal"))
-        if side.exists()
-    ]
-
-
-def probe_file(path: Path) -> tuple[int, bytes]:
-    """``(size, first 16 bytes)`` of an existing regular file, read without SQLite;
-    :class:`FileError` when it is missing, a folder or unreadable."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise FileError(f"{path}: no such file", path=str(path)) from None
-    except OSError as exc:
-        raise FileError(f"cannot read {path}: {exc.strerror or exc}", path=str(path)) from exc
-    if stat.S_ISDIR(info.st_mode):
-        raise FileError(f"{path} is a folder, not a file", path=str(path))
-    try:  # a FIFO or a device is refused here, before SQLite is handed the path
-        with open_regular(path) as handle:
-            header = handle.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise FileError(f"cannot read {path}: {exc.strerror or exc}", path=str(path)) from exc
-    return info.st_size, header
-
-
-def check_writable(path: Path, *, what: str) -> None:
-    """Refuse early, with a :class:`FileError`, to open ``path`` for writing when its folder
-    is missing or cannot be written (SQLite keeps its ``-wal``/``-journal`` files there) or
-    the file itself is read-only; ``what`` names the file ("log", "vault")."""
-    folder = path.parent
-    if not folder.is_dir():
-        raise FileError(
-            f"cannot open the {what} {path} for writing: the folder {folder} does not exist",
-            path=str(path),
-        )
-    read_only = (
-        f"; to read a {what} on read-only storage, open it read-only (readonly=True, "
-        "or a command that only reads)"
-    )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise FileError(
-            f"cannot open the {what} {path} for writing: its folder {folder} cannot be "
-            f"written{read_only}",
-            path=str(path),
-        )
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise FileError(
-            f"cannot open the {what} {path} for writing: the file is read-only{read_only}",
-            path=str(path),
-        )
-
-
-def _printable(name: str) -> str:
-    return name if name.isprintable() else ascii(name)
-
-
-@dataclass(frozen=True, slots=True)
-class DatabaseKind:
-    """What an SQLite database holds, told from its tables (and their columns)."""
-
-    tables: tuple[str, ...]
-    is_log: bool
-    is_vault: bool
-    #: which log layout the tables are (1: ``events``; 2: ``rows``), 0 for none
-    layout: int = 0
-
-    @classmethod
-    def of(cls, conn: sqlite3.Connection) -> DatabaseKind:
-        tables = tuple(
-            str(row[0])
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
-            )
-        )
-
-        def has(expected: dict[str, set[str]]) -> bool:
-            for table, columns in expected.items():
-                if table not in tables:
-                    return False
-                found = {str(r[0]) for r in conn.execute(_COLUMNS, (table,))}
-                if not columns <= found:
-                    return False
-            return True
-
-        layout = 2 if has(_LOG_COLUMNS_V2) else 1 if has(_LOG_COLUMNS) else 0
-        is_log = layout > 0
-        return cls(
-            tables=tables,
-            is_log=is_log,
-            is_vault=not is_log and has(_VAULT_COLUMNS),
-            layout=layout,
-        )
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.tables
-
-    def describe(self) -> str:
-        """``an agentfootprint log``, ``a disclosure vault``, ``an SQLite database with no
-        tables`` or ``an SQLite database of another application (tables: a, b)``."""
-        if self.is_log:
-            return "an agentfootprint log"
-        if self.is_vault:
-            return "a disclosure vault"
-        if self.is_empty:
-            return "an SQLite database with no tables"
-        shown = ", ".join(_printable(t) for t in self.tables[:12])
-        more = f", and {len(self.tables) - 12} more" if len(self.tables) > 12 else ""
-        return f"an SQLite database of another application (tables: {shown}{more})"
-
-
-_COLUMNS = "SELECT name FROM pragma_table_info(?)"
-
-
-def _uri(path: Path, query: str) -> str:
-    # file:// and an empty authority: a path that starts with // (POSIX allows it) stays a path
-    return "file://" + urllib.parse.quote(os.path.abspath(path), safe="/") + "?" + query
-
-
-def connect_readonly(
-    path: Path,
-    *,
-    what: str,
-    wrong_kind: type[FileError],
-    timeout: float = 30.0,
-    live: list[Path] | None = None,
-) -> sqlite3.Connection:
-    """A connection that can never write to ``path`` or create anything beside it.
-
-    With no writer's file beside the database it is opened ``immutable`` (no lock, no
-    ``-wal`` or ``-shm``: works on read-only storage); with one (a live or interrupted
-    writer) ``mode=ro``, which reads the committed WAL frames. A missing file is a
-    :class:`FileError`; an empty or non-SQLite file ``wrong_kind`` (``what`` names the
-    kind of file wanted, e.g. "an agentfootprint log"). ``live``: the writer's files the
-    caller found beside it (it decides on those, so it knows how the file was opened).
-    """
-    size, header = probe_file(path)
-    if live is None:
-        live = writer_files(path)
-    if size == 0 and not live:
-        raise wrong_kind(f"{path} is an empty file, not {what}", path=str(path))
-    if size > 0 and header != SQLITE_HEADER:
-        raise wrong_kind(f"{path} is not an SQLite database, so not {what}", path=str(path))
-    uri = _uri(path, "mode=ro" if live else "immutable=1")
-    context = f"opening {path} read-only"
-    with translate_errors(context, path=path, wrong_kind=wrong_kind):
-        conn = sqlite3.connect(
-            uri, uri=True, isolation_level=None, timeout=timeout, check_same_thread=False
-        )
-    try:
-        with translate_errors(context, path=path, wrong_kind=wrong_kind):
-            try:
-                conn.execute("PRAGMA query_only=ON")  # a connection setting; writes nothing
-                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            except sqlite3.Error as exc:
-                name = _error_name(exc)
-                if live and (name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY"))):
-                    raise FileError(
-                        f"{path} has {live[0].name} beside it (a writer holds it, or one was "
-                        f"interrupted), and it cannot be read without writing there ({exc}): "
-                        "copy the file together with the files beside it to writable "
-                        "storage and read the copy",
-                        path=str(path),
-                    ) from exc
-                raise
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _switch_to_wal(conn: sqlite3.Connection, timeout: float) -> None:
-    """``PRAGMA journal_mode=WAL``, waited for: SQLite answers a switch that meets another
-    process's lock with SQLITE_BUSY at once, without its busy handler (several processes
-    creating one new file at the same moment)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
-    """``MAX(schema_version.version)``, 0 with no such table; junk is :class:`NotALogError`."""
-    names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
-    if "schema_version" not in names:
-        return 0
-    junk = conn.execute(
-        "SELECT version FROM schema_version WHERE typeof(version) != 'integer' LIMIT 1"
-    ).fetchone()
-    (highest,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    if junk is not None or highest is None or highest < 1:
-        if junk is None and highest is None:
-            held = "no version"
-        else:
-            held = (repr(junk[0]) if junk is not None else repr(highest))[:60]
-            held += ", not a migration number"
-        raise NotALogError(
-            f"{path}: its schema_version table holds {held}: not an agentfootprint log "
-            "(or a damaged one)",
-            path=str(path),
-        )
-    return int(highest)
-
-
-def _check_newer(version: int, path: Path) -> None:
-    if version > SCHEMA_VERSION:
-        raise NewerVersionError(
-            f"{path} has schema version {version}, newer than this library's "
-            f"{SCHEMA_VERSION}: upgrade agentfootprint to read it",
-            path=str(path),
-        )
-
-
 def _undecodable_text(data: bytes) -> str:
     """TEXT as Python reads it when it is not UTF-8: its bytes kept as lone surrogates."""
     return data.decode("utf-8", "surrogateescape")
-
-
-def file_path(value: Any, *, who: str, option: str) -> Path:
-    """``value`` as a :class:`Path`, or a :class:`UsageError` naming ``option`` when it is
-    not a file path (not ``str``/``os.PathLike`` of text, or holding a NUL character)."""
-    text = os.fspath(value) if isinstance(value, str | os.PathLike) else None
-    if not isinstance(text, str) or not text or "\0" in text:
-        raise UsageError(
-            f"{who}: {option} must be a file path (a non-empty str or os.PathLike without "
-            f"NUL characters), not {value!r}",
-            option=option,
-        )
-    return Path(text)
 
 
 def _validated(path: Any, readonly: Any, durability: Any, timeout: Any) -> Path:
@@ -532,8 +220,8 @@ class SqliteStore(EventStore):
                         path=str(path),
                     )
                 if kind.is_log:
-                    _check_newer(_schema_version(conn, path), path)
-                _switch_to_wal(conn, timeout)
+                    check_newer(schema_version_of(conn, path), path)
+                switch_to_wal(conn, timeout)
                 conn.execute(f"PRAGMA synchronous={synchronous}")
                 self._migrate(conn)
                 self._layout = self._read_layout(conn)
@@ -547,12 +235,12 @@ class SqliteStore(EventStore):
         """The highest migration applied to this database (0 for a new file)."""
         with self._lock, translate_errors(f"reading {self.path}", path=self.path):
             self._fresh()
-            return _schema_version(self._conn, self.path)
+            return schema_version_of(self._conn, self.path)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         with atomic(conn):
-            current = _schema_version(conn, self.path)  # again: another writer may have won
-            _check_newer(current, self.path)
+            current = schema_version_of(conn, self.path)  # again: another writer may have won
+            check_newer(current, self.path)
             if current == 0:
                 conn.execute(
                     "CREATE TABLE schema_version "
@@ -580,8 +268,8 @@ class SqliteStore(EventStore):
 
     def _read_layout(self, conn: sqlite3.Connection) -> int:
         """1 or 2, from the schema version and the tables (which must agree)."""
-        version = _schema_version(conn, self.path)
-        _check_newer(version, self.path)
+        version = schema_version_of(conn, self.path)
+        check_newer(version, self.path)
         layout = DatabaseKind.of(conn).layout
         # migration 2 is the leaner layout; 3 (the seal log) applies to either layout
         with_v2 = conn.execute("SELECT 1 FROM schema_version WHERE version = 2").fetchone()
@@ -810,13 +498,6 @@ class SqliteStore(EventStore):
             )
         return int(row[0][0]) if row and type(row[0][0]) is int else None
 
-    def _read_v2(self, run_id: str, start: int) -> list[StoredEvent]:
-        base, rows, previous = self._stored_v2(run_id, start)
-        events = _rebuilt(run_id, base, rows, previous)
-        if start > 0 and events and events[0].seq < start:
-            events = [e for e in events if e.seq >= start]
-        return events
-
     def _stored_v2(self, run_id: str, start: int) -> tuple[int, list[Any], Any]:
         """A schema-2 run's stored rows from the last head before ``start`` on: the run's
         ``run_key << 32`` (-1 for no key), the rows and the chain hash before the first."""
@@ -864,54 +545,66 @@ class SqliteStore(EventStore):
         "WHERE run_id = ? AND seq >= ? ORDER BY seq"
     )
 
-    def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
-        """The rows as stored: a BLOB as ``bytes``, any other value (a TEXT body, an integer
-        hash of a crafted file) unchanged, for the verifier to judge. In schema 2 the event
-        hashes and the chain links between stored heads are computed from the rows."""
+    def stored_rows(self, run_id: str, start: int = 0) -> list[tuple[Any, ...]]:
+        """The one read of a run's rows: :meth:`read` and :meth:`chain_rows` are both made
+        from it, so a subclass that observes or alters what every reader gets (a test that
+        counts reads or injects a fault) overrides this method alone.
+
+        The rows from seq ``start`` on, each the 7 values of
+        :class:`~agentfootprint.logformat.chain.RawRow` as the file holds them: a BLOB as
+        ``bytes``, any other value (a TEXT body, an integer hash of a crafted file) unchanged,
+        for the verifier to judge. Schema 2 keeps no event hash and no chain hash between a
+        batch's stored heads: those are :data:`~agentfootprint.logformat.chain.DERIVED`,
+        computed from the row and the chain hash of the row before (GENESIS before seq 0);
+        from a ``start`` past 0, the first row is given whole. :class:`RunNotFoundError` for
+        a run with no row (from seq 0).
+        """
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
             self._fresh()
             if self._layout == 2:
-                events = self._read_v2(run_id, start)
-                if not events and start == 0:
-                    raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
-                return iter(events)
-            rows = self._fetchall(self._ROWS_V1, (run_id, start))
-            if not rows and start == 0:
-                raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+                rows = self._rows_v2(run_id, start)
+            else:
+                rows = self._fetchall(self._ROWS_V1, (run_id, start))
+        if not rows and start == 0:
+            raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+        return rows
+
+    def _rows_v2(self, run_id: str, start: int) -> list[tuple[Any, ...]]:
+        """:meth:`stored_rows` of schema 2: decoded from the last stored head before
+        ``start``, the rows before ``start`` hashed only to give the first row whole."""
+        base, rows, previous = self._stored_v2(run_id, start)
+        decoded = _decoded(run_id, base, rows)
+        if start == 0 or not decoded:
+            return decoded
+        before = start - decoded[0][1]  # rows read from the head before ``start``
+        if before >= len(decoded):
+            return []
+        return [_whole(run_id, decoded[: before + 1], previous)[-1], *decoded[before + 1 :]]
+
+    def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
+        """The rows of :meth:`stored_rows` as :class:`StoredEvent` s, every value given:
+        schema 2's event hashes and chain links computed from the rows."""
+        rows = self.stored_rows(run_id, start)
+        if self._layout == 2:
+            rows = _whole(run_id, rows, GENESIS)
         return (
             StoredEvent(
                 run_id=r[0],
                 seq=r[1],
                 type=r[2],
                 ts=r[3],
-                body=_bytes_or_as_stored(r[4]),
-                event_hash=_bytes_or_as_stored(r[5]),
-                chain_hash=_bytes_or_as_stored(r[6]),
+                body=r[4],
+                event_hash=r[5],
+                chain_hash=r[6],
             )
             for r in rows
         )
 
-    def chain_rows(self, run_id: str) -> list[tuple[Any, ...]] | None:
-        """The rows ``read(run_id)`` yields, as tuples for the verifier's own loop
-        (:class:`~agentfootprint.logformat.chain.ChainRowSource`): schema 1's exactly as the
-        query returns them (the driver gives a BLOB as ``bytes``, so these are ``read``'s
-        fields), schema 2's decoded with nothing hashed, the values it does not store
-        :data:`~agentfootprint.logformat.chain.DERIVED`. None when ``read`` is not this class's
-        (a subclass or a patched instance reads its own way: the verifier reads that)."""
-        if getattr(self.read, "__func__", None) is not SqliteStore.read:
-            return None
-        with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
-            self._fresh()
-            if self._layout == 2:
-                base, rows, _ = self._stored_v2(run_id, 0)
-                decoded = _decoded(run_id, base, rows)
-                if not decoded:
-                    raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
-                return decoded
-            found: list[tuple[Any, ...]] = self._fetchall(self._ROWS_V1, (run_id, 0))
-            if not found:
-                raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
-        return found
+    def chain_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+        """The run's rows for the verifier's loop
+        (:class:`~agentfootprint.logformat.chain.ChainRowSource`): :meth:`stored_rows` as they
+        are, so the verifier computes each value schema 2 does not store once, itself."""
+        return self.stored_rows(run_id)
 
     _INFO = (
         "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
@@ -942,7 +635,7 @@ class SqliteStore(EventStore):
             or not isinstance(head, bytes)
         ):
             raise StoreError(
-                f"{self.path}: the index or last row of run {_printable(str(row[0]))} holds "
+                f"{self.path}: the index or last row of run {printable(str(row[0]))} holds "
                 "values of the wrong type: the file is damaged or was altered (verify it)"
             )
         return RunInfo(

@@ -233,46 +233,38 @@ def _parsed_marker(data: bytes) -> tuple[str, int, int] | None:
     return (stage, number, k) if rebuilt == data else None
 
 
-def _rebuilt(run_id: str, base: int, rows: list[Any], previous: Any) -> list[StoredEvent]:
-    """Schema-2 rows as :class:`StoredEvent` s, byte-identical to schema 1's: the rows as
-    :func:`_decoded` gives them, the event hash computed (as
-    :func:`~agentfootprint.logformat.chain.event_hash` does, from the envelope's parts), the chain
-    linked from ``previous`` (the head stored before the first row) and taken as stored where a
-    head is. Values a sound writer never stores reach the verifier as they are (or as a value
-    it refuses), never an exception."""
-    events: list[StoredEvent] = []
+def _whole(run_id: str, rows: list[tuple[Any, ...]], previous: Any) -> list[tuple[Any, ...]]:
+    """Rows as :func:`_decoded` gives them with every :data:`DERIVED` value computed, byte-
+    identical to schema 1's rows: the event hash (as
+    :func:`~agentfootprint.logformat.chain.event_hash` computes it) and the chain link from the
+    row before (``previous`` before the first: the head stored before it, or GENESIS). Values a
+    sound writer never stores reach the verifier as they are (or as an empty hash it refuses),
+    never an exception."""
+    out: list[tuple[Any, ...]] = []
     try:
         canon(run_id)
         hashable = True
     except (TypeError, ValueError):  # not text a writer can record: nothing is hashed
         hashable = False
-    for _, seq, type_, ts, body, _, stored in _decoded(run_id, base, rows):
-        digest = link = b""
-        if (
-            hashable
-            and type(type_) is str
-            and type_ in _NAME_SET
-            and type(ts) is int
-            and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
-            and type(body) is bytes
-        ):
-            digest = event_hash(run_id, seq, type_, ts, body)
-            if type(previous) is bytes and len(previous) == 32:
-                link = chain_hash(previous, digest)
-        head = link if stored is DERIVED else stored
-        events.append(
-            StoredEvent(
-                run_id=run_id,
-                seq=seq,
-                type=type_,
-                ts=ts,
-                body=body,
-                event_hash=digest,
-                chain_hash=head,
-            )
-        )
+    for row in rows:
+        _, seq, type_, ts, body, digest, head = row
+        if digest is DERIVED:
+            digest = b""
+            if (
+                hashable
+                and type(type_) is str
+                and type_ in _NAME_SET
+                and type(ts) is int
+                and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
+                and type(body) is bytes
+            ):
+                digest = event_hash(run_id, seq, type_, ts, body)
+        if head is DERIVED:
+            whole = type(previous) is bytes and len(previous) == 32 and len(digest) == 32
+            head = chain_hash(previous, digest) if whole else b""
+        out.append((run_id, seq, type_, ts, body, digest, head))
         previous = head
-    return events
+    return out
 
 
 def _decoded(run_id: str, base: int, rows: list[Any]) -> list[tuple[Any, ...]]:
@@ -280,8 +272,8 @@ def _decoded(run_id: str, base: int, rows: list[Any]) -> list[tuple[Any, ...]]:
     ``(run_id, seq, type, ts, body, DERIVED, chain_hash)``, the type named, a NULL ``ts``
     taken from the row before in its batch, an empty commit body rebuilt, ``chain_hash`` the
     stored head where there is one and else :data:`DERIVED` (the link the reader computes),
-    but None on a run's last row without a head. What :func:`_rebuilt` hashes and
-    ``SqliteStore.chain_rows`` hands the verifier, so the two read the same rows."""
+    but None on a run's last row without a head. What :func:`_whole` completes for
+    ``SqliteStore.read`` and ``SqliteStore.chain_rows`` hands the verifier as it is."""
     out: list[tuple[Any, ...]] = []
     add, names, derived = out.append, _TYPE_NAMES, DERIVED
     ts: Any = None

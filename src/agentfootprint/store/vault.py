@@ -9,7 +9,8 @@ the boundary and redacted values can be recovered by no one.
 
 :class:`DisclosureVault` implements the vault contract
 (:class:`~agentfootprint.store.vault_base.Vault`); its SQLite errors are translated in one
-place (:meth:`DisclosureVault._errors`, via :func:`~agentfootprint.store.sqlite.translate_errors`).
+place (:meth:`DisclosureVault._errors`, via
+:func:`~agentfootprint.store.sqlite_files.translate_errors`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from agentfootprint.errors import FileError, NotAVaultError, StoreError, UsageEr
 from agentfootprint.logformat.canonical import canon, parse
 from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.store.base import same_file
-from agentfootprint.store.sqlite import (
+from agentfootprint.store.sqlite_files import (
     SQLITE_HEADER,
     DatabaseKind,
     atomic,

@@ -28,7 +28,7 @@ from agentfootprint.errors import VerificationError
 from agentfootprint.logformat.canonical import canon, parse
 from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.sqlite_layout import TYPE_CODES, _rebuilt
+from agentfootprint.store.sqlite_layout import TYPE_CODES, _decoded, _whole
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = [
@@ -121,10 +121,7 @@ def read_rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
             "WHERE pos BETWEEN ? AND ? ORDER BY pos",
             (base, base + (1 << _SEQ_BITS) - 1),
         ).fetchall()
-        return [
-            Row(e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash)
-            for e in _rebuilt(run_id, base, stored, GENESIS)
-        ]
+        return [Row(*row[1:]) for row in _whole(run_id, _decoded(run_id, base, stored), GENESIS)]
     return [
         Row(r[0], r[1], r[2], bytes(r[3]), bytes(r[4]), bytes(r[5]))
         for r in conn.execute(
