@@ -17,6 +17,7 @@ from agentfootprint.errors import RunNotFoundError, StoreConflictError, StoreErr
 from agentfootprint.logformat.calls import LOG_FORMAT_V1
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
+from agentfootprint.logformat.runs import RunInfo
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.verifier import LOG_FORMAT, Outcome, Verifier
@@ -83,7 +84,8 @@ class StoreContract:
         assert [e.seq for e in events] == list(range(5))
         assert [e.type for e in events] == ["run.open", "write", "commit", "write", "commit"]
         assert events[-1].chain_hash == writer.head
-        assert list(store.read("r1", start=3)) == events[3:]
+        for start in range(len(events) + 2):  # from any seq: the tail of the whole read
+            assert list(store.read("r1", start=start)) == events[start:]
 
     def test_written_run_verifies(self, store: EventStore) -> None:
         self._write_run(store, "r1")
@@ -142,6 +144,7 @@ class StoreContract:
         writer.append([("run.open", open_body("r2", "r1", {"run_id": "r1"}))])
         infos = store.runs()
         assert [i.run_id for i in infos] == ["r1", "r2"]
+        assert all(type(i) is RunInfo and i.requested for i in infos)  # the one run record
         r2 = store.run_info("r2")
         assert (r2.conversation_id, r2.parent_run_id, r2.events) == ("r1", "r1", 1)
         assert r2.opened_at == 1_800_000_000_000 and not r2.closed
