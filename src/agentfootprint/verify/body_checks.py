@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
-from agentfootprint.logformat.calls import LOG_FORMAT_V1, LOG_FORMATS, MARKED_FORMATS
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import (
     MatchBudgetExceeded,
@@ -32,6 +31,13 @@ from agentfootprint.logformat.fold import (
     expand_digests,
 )
 from agentfootprint.logformat.hashing import is_hex_digest
+from agentfootprint.logformat.log_formats import (
+    LOG_FORMAT_V1,
+    LOG_FORMATS,
+    LogFormat,
+    known_log_format,
+    log_format,
+)
 from agentfootprint.logformat.request import (
     PROJECTIONS,
     Projection,
@@ -73,7 +79,7 @@ class RunCheck:
         self.phase = 0  # 1 receipts, 2 events, 3 writes: the order inside a batch
         self.receipts = 0
         self.receipted = False  # run.open says every call was receipted
-        self.log_format = LOG_FORMAT_V1  # run.open's format, once read
+        self.format: LogFormat = log_format(LOG_FORMAT_V1)  # run.open's format, once read
         self.projection: Projection = PROJECTIONS[1]  # run.open's projection, once read
         self.calls = 0  # format v2: the commit markers carrying ``call`` so far
         self.matches: Callable[[str], bool] | None = None  # the run's redaction policy
@@ -85,6 +91,11 @@ class RunCheck:
         self._hasher: RequestHasher | None = None  # made when first needed (usually given)
         self.previous: dict[str, list[str]] = {kind: [] for kind in self.projection.piece_kinds}
         self.close: dict[str, Any] | None = None
+
+    @property
+    def log_format(self) -> str:
+        """The name of the run's log format (``run.open.format``)."""
+        return self.format.name
 
     @property
     def hasher(self) -> RequestHasher:
@@ -120,7 +131,7 @@ def field_of(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) 
 class Opened(NamedTuple):
     """What a checked ``run.open`` says: its format, conversation, parent and projection."""
 
-    log_format: str
+    format: LogFormat
     conversation_id: str
     parent: tuple[str, int, bytes] | None
     projection: Projection
@@ -129,11 +140,12 @@ class Opened(NamedTuple):
 def open_members(where: RunCheck, body: dict[str, Any]) -> Opened:
     """``run.open``'s own members (structure): the log format, the conversation, the
     parent reference and the projection version."""
-    log_format = body.get("format")
-    if not isinstance(log_format, str) or log_format not in LOG_FORMATS:
+    name = body.get("format")
+    recorded = known_log_format(name) if isinstance(name, str) else None
+    if recorded is None:
         raise where.fail(
             0,
-            f"unknown log format {log_format!r} (this version verifies {', '.join(LOG_FORMATS)})",
+            f"unknown log format {name!r} (this version verifies {', '.join(LOG_FORMATS)})",
             "structure",
         )
     if body.get("run_id") != where.run_id:
@@ -159,7 +171,7 @@ def open_members(where: RunCheck, body: dict[str, Any]) -> Opened:
         spec = recorded_projection(body)
     except ProjectionError as exc:
         raise where.fail(0, str(exc), "structure") from exc
-    return Opened(log_format, conversation, reference, spec)
+    return Opened(recorded, conversation, reference, spec)
 
 
 def check_write(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
@@ -194,7 +206,7 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         field_of(body, "stage", str)
     if type(body.get("stage_run")) is not str:
         field_of(body, "stage_run", str)
-    marks_call = check.log_format in MARKED_FORMATS and "call" in body
+    marks_call = check.format.marks_calls and "call" in body
     if marks_call:
         field_of(body, "call", int)
     if commit != check.commit:
@@ -243,7 +255,7 @@ def check_close(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         raise check.fail(seq, f"run.close inside commit {check.commit}'s batch", "structure")
     outcome = field_of(body, "outcome", str)
     commits, receipts = field_of(body, "commits", int), field_of(body, "receipts", int)
-    marked = check.log_format in MARKED_FORMATS and not check.receipted  # calls by markers
+    marked = check.format.marks_calls and not check.receipted  # calls by markers
     calls = field_of(body, "calls", int) if check.receipted or marked else receipts
     if outcome not in OUTCOMES:
         raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
@@ -289,7 +301,7 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         problem = digest_list_problem(stored)
         if problem is not None:
             raise ValueError(f"field {kind!r} {problem}")
-    if check.log_format in MARKED_FORMATS and not check.receipted:
+    if check.format.marks_calls and not check.receipted:
         raise check.fail(
             seq,
             "a receipt in a run whose run.open says receipts are off (options.record_receipt "

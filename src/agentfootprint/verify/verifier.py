@@ -50,7 +50,6 @@ from agentfootprint.logformat.calls import (
     LOG_FORMAT_V2,
     LOG_FORMAT_V3,
     LOG_FORMATS,
-    WRITE_AHEAD_FORMATS,
 )
 from agentfootprint.logformat.chain import (
     GENESIS,
@@ -421,7 +420,7 @@ class Verifier:
         if check is None:
             raise VerificationError(run_id, None, "the run has no events", code="rows")
         if check.in_batch and not (
-            check.log_format in WRITE_AHEAD_FORMATS
+            check.format.writes_ahead
             and check.phase == self._PHASE["receipt"]
             and check.close is None
         ):
@@ -500,7 +499,7 @@ class Verifier:
                 if lists is not None and self._done.get(verified.run_id, (None,))[0] is verified
                 else continued_lists(verified.receipt_lists)
             )
-        check.log_format, check.projection = opened.log_format, opened.projection
+        check.format, check.projection = opened.format, opened.projection
         ancestors = () if parent is None else (*parent[0].ancestors, parent[0].run_id)
         return check, ancestors
 
