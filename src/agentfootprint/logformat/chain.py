@@ -128,7 +128,7 @@ class ChainRowSource(Protocol):
     value the source does not store but computes from the rows is :data:`DERIVED`: the
     verifier computes it itself, once, where ``read`` would have computed it for the verifier
     to compute again. An unknown run raises what ``read`` raises; None means "read them with
-    ``read``" (the SQLite store when a subclass or a patch reads its own way)."""
+    ``read``"."""
 
     def chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]] | None: ...
 

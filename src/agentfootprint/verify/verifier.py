@@ -5,29 +5,29 @@ the seq and the reason of the first failure. It imports nothing of the runtime:
 an auditor holding only a log (or, later, an export) runs exactly this code,
 which implements ``docs/log-format.md``.
 
-Checks, per run, in seq order:
+Checks, per run, in seq order (docs/log-format.md section 9.2, "Algorithm for run R", whose
+step numbers the comments of :meth:`Verifier._verify` cite):
 
-1. rows: seq starts at 0 with no gaps, every row belongs to the run, the type is known;
-2. bytes: every body is canonical (``canon(parse(body)) == body``);
-3. hashes: every event hash and chain link recomputes;
-4. structure: ``run.open`` first (a known log format and projection version), commits
-   numbered from 0 with their write counts, receipts before the writes of their commit,
-   format v2's ``call`` markers, nothing after ``run.close``;
-5. receipts: the request rebuilt from the folded state under the run's projection hashes,
-   piece by piece and as a whole, to what the receipt says;
-6. ancestry: a continued run's parent verifies and its head is the one recorded;
-7. the seal, and the source's seal log: a run it lists has a seal, a sealed run is listed.
+* step 1: the run's rows (:meth:`Verifier._rows`);
+* step 2, per row: 2.1-2.4 the envelope, the canonical body, the event hash and the chain
+  link (:func:`~agentfootprint.verify.row_checks.sound_row`); 2.5 ``run.open`` (a known log
+  format and projection, the parent: section 9.3, the policy); 2.6 a ``run.seal``, or the
+  body by type (:mod:`~agentfootprint.verify.body_checks`: commits numbered from 0 with their
+  write counts, the batch order, each receipt's request rebuilt from the folded state and
+  hashed piece by piece and whole, the close's counts), then the redaction checks
+  (section 12.5);
+* step 3: a log cut inside a commit batch; step 4: the outcome and the seal; step 5: the
+  source's seal log (a run it lists has a seal, a sealed run is listed).
 
 Every value read from the log has its type checked before it is indexed, iterated or
 called: a crafted file gets INVALID with a code and a seq, never a traceback and never a
 pass. :meth:`Verifier.verify_all` verifies a whole file: the runs found from the events
 (never from the run index, which is not evidence), then the index rows that disagree.
 
-Steps 1-3 are one loop (:meth:`Verifier._verify`), whatever the source: a store that
-offers ``chain_rows`` hands over each run's rows as plain tuples, a ``read`` row is taken
-apart into the same tuple, and a hash the file does not keep (schema 2, ``DERIVED``) is
-computed once and compared with nothing. The step numbers in comments are those of
-docs/log-format.md section 9.2 ("Algorithm for run R").
+There is one loop over a run's rows (:meth:`Verifier._verify`), whatever the source: a
+store that offers ``chain_rows`` hands over each run's rows as plain tuples, a ``read`` row
+is taken apart into the same tuple, and a hash the file does not keep (schema 2, ``DERIVED``)
+is computed once and compared with nothing.
 """
 
 from __future__ import annotations
