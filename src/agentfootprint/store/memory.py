@@ -29,19 +29,8 @@ class MemoryStore(EventStore):
         self._lock = threading.Lock()
 
     def append(self, events: Sequence[StoredEvent]) -> None:
-        self.check_batch(events)
-        run_id, first = events[0].run_id, events[0].seq
-        with self._lock:
-            log = self._events.get(run_id, [])
-            if first != len(log):
-                raise StoreConflictError(
-                    f"run {run_id}: append at seq {first} but the run has {len(log)} events"
-                )
-            if first == 0:
-                self._index[run_id] = run_index_from_open(events[0])
-                self._events[run_id] = log
-            log.extend(events)
-            self._sealed += sealed_in(events)
+        """One batch: :meth:`append_runs` of it."""
+        self.append_runs([events])
 
     def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
         """Every batch checked against the store plus the batches before it, then all

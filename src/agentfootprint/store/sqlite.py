@@ -309,27 +309,23 @@ class SqliteStore(EventStore):
             )
 
     def append(self, events: Sequence[StoredEvent]) -> None:
-        """One batch in one ``BEGIN IMMEDIATE`` transaction. Schema 2 keeps no event hash and
-        few chain hashes, so it recomputes each row's and refuses a batch whose dropped values
-        do not follow from its rows (whoever hashed them: the run writer or an import)."""
-        self._writable()
-        self.check_batch(events)
-        first = events[0]
-        context = f"run {first.run_id} append at seq {first.seq}"
-        pending: dict[str, tuple[int, bytes]] = {}
-        with (
-            self._lock,
-            translate_errors(context, path=self.path),
-            atomic(self._conn) as conn,
-        ):
-            self._insert(conn, events, pending=pending)
-            self._seal(conn, events)
-        self._appended(events, pending)
+        """One batch in one ``BEGIN IMMEDIATE`` transaction (:meth:`append_runs` of it).
+        Schema 2 keeps no event hash and few chain hashes, so it recomputes each row's and
+        refuses a batch whose dropped values do not follow from its rows (whoever hashed
+        them: the run writer or an import)."""
+        first = events[0] if events else None
+        where = f"run {first.run_id} append at seq {first.seq}" if first else "append"
+        self._append_batches([events], where)
 
     def append_runs(self, batches: Iterable[Sequence[StoredEvent]]) -> None:
         """Every batch in one ``BEGIN IMMEDIATE`` transaction: all kept, or none."""
+        self._append_batches(batches, f"atomic append to {self.path}")
+
+    def _append_batches(self, batches: Iterable[Sequence[StoredEvent]], context: str) -> None:
+        """The one append path: each batch checked and inserted after the ones before it,
+        all in one transaction; what this store remembers of each run only once it
+        committed."""
         self._writable()
-        context = f"atomic append to {self.path}"
         written: list[Sequence[StoredEvent]] = []
         pending: dict[str, tuple[int, bytes]] = {}
         with (
