@@ -10,6 +10,7 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.agent.options import PLANNED_OPTIONS
+from agentfootprint.features.turn import call_params
 
 
 def _tool(name: str = "t") -> af.Tool:
@@ -35,8 +36,8 @@ def test_defaults() -> None:
     assert (config.name, config.id, config.max_iterations) == ("Agent", "agent", 10)
     assert (config.react_mode, config.tool_arg_validation) == ("dynamic", "enforce")
     assert (config.commit_values, config.record_receipt) == ("delta", True)
-    assert config.params == {}
-    assert make(temperature=0.3, max_tokens=9).config.params == {
+    assert call_params(config.options) == {}
+    assert call_params(make(temperature=0.3, max_tokens=9).config.options) == {
         "temperature": 0.3,
         "max_tokens": 9,
     }

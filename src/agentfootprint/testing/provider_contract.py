@@ -18,7 +18,7 @@ import pytest
 from agentfootprint.agent.agent import Agent
 from agentfootprint.errors import ProviderCallError, ProviderError
 from agentfootprint.logformat.canonical import canon
-from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.events import AgentEvent, LLMToken
 from agentfootprint.runtime.provider import LLMResponse, Request, ToolCall, Usage
 from agentfootprint.runtime.tools import define_tool
 
@@ -147,7 +147,7 @@ class ProviderContract:
             pytest.skip("this provider does not stream")
         tokens: list[AgentEvent] = []
         agent = self.agent([LLMResponse(content="One two three.")])
-        agent.on("agentfootprint.stream.token", tokens.append)
+        agent.on(LLMToken.kind, tokens.append)
         result = agent.run_sync("count")
         assert result.answer == "One two three."
         assert "".join(getattr(t, "text", "") for t in tokens) == "One two three."

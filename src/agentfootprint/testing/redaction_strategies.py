@@ -261,8 +261,8 @@ class PlantedRun:
     replies: tuple[PlantedReply, ...]
     outcomes: tuple[PlantedOutcome, ...]
     provider_error: Any = None
-    commit_values: str = "delta"
-    react_mode: str = "dynamic"
+    commit_values: Literal["delta", "full"] = "delta"
+    react_mode: Literal["dynamic", "classic"] = "dynamic"
     secrets: tuple[str, ...] = ()
     served: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
