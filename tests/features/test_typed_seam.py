@@ -258,3 +258,10 @@ def test_features_reach_ports_only_through_their_contexts() -> None:
         if bypass.search(line)
     ]
     assert found == []
+
+
+def test_a_declaration_names_real_ports_and_no_need_of_itself() -> None:
+    with pytest.raises(af.UsageError, match="declares port 'clocks'; the ports are 'model'"):
+        Feature(name="typo", summary="", ports=("clocks",))  # type: ignore[arg-type]
+    with pytest.raises(af.UsageError, match="'loop' declares it needs itself"):
+        Feature(name="loop", summary="", needs=("loop",))

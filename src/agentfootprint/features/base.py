@@ -27,7 +27,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
 from agentfootprint.errors import UsageError
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, has_lone_surrogate
@@ -85,6 +85,7 @@ Settings_co = TypeVar("Settings_co", covariant=True)
 T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 _HOOK_POINT = "__agentfootprint_hook_point__"
+_PORT_NAMES: tuple[str, ...] = get_args(PortName)
 _UNSET: Any = object()
 
 
@@ -280,6 +281,14 @@ class Feature(Generic[Settings]):
     active: Callable[[Mapping[str, Any]], bool] = field(default=lambda options: True)
 
     def __post_init__(self) -> None:
+        for port in self.ports:
+            if port not in _PORT_NAMES:
+                raise UsageError(
+                    f"feature {self.name!r} declares port {port!r}; the ports are "
+                    + ", ".join(map(repr, _PORT_NAMES))
+                )
+        if self.name in self.needs:
+            raise UsageError(f"feature {self.name!r} declares it needs itself")
         for event in self.recorded_events:
             if event not in self.events:
                 raise UsageError(
