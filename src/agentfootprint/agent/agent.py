@@ -37,7 +37,6 @@ from agentfootprint.logformat.calls import LOG_FORMAT_V4, SEALED_FORMATS
 from agentfootprint.logformat.canonical import check_ijson
 from agentfootprint.logformat.fold import continued_lists
 from agentfootprint.logformat.request import projection as projection_of
-from agentfootprint.logformat.spares import Spares
 from agentfootprint.runtime import run_observers as hooks
 from agentfootprint.runtime.events import EventBus, Listener, detached
 from agentfootprint.runtime.ports import Ports
@@ -286,9 +285,6 @@ class Agent:
         self.chart = self.seam.chart
         self._bus = EventBus(event_kinds())
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
-        #: the versions of appended lists the runs made, reused once nobody holds them; more
-        #: than the cached lineages hold (a final state and its hasher's last request each)
-        self._spares = Spares(2 * _LINEAGE_CACHE + 16)
 
     def close(self) -> None:
         """Close the store if this agent opened it (a path or the default memory store)."""
@@ -396,7 +392,6 @@ class Agent:
             vault=self.vault,
             ports=ports,
             log_format=log_format,
-            spares=self._spares,
             signer=signer,
             policy_digest=policy.digest if policy else None,
         )

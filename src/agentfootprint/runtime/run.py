@@ -23,7 +23,6 @@ from agentfootprint.errors import (
 from agentfootprint.logformat.calls import WRITE_AHEAD_FORMATS
 from agentfootprint.logformat.fold import apply_write, compress_digests
 from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests, RequestHasher
-from agentfootprint.logformat.spares import Spares
 from agentfootprint.runtime.events import AgentEvent, EventBus
 from agentfootprint.runtime.ports import (
     DecisionPort,
@@ -212,12 +211,9 @@ class RunState:
         vault: Vault | None = None,
         ports: Ports | None = None,
         log_format: str = LOG_FORMAT,
-        spares: Spares | None = None,
         signer: Signer | None = None,
         policy_digest: str | None = None,
     ) -> None:
-        #: the agent's pool of list versions: appends reuse a free one instead of copying
-        self.spares = spares
         self.config = config
         self.seam = seam
         self.input_message = message
@@ -292,9 +288,7 @@ class RunState:
                     )
                 stage = self.chart.stages[name]
                 count = self.stage_counts[name] = self.stage_counts.get(name, 0) + 1
-                ctx = StageContext(
-                    run=self, scope=Scope(self.state, self.spares), stage_run=f"{name}#{count}"
-                )
+                ctx = StageContext(run=self, scope=Scope(self.state), stage_run=f"{name}#{count}")
                 error: BaseException | None = None
                 result: str | None = None
                 try:
@@ -328,7 +322,7 @@ class RunState:
     async def _end_outside(self, error: BaseException) -> None:
         """The end hooks of a run that failed between stages: what they record is committed
         as a ``run-end`` commit of its own (only when they record anything)."""
-        ctx = StageContext(run=self, scope=Scope(self.state, self.spares), stage_run="run-end#1")
+        ctx = StageContext(run=self, scope=Scope(self.state), stage_run="run-end#1")
         await self._end(ctx, error)
         if ctx.recorded:
             with contextlib.suppress(Exception):  # the run's own error is what surfaces
@@ -383,7 +377,7 @@ class RunState:
         else:
             committed = dict(self.committed)
             for write in stored:
-                apply_write(committed, write.path, write.verb, write.value, self.spares)
+                apply_write(committed, write.path, write.verb, write.value)
             self.committed = committed
         self.commit_index += 1
         self.receipts += len(ctx.receipts)
