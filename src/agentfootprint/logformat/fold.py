@@ -48,14 +48,9 @@ def apply_write(
     path: str,
     verb: str,
     value: Any,
-    spares: object = None,
 ) -> None:
     """Apply one write to ``state`` (top level replaced, nested values never mutated: an
-    ``append`` makes a new list, so every list anybody was handed keeps its contents).
-
-    ``spares`` is ignored: it was the pool of reused lists, gone with issue 25; the runtime
-    still passes one until its call is updated (/tmp/h/requests-verifier.md).
-    """
+    ``append`` makes a new list, so every list anybody was handed keeps its contents)."""
     if verb == "set":
         state[path] = value
     elif verb == "append":

@@ -121,10 +121,7 @@ def _is_prefix(base: list[Any], new: list[Any]) -> bool:
 class Scope:
     """Reads and buffered writes of one stage execution."""
 
-    def __init__(self, committed: Mapping[str, Any], spares: object = None) -> None:
-        # ``spares`` is ignored: the pool of reused lists is gone (issue 25); the run loop
-        # still passes one until its call is updated (/tmp/h/requests-verifier.md)
-        del spares
+    def __init__(self, committed: Mapping[str, Any]) -> None:
         self._committed = committed
         self._pending: dict[str, Any] = {}
         #: key -> the committed list its pending value extends by appends only (so the
