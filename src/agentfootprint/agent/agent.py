@@ -33,9 +33,10 @@ from agentfootprint.features.base import MISSING
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam, event_kinds
 from agentfootprint.logformat import limits
-from agentfootprint.logformat.calls import LOG_FORMAT_V4, SEALED_FORMATS
+from agentfootprint.logformat.calls import LOG_FORMAT_V4
 from agentfootprint.logformat.canonical import check_ijson
 from agentfootprint.logformat.fold import continued_lists
+from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import projection as projection_of
 from agentfootprint.runtime import run_observers as hooks
 from agentfootprint.runtime.events import EventBus, Listener, detached
@@ -363,7 +364,7 @@ class Agent:
         ports = ports if ports is not None else self.config.ports
         if log_format is None:  # the agent's own run: sealed when it has a signer
             log_format = LOG_FORMAT_V4 if self.signer is not None else LOG_FORMAT
-        signer = self.signer if log_format in SEALED_FORMATS else None
+        signer = self.signer if log_format_of(log_format).may_seal else None
         policy = self._policy(lineage, replayed_policy)
         boundary = (
             None

@@ -25,6 +25,7 @@ from agentfootprint.features.base import MISSING, Feature, HookContext, OptionSp
 from agentfootprint.features.base import count as whole_count
 from agentfootprint.features.llm_call import system_prompt_text
 from agentfootprint.logformat.canonical import canon
+from agentfootprint.logformat.projection import projection as projection_of
 from agentfootprint.runtime.events import AgentEvent
 
 OPTION = "context_budget"
@@ -90,8 +91,9 @@ class _Meter:
         self.tools_size = 0
 
     def measure(self, served: Mapping[str, Any], appends_only: bool) -> dict[str, int]:
-        """``appends_only``: the projection serves the history as recorded (1); otherwise the
-        served list may be spliced, and the messages are counted again."""
+        """``appends_only``: the projection serves the history as recorded (it edits nothing,
+        as projection 1); otherwise the served list may be spliced, and the messages are
+        counted again."""
         current = served["messages"]
         seen = len(self.messages)
         if not appends_only or not (
@@ -134,7 +136,7 @@ class _ContextBudget(Feature[Mapping[str, int]]):
         counts = {
             "system_prompt": ctx.needed(llm_call.FEATURE).cache(llm_call.PromptChars).of(served)
         }
-        counts.update(kept.meter.measure(served, ctx.projection == 1))
+        counts.update(kept.meter.measure(served, not projection_of(ctx.projection).edited))
         for slot, count in counts.items():
             if count <= budgets[slot] or (slot in kept.warned and not listened):
                 continue

@@ -28,13 +28,12 @@ from agentfootprint.logformat.commitments import (
     iter_commitments,
     parse_json_container,
 )
+from agentfootprint.logformat.log_formats import LOG_FORMAT_V1
 from agentfootprint.runtime.events import ArgsInvalid
 from agentfootprint.runtime.provider import LLMResponse, ToolCall, Usage
 from agentfootprint.runtime.run import ReplayInput
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.verify.verifier import RowSource
-
-LOG_V1 = "agentfootprint/log/v1"
 
 __all__ = ["RecordedToolCall", "Recording", "holds_commitment", "ordered_commitments"]
 
@@ -89,7 +88,7 @@ class Recording:
         self.decisions: dict[str, list[Any]] = {}
         #: the original's log format (a replay records in it) and the receipts of the
         #: commit being read (they mark its model call)
-        self.log_format = LOG_V1
+        self.log_format: str = LOG_FORMAT_V1
         self._batch_receipts = 0
         self.reader = RunReader(store)
         # one pass over the folded log: (recorded request, receipt) per call, and the rest
@@ -111,7 +110,7 @@ class Recording:
         if step.type == "run.open":
             self.opened = step.body
             fmt = step.body.get("format")
-            self.log_format = fmt if isinstance(fmt, str) else LOG_V1
+            self.log_format = fmt if isinstance(fmt, str) else LOG_FORMAT_V1
             parent = step.body.get("parent")
             self.parent_run_id = parent["run_id"] if isinstance(parent, dict) else None
             self._redacted = step.body.get("policy") is not None

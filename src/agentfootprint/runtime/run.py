@@ -20,8 +20,9 @@ from agentfootprint.errors import (
     RecordTooLargeError,
     RunError,
 )
-from agentfootprint.logformat.calls import WRITE_AHEAD_FORMATS
 from agentfootprint.logformat.fold import apply_write, compress_digests
+from agentfootprint.logformat.log_formats import LogFormat
+from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests, RequestHasher
 from agentfootprint.runtime.events import AgentEvent, EventBus
 from agentfootprint.runtime.ports import (
@@ -185,10 +186,10 @@ class StageContext:
         self.run.memory[f"derived:{key}"] = (source, committed if unchanged else pending)
 
     async def write_ahead(self) -> None:
-        """Before the call leaves the process: its receipts (format v3) and everything the
-        run committed before it are made durable."""
+        """Before the call leaves the process: its receipts (a format that writes ahead, v3
+        on) and everything the run committed before it are made durable."""
         run = self.run
-        if run.log_format in WRITE_AHEAD_FORMATS and self.written_ahead < len(self.receipts):
+        if run.format.writes_ahead and self.written_ahead < len(self.receipts):
             run.writer.append([("receipt", r) for r in self.receipts[self.written_ahead :]])
             self.written_ahead = len(self.receipts)
         await run.writer.aflush()
@@ -231,8 +232,9 @@ class RunState:
         #: what the run-closed observers are told served the run
         self.provider = getattr(self.model, "provider", config.provider)
         self.recorded_kinds = seam.recorded_kinds
-        #: the log format written (a replay writes its original's)
+        #: the log format written (a replay writes its original's), by name and by its rules
         self.log_format = log_format
+        self.format: LogFormat = log_format_of(log_format)
         self.chart = seam.chart
         self.writer = writer
         self.bus = bus
@@ -347,7 +349,7 @@ class RunState:
         }
         if kind == "decider" and decision is not None:
             marker["decision"] = decision
-        if ctx.model_calls and not ctx.receipts and self.log_format != _LOG_V1:
+        if ctx.model_calls and not ctx.receipts and self.format.marks_calls:
             # the explicit marker of a model call when no receipt names this commit
             marker["call"] = self.calls - ctx.model_calls
         try:
@@ -476,7 +478,6 @@ class RunState:
         )
 
 
-_LOG_V1 = "agentfootprint/log/v1"
 #: a key absent from the committed state (None is a value)
 _UNSET: Any = object()
 
