@@ -46,6 +46,7 @@ _LAZY: dict[str, str] = {
     "export_runs": "agentfootprint.exchange.transfer",
     "import_bundle": "agentfootprint.exchange.transfer",
     "Agent": "agentfootprint.agent.agent",
+    "AgentOptions": "agentfootprint.agent.option_types",
     "AgentEvent": "agentfootprint.runtime.events",
     "AgentFootprintError": "agentfootprint.errors",
     "ArgsInvalid": "agentfootprint.runtime.events",
@@ -112,6 +113,7 @@ _LAZY: dict[str, str] = {
 
 if TYPE_CHECKING:
     from agentfootprint.agent.agent import Agent, RunResult, StoppedEarly, open_store
+    from agentfootprint.agent.option_types import AgentOptions
     from agentfootprint.audit.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.audit.read import commit_value_at, receipt_at, served_at, state_at
     from agentfootprint.audit.tool_calls import ToolCallRecord, tool_calls
@@ -198,6 +200,7 @@ __all__ = [
     "Agent",
     "AgentEvent",
     "AgentFootprintError",
+    "AgentOptions",
     "AppendOnlyError",
     "ArgsInvalid",
     "BundleSource",

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import enum
 import inspect
+import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -542,10 +543,12 @@ NO_ARGUMENTS = frozenset(
 #: Contracts a backend subclasses (abstract: never called themselves).
 CONTRACTS = frozenset({"Vault"})
 #: Plain records: built by the library or an adapter; their fields are checked where they
-#: enter the runtime (a malformed LLMResponse is the provider's ProviderCallError).
+#: enter the runtime (a malformed LLMResponse is the provider's ProviderCallError). A
+#: TypedDict (AgentOptions) is a static type: its values are checked by Agent's sweep above.
 RECORDS = frozenset(
     {
         "AgentEvent",
+        "AgentOptions",
         "ArgsInvalid",
         "Decision",
         "IterationEnd",
@@ -599,6 +602,7 @@ def test_every_public_callable_is_classified() -> None:
         if name in RECORDS:
             assert (
                 dataclasses.is_dataclass(value)
+                or typing.is_typeddict(value)
                 or issubclass(value, enum.Enum)
                 or getattr(value, "_is_protocol", False)
             ), name
