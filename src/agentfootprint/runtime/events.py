@@ -26,6 +26,7 @@ from typing import Any, ClassVar, TypeVar
 import orjson
 
 from agentfootprint.errors import UsageError
+from agentfootprint.seal.facts import WIRE_EVENT
 
 __all__ = [
     "AgentEvent",
@@ -125,7 +126,7 @@ class WireExchange(AgentEvent):
     body sent and response body received (salted commitments under a redaction policy),
     the status, and why it failed. Recorded in the call's commit."""
 
-    kind: ClassVar[str] = "agentfootprint.wire.exchange"
+    kind: ClassVar[str] = WIRE_EVENT  # the seal's wire list digest gathers these events
     call: int
     attempts: list[dict[str, Any]]
 
