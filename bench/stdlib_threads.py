@@ -1,0 +1,199 @@
+"""The standard-library candidate for ``runtime/tool_threads.py`` that ``stdlib.py`` measures.
+
+Not used by the package: issue 25 asked for ``concurrent.futures`` in place of the hand-made
+hand-off of sync user code to worker threads unless an A/B bench showed a loss over 5% end to
+end, and it did (bench/README.md, "Issue 25: the standard library"). This is that candidate,
+kept so the figure can be measured again. Every test of tests/unit/test_tool_threads.py
+passes against it (swap it in as ``agentfootprint.runtime.tool_threads``).
+
+The hand-off is the standard library's: each call is a ``concurrent.futures.Future`` that a
+worker runs (``set_running_or_notify_cancel``, then its result or exception, ``BaseException``
+included), chained to the awaiting asyncio future by ``asyncio.wrap_future``, as
+``loop.run_in_executor`` does. The workers stay our own in any case: ``ThreadPoolExecutor``'s
+threads (and so ``asyncio.to_thread``'s) are joined at exit without a bound, before
+``atexit`` runs, so a cancelled sync tool blocked for ever would hold the process for ever;
+these are daemon threads that exit waits for only within each call's bound (the runtime
+module's docstring says which).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextvars
+import inspect
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["DEFAULT_GRACE_S", "MAX_WORKERS", "call_user_code", "run_in_thread"]
+
+#: as ThreadPoolExecutor's default: enough for I/O-bound tools of concurrent runs
+MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+#: how long exit waits for work given up by cancellation, unless the caller says (seconds:
+#: ``tool_teardown_timeout_ms``'s default)
+DEFAULT_GRACE_S = 5.0
+#: how often exit looks again at a worker whose work may be given up meanwhile (seconds)
+_EXIT_POLL_S = 0.05
+
+
+class _Job:
+    """One call handed to a worker: the future it settles, the one its caller awaits, and
+    its bound at exit."""
+
+    __slots__ = ("awaited", "call", "deadline", "done", "grace")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        call: Callable[[], Any],
+        deadline: float | None,
+        grace: float,
+    ) -> None:
+        self.call = call
+        self.done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.awaited: asyncio.Future[Any] = asyncio.wrap_future(self.done, loop=loop)
+        self.deadline = deadline  #: time.monotonic() past which it is given up (a budget)
+        self.grace = grace
+
+    def given_up(self) -> bool:
+        """The awaiting task stopped waiting (a read of the future's state: atomic)."""
+        return self.awaited.cancelled()
+
+    def exit_deadline(self, exiting: float) -> float | None:
+        """Until when exit waits for it (None: until it returns)."""
+        if self.deadline is not None:
+            return self.deadline
+        if self.given_up():
+            return exiting + self.grace
+        return None
+
+
+_jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+_idle = threading.Semaphore(0)
+_lock = threading.Lock()
+_threads: list[threading.Thread] = []
+#: the job each worker runs now, by thread ident (what exit reads to bound its wait)
+_running: dict[int, _Job] = {}
+
+
+def _work() -> None:
+    me = threading.get_ident()
+    while True:
+        job = _jobs.get()
+        if job is None:
+            return
+        if job.given_up():  # the awaiting task stopped waiting; the cancel it passes on
+            job.done.cancel()  # to job.done may still wait for the loop's next turn
+        if job.done.set_running_or_notify_cancel():  # False: given up before it started
+            _running[me] = job
+            try:
+                result = job.call()
+            except BaseException as exc:  # handed to the awaiting task, as run_in_executor does
+                job.done.set_exception(exc)
+            else:
+                job.done.set_result(result)
+                del result
+            finally:
+                _running.pop(me, None)
+        del job  # hold nothing while idle
+        _idle.release()
+
+
+def _start_worker_if_none_idle() -> None:
+    if _idle.acquire(blocking=False):
+        return
+    with _lock:
+        if len(_threads) < MAX_WORKERS:
+            thread = threading.Thread(
+                target=_work, name=f"agentfootprint-tool_{len(_threads)}", daemon=True
+            )
+            thread.start()
+            _threads.append(thread)
+
+
+def run_in_thread(
+    fn: Callable[..., Any],
+    *args: Any,
+    budget: float | None = None,
+    grace: float = DEFAULT_GRACE_S,
+) -> asyncio.Future[Any]:
+    """Run ``fn(*args)`` in a worker thread with the caller's context; await the result.
+
+    ``budget`` (seconds): past it the caller gives the work up (a cleanup's timeout), so
+    exit waits for it no longer. ``grace`` (seconds): how long exit still waits for it once
+    the awaiting task was cancelled."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    deadline = None if budget is None else time.monotonic() + budget
+    job = _Job(loop, lambda: context.run(fn, *args), deadline, grace)
+    _start_worker_if_none_idle()
+    _jobs.put(job)
+    return job.awaited
+
+
+async def call_user_code(
+    fn: Callable[..., Any],
+    *args: Any,
+    budget: float | None = None,
+    grace: float = DEFAULT_GRACE_S,
+) -> Any:
+    """``fn(*args)`` for user code the run awaits (a tool, a checker, a classifier, a
+    cleanup): a coroutine function is awaited on the loop; anything else runs in a worker
+    thread (:func:`run_in_thread`, with its ``budget`` and ``grace``), and an awaitable it
+    returns is awaited on the loop."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await run_in_thread(fn, *args, budget=budget, grace=grace)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: start from nothing (the parent's
+    idle count would send jobs to workers that do not exist)."""
+    global _jobs, _idle, _lock, _threads, _running
+    _jobs, _idle, _lock, _threads, _running = (
+        queue.SimpleQueue(),
+        threading.Semaphore(0),
+        threading.Lock(),
+        [],
+        {},
+    )
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _wait_for(thread: threading.Thread, exiting: float) -> None:
+    """Join ``thread`` while it runs work exit waits for; leave it once all it runs is
+    work given up whose bound is spent (a daemon thread does not hold the exit)."""
+    while thread.is_alive():
+        job = _running.get(thread.ident or 0)
+        deadline = None if job is None else job.exit_deadline(exiting)
+        if deadline is None:  # awaited work (or between jobs): look again shortly
+            thread.join(_EXIT_POLL_S)
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        thread.join(min(left, _EXIT_POLL_S))
+
+
+@atexit.register
+def _shutdown() -> None:
+    """Let running work finish before the interpreter goes (daemon threads are not joined
+    otherwise), work given up only within its bound."""
+    exiting = time.monotonic()
+    with _lock:
+        threads = list(_threads)
+    for _ in threads:
+        _jobs.put(None)
+    for thread in threads:
+        _wait_for(thread, exiting)
