@@ -1,7 +1,8 @@
-"""``run_sync``'s loop (runtime/sync_loop.py): one per thread, kept between calls, and each call
-as ``asyncio.run`` would make it: its own copy of the context, Ctrl-C cancelling the run
-(recorded as failed) and raising KeyboardInterrupt, no task of one call left for the next,
-a loop of its own in every thread and in a forked child, closed when its thread ends."""
+"""``run_sync``'s loop (runtime/sync_loop.py: an ``asyncio.Runner``): one per thread, kept
+between calls, and each call as ``asyncio.run`` would make it: its own copy of the context,
+Ctrl-C cancelling the run (recorded as failed) and raising KeyboardInterrupt, no task of one
+call left for the next, a loop of its own in every thread and in a forked child, closed when
+its thread ends; the signal wakeup fd the caller had is put back."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import multiprocessing
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -167,6 +169,27 @@ def test_ctrl_c_cancels_the_run_records_it_and_raises_keyboard_interrupt(tmp_pat
     assert af.Verifier(store).verify(run_id).outcome.value == "VALID_UNSIGNED"
     with _agent(_loop_probe([])) as agent:  # the thread's loop goes on serving
         assert agent.run_sync("again").answer == "done 0"
+
+
+def test_the_wakeup_fd_the_caller_set_is_put_back() -> None:
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover
+        pytest.skip("the wakeup fd belongs to the main thread")
+    seen: list[int] = []
+
+    async def during() -> None:
+        seen.append(signal.set_wakeup_fd(-1))  # the call's own (then none, until it ends)
+
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno())
+    try:
+        run_sync(during())
+        assert signal.set_wakeup_fd(writer.fileno()) == writer.fileno()
+    finally:
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+    assert seen and seen[0] not in (-1, writer.fileno())
 
 
 def test_a_handler_the_caller_installed_is_left_alone() -> None:
