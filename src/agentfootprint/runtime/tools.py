@@ -33,7 +33,6 @@ from jsonschema.exceptions import SchemaError
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import canon, check_ijson
-from agentfootprint.runtime.fast_schema import compile_check
 from agentfootprint.runtime.scope import to_json_value
 from agentfootprint.runtime.tool_threads import DEFAULT_GRACE_S, call_user_code
 from agentfootprint.store.redaction import refuse_reserved_key
@@ -100,9 +99,6 @@ class Tool:
     execute: ToolFn
     takes_context: bool = False
     validator: Any = field(default=None, repr=False, compare=False)
-    #: a predicate that says True only for arguments the validator finds no error in
-    #: (:mod:`agentfootprint.runtime.fast_schema`), or None: every call asks the validator
-    fast_check: Any = field(default=None, repr=False, compare=False)
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -172,9 +168,6 @@ def define_tool(
         execute=execute,
         takes_context=_takes_context(execute),
         validator=validator_cls(schema),
-        fast_check=compile_check(schema)
-        if validator_cls is jsonschema.Draft202012Validator
-        else None,
     )
 
 
@@ -216,8 +209,6 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[dict[str, Any]]:
 
     Values are never quoted (an argument may be sensitive): only their JSON types.
     """
-    if tool.fast_check is not None and tool.fast_check(arguments):
-        return []  # certainly valid: the validator would find nothing
     issues = []
     for error in sorted(tool.validator.iter_errors(arguments), key=lambda e: list(e.path)):
         path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path)
