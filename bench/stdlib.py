@@ -9,20 +9,21 @@ validated on every call):
   ``core/sync_loop.py``) against one ``asyncio.Runner`` per thread (this tree's
   ``runtime/sync_loop.py``);
 * ``threads``: sync tools handed over by a hand-made future plumbing (the previous main's
-  ``core/tool_threads.py``, which this tree keeps) against ``concurrent.futures.Future`` +
-  ``asyncio.wrap_future`` (the candidate in ``bench/stdlib_threads.py``);
+  ``core/tool_threads.py``) against ``concurrent.futures.Future`` + ``asyncio.wrap_future``
+  (this tree's ``runtime/tool_threads.py``);
 * ``both``: the two hand-made pieces against the two standard-library ones;
 * ``schema``: tool arguments validated by ``jsonschema`` behind the ``fast_schema`` predicate
-  (the previous main's ``core/fast_schema.py``) against ``jsonschema`` alone.
+  (the previous main's ``core/fast_schema.py``) against ``jsonschema`` alone;
+* ``same``: this tree against itself (A/A), what the measurement alone makes of no change.
 
 Both sides of a comparison run this tree's ``agentfootprint`` (``--b``), in the same process:
 the hand-made side loads the previous main's module by path (``--a``: a checkout of it, by
 default ``/work/ab-before/src``; those modules use the standard library only) and puts its
 function in place of this tree's wherever a module of the package imported it, and the other
-side puts the standard library's there (this tree's own, or the candidate's). So the two
-sides of a pair differ in that one piece and run one after the other in one process (other
-sessions' load on a shared machine, which moves figures by tens of percent from one process
-to the next, moves both alike). A pair: the N-iteration conversation recorded into a
+side puts this tree's back (the standard library's way). So the two sides of a pair differ in
+that one piece and run one after the other in one process (other sessions' load on a shared
+machine, which moves figures by tens of percent from one process to the next, moves both
+alike). A pair: the N-iteration conversation recorded into a
 ``MemoryStore`` (the ``run_sync`` calls timed, as ``ab.py``, and the process's CPU time,
 every thread's), then three micro figures: one ``run_sync`` of an empty coroutine, one
 ``await call_user_code(f)`` of a sync ``f`` that returns at once, and one
@@ -72,6 +73,7 @@ COMPARISONS: dict[str, list[str]] = {
     "threads": ["threads"],
     "both": ["loop", "threads"],
     "schema": ["schema"],
+    "same": ["same"],
 }
 METRICS: tuple[tuple[str, str, int], ...] = (
     ("memory_cpu_ms", "record, MemoryStore, CPU (ms/it)", 3),
@@ -85,6 +87,7 @@ PER_ITERATION = {
     "loop": ("run_sync_cpu_us", 0.25),
     "threads": ("user_code_cpu_us", 1.0),
     "schema": ("validate_cpu_us", 1.0),
+    "same": ("run_sync_cpu_us", 0.25),
 }
 
 
@@ -128,13 +131,17 @@ def _pieces(names: list[str], a_core: Path) -> list[_Piece]:
     from agentfootprint.runtime import sync_loop, tool_threads, tools
 
     pieces = []
+    if "same" in names:  # A/A: both sides this tree's, the measurement's own bias and noise
+        pieces.append(
+            _Piece("run_sync", sync_loop.run_sync, sync_loop.run_sync, sync_loop.run_sync)
+        )
     if "loop" in names:  # B: this tree's asyncio.Runner
         hand = _load(a_core / "sync_loop.py", "_hand_sync_loop").run_sync
         pieces.append(_Piece("run_sync", sync_loop.run_sync, hand, sync_loop.run_sync))
-    if "threads" in names:  # B: the concurrent.futures candidate (the tree kept the hand-made)
+    if "threads" in names:  # B: this tree's concurrent.futures hand-off
         hand = _load(a_core / "tool_threads.py", "_hand_tool_threads").call_user_code
-        futures = _load(BENCH / "stdlib_threads.py", "_stdlib_threads").call_user_code
-        pieces.append(_Piece("call_user_code", tool_threads.call_user_code, hand, futures))
+        ours = tool_threads.call_user_code
+        pieces.append(_Piece("call_user_code", ours, hand, ours))
     if "schema" in names:  # the predicate in front of this tree's jsonschema validation
         compile_check = _load(a_core / "fast_schema.py", "_fast_schema").compile_check
         validate = tools.validate_arguments
