@@ -20,8 +20,8 @@ handler (``Runner.run``'s, or the caller's own) runs at once (asyncio's own
 
 What the runner costs beyond a bare loop is mostly ``Runner.run``'s handler: ``signal``
 converts each handler it is given or returns to its enum, and for a ``functools.partial``
-holding the task that conversion formats the task's repr; about 100 µs of CPU a call on
-2 vCPU under load, some 1.4% of a recorded iteration at four tool calls per call
+holding the task that conversion formats the task's repr; about 80 µs of CPU a call on
+2 vCPU under load, some 1.2% of a recorded iteration at four tool calls per call
 (bench/README.md, "Issue 25: the standard library").
 
 Unlike ``asyncio.run``, the loop does not end with the call: an async generator left open is
