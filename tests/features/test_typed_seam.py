@@ -4,6 +4,7 @@ narrow context, ports and needs are checked at their use."""
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
@@ -230,7 +231,13 @@ def test_mypy_checks_hooks_against_their_points_and_settings(tmp_path: Path) -> 
             """
         )
     )
-    out, _, _ = api.run([str(snippet), "--strict", "--no-error-summary", "--hide-error-context"])
+    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back
+    try:
+        out, _, _ = api.run(
+            [str(snippet), "--strict", "--no-error-summary", "--hide-error-context"]
+        )
+    finally:
+        sys.setrecursionlimit(limit)
     errors = {
         (int(line.split(":")[1]), line.rsplit("[", 1)[-1].rstrip("]"))
         for line in out.splitlines()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -150,16 +151,20 @@ def test_mypy_refuses_a_misspelt_option_a_wrong_type_and_a_missing_provider(
     snippet = tmp_path / "agent_options_snippet.py"
     snippet.write_text(_SNIPPET, encoding="utf-8")
     # the project's config and cache (CI runs mypy before the tests): only the snippet is new
-    out, err, status = api.run(
-        [
-            "--config-file",
-            os.fspath(root / "pyproject.toml"),
-            "--cache-dir",
-            os.fspath(root / ".mypy_cache"),
-            "--no-error-summary",
-            os.fspath(snippet),
-        ]
-    )
+    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back
+    try:
+        out, err, status = api.run(
+            [
+                "--config-file",
+                os.fspath(root / "pyproject.toml"),
+                "--cache-dir",
+                os.fspath(root / ".mypy_cache"),
+                "--no-error-summary",
+                os.fspath(snippet),
+            ]
+        )
+    finally:
+        sys.setrecursionlimit(limit)
     # the snippet's own errors (by file name: mypy may print the path its cache recorded)
     errors = [line.split(": error: ", 1) for line in out.splitlines() if ": error: " in line]
     by_line = {
