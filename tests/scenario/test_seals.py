@@ -22,7 +22,7 @@ from click.testing import CliRunner
 import agentfootprint as af
 from agentfootprint.cli import main as cli
 from agentfootprint.errors import UsageError, VerificationError
-from agentfootprint.logformat.calls import LOG_FORMAT_V3, LOG_FORMAT_V4
+from agentfootprint.logformat.log_formats import LOG_FORMAT_V3, LOG_FORMAT_V4
 from agentfootprint.seal import (
     build_statement,
     generate_key_file,

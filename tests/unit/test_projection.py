@@ -17,17 +17,18 @@ import pytest
 import agentfootprint as af
 import agentfootprint.logformat.request as request_module
 from agentfootprint.audit.read import RunReader
-from agentfootprint.logformat.calls import (
+from agentfootprint.logformat.calls import commit_calls
+from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.fold import compress_digests
+from agentfootprint.logformat.hashing import hexdigest
+from agentfootprint.logformat.log_formats import (
+    LOG_FORMAT,
     LOG_FORMAT_V1,
     LOG_FORMAT_V2,
     LOG_FORMAT_V3,
     LOG_FORMAT_V4,
     LOG_FORMATS,
-    commit_calls,
 )
-from agentfootprint.logformat.canonical import canon, parse
-from agentfootprint.logformat.fold import compress_digests
-from agentfootprint.logformat.hashing import hexdigest
 from agentfootprint.logformat.request import (
     PIECE_KINDS,
     PROJECTION,
@@ -42,7 +43,7 @@ from agentfootprint.logformat.request import (
 from agentfootprint.store.memory import MemoryStore
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.verifier import LOG_FORMAT, Verifier
+from agentfootprint.verify.verifier import Verifier
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "demo.db"
 

@@ -29,9 +29,6 @@ from agentfootprint.logformat.commitments import (
 )
 from agentfootprint.logformat.log_formats import (
     LOG_FORMATS,
-    MARKED_FORMATS,
-    SEALED_FORMATS,
-    WRITE_AHEAD_FORMATS,
     UnknownLogFormat,
     known_log_format,
     log_format,
@@ -43,9 +40,10 @@ V1, V2, V3, V4 = (f"agentfootprint/log/v{n}" for n in (1, 2, 3, 4))
 
 def test_the_formats_and_their_rules() -> None:
     assert LOG_FORMATS == (V1, V2, V3, V4)
-    assert frozenset({V2, V3, V4}) == MARKED_FORMATS
-    assert frozenset({V3, V4}) == WRITE_AHEAD_FORMATS
-    assert frozenset({V4}) == SEALED_FORMATS
+    formats = [log_format(name) for name in LOG_FORMATS]
+    assert frozenset({V2, V3, V4}) == {f.name for f in formats if f.marks_calls}
+    assert frozenset({V3, V4}) == {f.name for f in formats if f.writes_ahead}
+    assert frozenset({V4}) == {f.name for f in formats if f.may_seal}
     modules = (log_format_v1, log_format_v2, log_format_v3, log_format_v4)
     for number, (name, module) in enumerate(zip(LOG_FORMATS, modules, strict=True), 1):
         assert log_format(name) is module.FORMAT and module.FORMAT.version == number

@@ -33,9 +33,9 @@ from agentfootprint.features.base import MISSING
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam, event_kinds
 from agentfootprint.logformat import limits
-from agentfootprint.logformat.calls import LOG_FORMAT_V4
 from agentfootprint.logformat.canonical import check_ijson
 from agentfootprint.logformat.fold import continued_lists
+from agentfootprint.logformat.log_formats import LOG_FORMAT, LOG_FORMAT_V4
 from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import projection as projection_of
 from agentfootprint.runtime import run_observers as hooks
@@ -59,7 +59,7 @@ from agentfootprint.store.urls import (
 from agentfootprint.store.vault import open_vault
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.verifier import LOG_FORMAT, shared_verifier
+from agentfootprint.verify.verifier import shared_verifier
 from agentfootprint.version import __version__
 
 __all__ = ["Agent", "RunResult", "StoppedEarly", "open_store"]

@@ -7,8 +7,8 @@ the rule everything uses (the verifier's neighbours, the read side, recording, r
 nothing else compares stage names. docs/log-format.md section 5.6 is the normative text,
 appendix A the v1 rule.
 
-The format names and name sets are re-exported from
-:mod:`agentfootprint.logformat.log_formats`, where the formats are chosen.
+The format names are :mod:`agentfootprint.logformat.log_formats`'s, where the formats are
+chosen.
 """
 
 from __future__ import annotations
@@ -16,29 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfootprint.logformat.log_formats import (
-    LOG_FORMAT_V1,
-    LOG_FORMAT_V2,
-    LOG_FORMAT_V3,
-    LOG_FORMAT_V4,
-    LOG_FORMATS,
-    MARKED_FORMATS,
-    SEALED_FORMATS,
-    WRITE_AHEAD_FORMATS,
-    log_format,
-)
+from agentfootprint.logformat.log_formats import log_format
 
-__all__ = [
-    "LOG_FORMATS",
-    "LOG_FORMAT_V1",
-    "LOG_FORMAT_V2",
-    "LOG_FORMAT_V3",
-    "LOG_FORMAT_V4",
-    "MARKED_FORMATS",
-    "SEALED_FORMATS",
-    "WRITE_AHEAD_FORMATS",
-    "commit_calls",
-]
+__all__ = ["commit_calls"]
 
 
 def commit_calls(log_format_name: str, marker: Mapping[str, Any], receipts_in_batch: int) -> int:

@@ -3,8 +3,7 @@
 ``run.open.format`` names the format a run was recorded in; :func:`log_format` turns that
 name into its :class:`~agentfootprint.logformat.log_format_spec.LogFormat` (one module per
 version: :mod:`~agentfootprint.logformat.log_format_v1` to ``_v4``), and every rule that
-differs by format is read from it. The name sets below are derived from the formats' rules,
-for readers that still test membership. docs/log-format.md section 1.1 lists the formats;
+differs by format is read from it. docs/log-format.md section 1.1 lists the formats;
 appendix A describes v1 and v2, which only earlier writers recorded.
 """
 
@@ -16,14 +15,12 @@ from agentfootprint.logformat import log_format_v1, log_format_v2, log_format_v3
 from agentfootprint.logformat.log_format_spec import LogFormat
 
 __all__ = [
+    "LOG_FORMAT",
     "LOG_FORMATS",
     "LOG_FORMAT_V1",
     "LOG_FORMAT_V2",
     "LOG_FORMAT_V3",
     "LOG_FORMAT_V4",
-    "MARKED_FORMATS",
-    "SEALED_FORMATS",
-    "WRITE_AHEAD_FORMATS",
     "LogFormat",
     "UnknownLogFormat",
     "known_log_format",
@@ -42,12 +39,8 @@ _FORMATS: Final = (
 )
 #: every log format this version reads and verifies, oldest first
 LOG_FORMATS: Final = tuple(f.name for f in _FORMATS)
-#: formats whose commit markers carry ``call`` when receipts are off
-MARKED_FORMATS: Final = frozenset(f.name for f in _FORMATS if f.marks_calls)
-#: formats whose receipts are written ahead of their call (a log may end after them)
-WRITE_AHEAD_FORMATS: Final = frozenset(f.name for f in _FORMATS if f.writes_ahead)
-#: formats in which a run may be sealed (``run.open.seal``, a ``run.seal`` row)
-SEALED_FORMATS: Final = frozenset(f.name for f in _FORMATS if f.may_seal)
+#: the format an unsigned run is recorded in (a sealed one: v4); every one of LOG_FORMATS reads
+LOG_FORMAT: Final = LOG_FORMAT_V3
 
 
 class UnknownLogFormat(ValueError):

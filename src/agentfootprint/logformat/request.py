@@ -5,17 +5,8 @@ projection version a run records (:mod:`agentfootprint.logformat.projection`, re
 here): it selects the documented keys and puts them in order; it composes nothing. The
 agent sends its result to the provider, the receipt hashes it piece by piece, and the
 verifier applies the same projection to the state folded from the log (v2 edits what
-``messages`` and ``tools`` serve; v3 adds ``prompt_cache``, request shape 2). Projection v1:
-
-=============  ==================================  ===========
-request field  state key                           default
-=============  ==================================  ===========
-``model``      ``model``                           (required)
-``params``     ``params``                          ``{}``
-``system``     ``system_pieces``                   ``[]``
-``messages``   ``history``                         ``[]``
-``tools``      ``tool_schemas``                    ``[]``
-=============  ==================================  ===========
+``messages`` and ``tools`` serve; v3 adds ``prompt_cache``, request shape 2). The fields
+and the state keys they come from: :mod:`~agentfootprint.logformat.projection_v1`.
 
 A state whose projected keys have the wrong JSON type (``model`` not a string,
 ``params`` not an object, a piece list not an array) projects onto no request:

@@ -21,7 +21,7 @@ from agentfootprint.errors import (
     RunError,
 )
 from agentfootprint.logformat.fold import apply_write, compress_digests
-from agentfootprint.logformat.log_formats import LogFormat
+from agentfootprint.logformat.log_formats import LOG_FORMAT, LogFormat
 from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests, RequestHasher
 from agentfootprint.runtime.events import AgentEvent, EventBus
@@ -42,7 +42,6 @@ from agentfootprint.seal.statement import SealFacts, seal_run
 from agentfootprint.store.redaction import Boundary, refuse_reserved_key
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import Clock, RunWriter
-from agentfootprint.verify.verifier import LOG_FORMAT
 
 if TYPE_CHECKING:
     from agentfootprint.runtime.config import AgentConfig

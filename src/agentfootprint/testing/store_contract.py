@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from agentfootprint.errors import RunNotFoundError, StoreConflictError, StoreError
-from agentfootprint.logformat.calls import LOG_FORMAT_V1
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
+from agentfootprint.logformat.log_formats import LOG_FORMAT, LOG_FORMAT_V1
 from agentfootprint.logformat.runs import RunInfo
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.writer import RunWriter
-from agentfootprint.verify.verifier import LOG_FORMAT, Outcome, Verifier
+from agentfootprint.verify.verifier import Outcome, Verifier
 
 __all__ = ["StoreContract", "hashed_batch", "open_body"]
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfootprint.logformat.calls import LOG_FORMAT_V1
+from agentfootprint.logformat.log_formats import LOG_FORMAT_V1
 from agentfootprint.verify.bundle_proofs import Inclusion
 
 __all__ = ["Outcome", "RunVerification"]

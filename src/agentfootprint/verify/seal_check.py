@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.errors import SealError, UsageError, VerificationError
-from agentfootprint.logformat.calls import SEALED_FORMATS
 from agentfootprint.logformat.hashing import is_hex_digest
 from agentfootprint.seal.dsse import parse_envelope, verify_envelope
 from agentfootprint.seal.facts import (
@@ -234,7 +233,7 @@ def witness_open(check: RunCheck, witness: SealWitness, body: Mapping[str, Any])
     witness.policy_digest = body.get("policy_digest") if check.matches else None
     if "seal" not in body:
         return
-    if check.log_format not in SEALED_FORMATS:
+    if not check.format.may_seal:
         raise check.fail(0, f"run.open names a seal in format {check.log_format}", "structure")
     try:
         witness.key_id = open_member(body["seal"])
@@ -262,7 +261,7 @@ def sealing(where: RunCheck, witness: SealWitness, seq: int, type_: str, body: A
         return False  # at seq 0 _opened names what the first row should be
     problem = (
         seal_row_problem(witness, where.close is not None, body)
-        if where.log_format in SEALED_FORMATS
+        if where.format.may_seal
         else f"run.seal in a log of format {where.log_format}"
     )
     if problem is not None:

@@ -45,12 +45,6 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
-from agentfootprint.logformat.calls import (
-    LOG_FORMAT_V1,
-    LOG_FORMAT_V2,
-    LOG_FORMAT_V3,
-    LOG_FORMATS,
-)
 from agentfootprint.logformat.chain import (
     GENESIS,
     RawRow,
@@ -95,11 +89,6 @@ from agentfootprint.verify.seal_check import (
 from agentfootprint.verify.seal_log_check import SealedRun, SealListing, log_findings
 
 __all__ = [
-    "LOG_FORMAT",
-    "LOG_FORMATS",
-    "LOG_FORMAT_V1",
-    "LOG_FORMAT_V2",
-    "LOG_FORMAT_V3",
     "Outcome",
     "ProvenValue",
     "Row",
@@ -111,8 +100,6 @@ __all__ = [
     "verify_run",
 ]
 
-#: the log format this version writes; every one of LOG_FORMATS verifies
-LOG_FORMAT = LOG_FORMAT_V3
 _CONTINUABLE = ("answered", "stopped_early")
 #: one stored row: the 7 values of RawRow (run id, seq, type, ts, body, event and chain hash)
 _RowValues = tuple[Any, ...]
