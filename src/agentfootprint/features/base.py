@@ -31,16 +31,15 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
 from agentfootprint.errors import UsageError
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, has_lone_surrogate
-from agentfootprint.runtime.ports import PortName, require_port
+from agentfootprint.runtime.ports import PortName
+from agentfootprint.runtime.run import DeclaredPorts
 
 if TYPE_CHECKING:
     from agentfootprint.runtime.events import AgentEvent
-    from agentfootprint.runtime.ports import DecisionPort, ModelPort, ToolPort
     from agentfootprint.runtime.provider import LLMResponse
-    from agentfootprint.runtime.run import StageContext
+    from agentfootprint.runtime.run import RunState, StageContext
     from agentfootprint.runtime.scope import Scope
     from agentfootprint.runtime.tools import ToolOutcome
-    from agentfootprint.store.writer import Clock
 
 __all__ = [
     "HOOK_POINTS",
@@ -403,7 +402,7 @@ class Part:
     needs: dict[str, Part] = field(default_factory=dict)
 
 
-class HookContext(Generic[Settings_co]):
+class HookContext(DeclaredPorts, Generic[Settings_co]):
     """What one feature's hook sees: its own typed options, its run memory and agent cache,
     ``emit``, the stage's scope, the ports it declared (another raises at once) and the
     features it declared it needs. Nothing else of the run."""
@@ -491,29 +490,8 @@ class HookContext(Generic[Settings_co]):
             raise UndeclaredNeedError(self.feature, feature.name)
         return HookContext(part, self._stage)
 
-    def _port(self, port: PortName) -> None:
-        require_port(self._part.feature.name, self._part.ports, port)
-
-    @property
-    def model(self) -> ModelPort:
-        self._port("model")
-        return self._stage.run.model
-
-    @property
-    def tools(self) -> ToolPort:
-        self._port("tools")
-        return self._stage.run.tools
-
-    @property
-    def decisions(self) -> DecisionPort:
-        """The deciders' recorded answers (a replay) or none (ask them)."""
-        self._port("decisions")
-        return self._stage.run.decisions
-
-    @property
-    def clock(self) -> Clock:
-        self._port("clock")
-        return self._stage.run.ports.clock
+    def _port_holder(self) -> tuple[str, frozenset[str], RunState]:
+        return self._part.feature.name, self._part.ports, self._stage.run
 
 
 class UndeclaredNeedError(UsageError):

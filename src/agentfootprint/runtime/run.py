@@ -31,6 +31,7 @@ from agentfootprint.runtime.ports import (
     LiveModel,
     LiveTools,
     ModelPort,
+    PortName,
     Ports,
     ToolPort,
     require_port,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from agentfootprint.runtime.config import AgentConfig
     from agentfootprint.runtime.seam import Seam
 
-__all__ = ["Lineage", "ReplayInput", "RunState", "StageContext"]
+__all__ = ["DeclaredPorts", "Lineage", "ReplayInput", "RunState", "StageContext"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -81,8 +82,45 @@ class ReplayInput:
     content: Any
 
 
+class DeclaredPorts:
+    """The run's ports, each handed only to a feature that declared it (another raises
+    :class:`~agentfootprint.runtime.ports.UndeclaredPortError` at its use): one check for a
+    stage's context and a hook's."""
+
+    __slots__ = ()
+
+    def _port_holder(self) -> tuple[str, frozenset[str], RunState]:
+        """The feature using the ports, the ports it declared, and the run holding them."""
+        raise NotImplementedError
+
+    def _port(self, port: PortName) -> RunState:
+        feature, declared, run = self._port_holder()
+        require_port(feature, declared, port)
+        return run
+
+    @property
+    def model(self) -> ModelPort:
+        """The model port (declared ``"model"``)."""
+        return self._port("model").model
+
+    @property
+    def tools(self) -> ToolPort:
+        """The tools port (declared ``"tools"``)."""
+        return self._port("tools").tools
+
+    @property
+    def decisions(self) -> DecisionPort:
+        """The deciders' recorded answers, a replay's, or none (declared ``"decisions"``)."""
+        return self._port("decisions").decisions
+
+    @property
+    def clock(self) -> Clock:
+        """The run's clock (declared ``"clock"``)."""
+        return self._port("clock").ports.clock
+
+
 @dataclass(kw_only=True, slots=True)
-class StageContext:
+class StageContext(DeclaredPorts):
     """What a stage function receives."""
 
     run: RunState
@@ -99,29 +137,8 @@ class StageContext:
     feature: str = ""
     declared: frozenset[str] = frozenset()
 
-    @property
-    def model(self) -> ModelPort:
-        """The model port (declared ``"model"``)."""
-        require_port(self.feature, self.declared, "model")
-        return self.run.model
-
-    @property
-    def tools(self) -> ToolPort:
-        """The tools port (declared ``"tools"``)."""
-        require_port(self.feature, self.declared, "tools")
-        return self.run.tools
-
-    @property
-    def decisions(self) -> DecisionPort:
-        """The deciders' recorded answers (declared ``"decisions"``)."""
-        require_port(self.feature, self.declared, "decisions")
-        return self.run.decisions
-
-    @property
-    def clock(self) -> Clock:
-        """The run's clock (declared ``"clock"``)."""
-        require_port(self.feature, self.declared, "clock")
-        return self.run.ports.clock
+    def _port_holder(self) -> tuple[str, frozenset[str], RunState]:
+        return self.feature, self.declared, self.run
 
     def listens(self, kind: str) -> bool:
         """An event of ``kind`` would be recorded or delivered (else a stage need not build it)."""
