@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
 from agentfootprint.logformat.canonical import (
+    MAX_DEPTH,
     MAX_SAFE_INT,
     canon,
     check_ijson,
@@ -205,6 +206,79 @@ def test_check_ijson_false_whenever_a_float_is_present(
         holder = [[value], {"deep": [number]}]
     assert check_ijson(holder) is False
     assert canon(holder) == rfc8785.dumps(holder)
+
+
+class _Text(str):
+    """A str subclass: not a JSON value (refused as one, like any other type)."""
+
+
+#: leaves that are not I-JSON, each refused by both walks
+BAD_LEAVES = st.one_of(
+    UNSAFE_INTS,
+    st.sampled_from([float("nan"), float("inf"), -float("inf")]),
+    st.text(alphabet=SURROGATE_OR_ASCII, min_size=1).filter(lambda t: not _valid_text(t)),
+    st.builds(_Text, st.text(max_size=3)),
+    st.sampled_from([b"x", object(), {1, 2}, 1j]),
+)
+#: values mixing good and bad leaves, tuples, astral and high keys, keys that are not text
+MIXED = st.recursive(
+    st.none() | st.booleans() | SAFE_INTS | FLOATS | TEXT | BAD_LEAVES,
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(ALL_KEYS, children, max_size=5)
+        | st.dictionaries(
+            st.one_of(st.integers(0, 3), st.builds(_Text, st.text(max_size=2)), TEXT),
+            children,
+            max_size=2,
+        )
+    ),
+    max_leaves=25,
+)
+
+
+@EXAMPLES
+@given(MIXED)
+@example([1, {"a": [2**53]}])
+@example({"k": ["ok", "\ud800"]})
+@example({"\ud800": 1})
+@example({"é": 1.5, "\ue000": [None]})
+def test_the_quick_scan_refuses_and_takes_the_fast_path_as_the_plain_walk_does(
+    value: Any,
+) -> None:
+    """``check_ijson``'s quick scan (no paths kept) against ``_locate``, the plain walk that
+    names the path it refuses: both refuse the same values, and accept the others with the
+    same answer for the fast path."""
+    from agentfootprint.logformat.canonical import _locate
+
+    try:
+        plain = _locate(value, (), MAX_DEPTH)
+    except CanonicalFormError:
+        plain = None
+    if plain is None:
+        with pytest.raises(CanonicalFormError):
+            check_ijson(value)
+    else:
+        assert check_ijson(value) is plain
+
+
+@settings(deadline=None)
+@given(st.integers(MAX_DEPTH - 2, MAX_DEPTH + 2), st.sampled_from(["list", "dict", "tuple"]))
+def test_the_quick_scan_refuses_nesting_where_the_plain_walk_does(depth: int, kind: str) -> None:
+    from agentfootprint.logformat.canonical import _locate
+
+    value: Any = [1]
+    for _ in range(depth):
+        value = {"k": value} if kind == "dict" else [value] if kind == "list" else (value,)
+    try:
+        plain: bool | None = _locate(value, (), MAX_DEPTH)
+    except CanonicalFormError:
+        plain = None
+    if plain is None:
+        with pytest.raises(CanonicalFormError):
+            check_ijson(value)
+    else:
+        assert check_ijson(value) is plain
 
 
 # --- refusals never leak another exception type ------------------------------------------

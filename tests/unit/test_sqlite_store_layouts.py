@@ -8,6 +8,7 @@ verified as it is (never migrated, no row rewritten); a new file gets the layout
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import shutil
 import sqlite3
@@ -21,8 +22,9 @@ import pytest
 import agentfootprint as af
 from agentfootprint.errors import AppendOnlyError, NotALogError, StoreError
 from agentfootprint.exchange.transfer import export_runs, import_bundle
+from agentfootprint.logformat.canonical import canon
 from agentfootprint.store import sqlite as sqlite_store
-from agentfootprint.store.base import EventStore, StoredEvent
+from agentfootprint.store.base import EventStore, LinkedEvent, StoredEvent
 from agentfootprint.store.sqlite import SqliteStore, translate_errors
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import StoreContract, hashed_batch, open_body
@@ -287,6 +289,35 @@ def test_a_row_whose_dropped_hashes_do_not_follow_is_refused(tmp_path: Path) -> 
             assert [e.seq for e in store.read("r")] == [0]
         store.append(batch)  # the last row's chain hash is stored: kept as given
         assert list(store.read("r"))[1:] == batch
+
+
+def test_a_linked_row_is_not_hashed_again_but_must_link_to_the_stored_head(
+    tmp_path: Path,
+) -> None:
+    """The writer's rows are :class:`LinkedEvent`: hashed by their one constructor, so
+    schema 2 takes their event hash as made (a plain row is hashed again, above); the link
+    to the stored head is still checked, and a linked row cannot be altered in place."""
+    with schema_2_store(tmp_path / "two.db") as store:
+        RunWriter(store, "r").append([("run.open", open_body("r"))])
+        head = next(iter(store.read("r"))).chain_hash
+        plain = _hashed(store, "r", [("commit", _empty(0)), ("commit", _empty(1))])
+        linked = [
+            LinkedEvent(run_id="r", seq=e.seq, type=e.type, ts=e.ts, body=e.body, previous=previous)
+            for e, previous in zip(plain, [head, plain[0].chain_hash], strict=True)
+        ]
+        assert linked == plain and plain == linked and len({*linked, *plain}) == 2
+        astray = LinkedEvent(
+            run_id="r", seq=1, type="commit", ts=1, body=canon(_empty(0)), previous=bytes(32)
+        )
+        with pytest.raises(StoreError, match="does not follow"):
+            store.append([astray, linked[1]])
+        with pytest.raises(TypeError):
+            dataclasses.replace(linked[0], event_hash=bytes(32))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            linked[0].body = b"{}"  # type: ignore[misc]
+        store.append(linked)
+        assert list(store.read("r"))[1:] == plain
+        assert Verifier(store).verify("r").outcome is Outcome.UNSEALED
 
 
 def test_only_exact_empty_commit_markers_are_compact(tmp_path: Path) -> None:

@@ -217,7 +217,7 @@ def test_a_broken_parent_breaks_the_child() -> None:
     log = store._events["p"]
     log[1] = af.store.base.StoredEvent(
         **{
-            **{k: getattr(log[1], k) for k in log[1].__slots__},
+            **{k: getattr(log[1], k) for k in af.store.base.StoredEvent.__slots__},
             "body": log[1].body.replace(b"[1]", b"[7]"),
         }
     )

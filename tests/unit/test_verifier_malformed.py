@@ -354,7 +354,7 @@ def _held(rows: list[StoredEvent]) -> MemoryStore:
 
 
 def _replaced(row: StoredEvent, **fields: Any) -> StoredEvent:
-    return StoredEvent(**{**{k: getattr(row, k) for k in row.__slots__}, **fields})
+    return StoredEvent(**{**{k: getattr(row, k) for k in StoredEvent.__slots__}, **fields})
 
 
 @pytest.mark.parametrize(

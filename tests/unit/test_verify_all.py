@@ -331,7 +331,10 @@ def test_a_long_conversation_with_a_broken_root_fails_every_run_without_recursio
     ids = _chain(store, 1200)
     log = store._events[ids[0]]
     log[1] = af.store.base.StoredEvent(
-        **{**{k: getattr(log[1], k) for k in log[1].__slots__}, "ts": log[1].ts + 1}
+        **{
+            **{k: getattr(log[1], k) for k in af.store.base.StoredEvent.__slots__},
+            "ts": log[1].ts + 1,
+        }
     )
     source = Counting(store)
     with pytest.raises(af.VerificationError) as caught:
@@ -353,7 +356,10 @@ def test_a_child_is_checked_before_its_failed_parent_is_blamed() -> None:
         ids = _chain(store, 2)
         log = store._events[ids[0]]
         log[1] = af.store.base.StoredEvent(
-            **{**{k: getattr(log[1], k) for k in log[1].__slots__}, "ts": log[1].ts + 1}
+            **{
+                **{k: getattr(log[1], k) for k in af.store.base.StoredEvent.__slots__},
+                "ts": log[1].ts + 1,
+            }
         )
         child = store._events[ids[1]]
         body = parse(child[0].body)
@@ -362,7 +368,7 @@ def test_a_child_is_checked_before_its_failed_parent_is_blamed() -> None:
         digest = event_hash(ids[1], 0, "run.open", child[0].ts, data)
         child[0] = af.store.base.StoredEvent(
             **{
-                **{k: getattr(child[0], k) for k in child[0].__slots__},
+                **{k: getattr(child[0], k) for k in af.store.base.StoredEvent.__slots__},
                 "body": data,
                 "event_hash": digest,
                 "chain_hash": chain_hash(GENESIS, digest),

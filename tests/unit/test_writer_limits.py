@@ -368,7 +368,10 @@ class _Rewritten:
             if self.reads > 1:
                 last = rows[-1]
                 rows[-1] = StoredEvent(
-                    **{**{f: getattr(last, f) for f in last.__slots__}, "chain_hash": b"\1" * 32}
+                    **{
+                        **{f: getattr(last, f) for f in StoredEvent.__slots__},
+                        "chain_hash": b"\1" * 32,
+                    }
                 )
         return iter(rows)
 
@@ -395,7 +398,7 @@ def test_a_run_that_grew_is_written_as_it_was_counted(
             self.reads += 1
             rows = list(store.read(run_id, start=start))
             if self.reads > len(ids):  # the writing pass sees one row more
-                extra = StoredEvent(**{**{f: getattr(rows[-1], f) for f in rows[-1].__slots__}})
+                extra = StoredEvent(**{**{f: getattr(rows[-1], f) for f in StoredEvent.__slots__}})
                 rows.append(extra)
             return iter(rows)
 
@@ -410,7 +413,11 @@ def _raw_run(store: af.MemoryStore, run_id: str, body: bytes) -> None:
     writer.append([("run.open", open_body(run_id))])
     good = writer.append([("event", {"name": "x"})])[0]
     store.append(
-        [StoredEvent(**{**{f: getattr(good, f) for f in good.__slots__}, "seq": 2, "body": body})]
+        [
+            StoredEvent(
+                **{**{f: getattr(good, f) for f in StoredEvent.__slots__}, "seq": 2, "body": body}
+            )
+        ]
     )
 
 

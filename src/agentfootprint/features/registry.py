@@ -252,7 +252,7 @@ class Seam:
         hooks = self._points.get(point)
         if hooks is None:
             raise TypeError(f"{point!r} is not a hook point of Feature")
-        return cast(tuple[Callable[Concatenate["StageContext", P], R], ...], hooks)
+        return cast("tuple[Callable[Concatenate[StageContext, P], R], ...]", hooks)
 
     @property
     def run_end_hooks(self) -> tuple[RunEndHook, ...]:

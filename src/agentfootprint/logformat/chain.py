@@ -165,32 +165,36 @@ def event_hash(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes
     ``digest("event", event_envelope(...))``, hashed in parts: the state after the domain
     prefix and ``{"body":`` is copied, the body is hashed where it lies (never copied into
     an envelope: a 50 MB result was copied twice), then the canonical rest of the envelope
-    (a property test holds the two forms together)."""
+    (a property test holds the two forms together). Written out in one function: it runs
+    once per row written and once per row verified."""
     state = _EVENT_STATE.copy()
     state.update(body)
-    state.update(_envelope_tail(run_id, seq, type_, ts))
+    if (
+        type(seq) is int
+        and type(ts) is int
+        and -MAX_SAFE_INT <= seq <= MAX_SAFE_INT
+        and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
+    ):
+        tail = b',"run":%s,"seq":%d,"ts":%d,"type":%s}' % (
+            _canon_text(run_id),
+            seq,
+            ts,
+            _canon_text(type_),
+        )
+    else:  # what canon writes for them (or its refusal)
+        tail = b',"run":%s,"seq":%s,"ts":%s,"type":%s}' % (
+            _canon_text(run_id),
+            canon(seq),
+            canon(ts),
+            _canon_text(type_),
+        )
+    state.update(tail)
     return state.digest()
-
-
-def _envelope_tail(run_id: str, seq: int, type_: str, ts: int) -> bytes:
-    """The envelope after its body: ``,"run":..,"seq":..,"ts":..,"type":..}``, canonical."""
-    return b',"run":%s,"seq":%s,"ts":%s,"type":%s}' % (
-        _canon_text(run_id),
-        _canon_int(seq),
-        _canon_int(ts),
-        _canon_text(type_),
-    )
 
 
 @functools.lru_cache(maxsize=1024)
 def _canon_text(text: str) -> bytes:
     return canon(text)
-
-
-def _canon_int(number: int) -> bytes:
-    if type(number) is int and -MAX_SAFE_INT <= number <= MAX_SAFE_INT:
-        return b"%d" % number
-    return canon(number)  # refuses with the usual error
 
 
 def event_envelope(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes:
@@ -199,21 +203,25 @@ def event_envelope(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> b
     Byte-equal to ``canon_object`` over the same members (a unit test holds them
     together); the run id and type are canonicalised once, integers are checked.
     """
-    return b'{"body":' + body + _envelope_tail(run_id, seq, type_, ts)
+    return b'{"body":%s,"run":%s,"seq":%s,"ts":%s,"type":%s}' % (
+        body,
+        _canon_text(run_id),
+        canon(seq),
+        canon(ts),
+        _canon_text(type_),
+    )
 
 
 def chain_hash(previous: bytes, event: bytes) -> bytes:
     """Link ``event`` (an event hash) onto the chain whose head is ``previous``:
-    ``digest("chain", previous + event)``, from the state after the domain prefix."""
-    state = _CHAIN_STATE.copy()
-    state.update(previous)
-    state.update(event)
-    return state.digest()
+    ``digest("chain", previous + event)``."""
+    return _sha256(_CHAIN_PREFIX + previous + event).digest()
 
 
-#: the SHA-256 states after the domain prefixes (and, for events, ``{"body":``), copied per row
+#: the SHA-256 state after the domain prefix and ``{"body":``, copied per event
 _EVENT_STATE: Final = hashlib.sha256(domain_prefix("event") + b'{"body":')
-_CHAIN_STATE: Final = hashlib.sha256(domain_prefix("chain"))
+_CHAIN_PREFIX: Final = domain_prefix("chain")
+_sha256: Final = hashlib.sha256
 
 
 def stored_kind(value: Any) -> str:

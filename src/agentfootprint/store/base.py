@@ -24,6 +24,7 @@ import orjson
 
 from agentfootprint.errors import StoreError, UsageError
 from agentfootprint.logformat.canonical import parse
+from agentfootprint.logformat.chain import chain_hash, event_hash
 from agentfootprint.logformat.runs import RunInfo
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "EventReader",
     "EventStore",
     "IndexEntry",
+    "LinkedEvent",
     "RunInfo",
     "StoredEvent",
     "agreed_durability",
@@ -71,6 +73,45 @@ class StoredEvent:
             event_hash=bytes(row.event_hash),
             chain_hash=bytes(row.chain_hash),
         )
+
+
+class LinkedEvent(StoredEvent):
+    """A new row whose hashes this class computed itself: its event hash from its fields,
+    its chain hash from that and ``previous`` (the run's head before it).
+
+    The hashes follow from the row by construction (the one constructor computes them, and
+    the row is frozen), so a store that keeps them implicitly (SQLite schema 2) need not
+    hash the body again to know they do; a row of any other origin (an import, a copy) is a
+    plain :class:`StoredEvent` and is hashed again. :class:`RunWriter` makes these."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, *, run_id: str, seq: int, type: str, ts: int, body: bytes, previous: bytes
+    ) -> None:
+        digest = event_hash(run_id, seq, type, ts, body)
+        super().__init__(
+            run_id=run_id,
+            seq=seq,
+            type=type,
+            ts=ts,
+            body=body,
+            event_hash=digest,
+            chain_hash=chain_hash(previous, digest),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any row with the same values, of this class or not (a row read back
+        is a plain :class:`StoredEvent`)."""
+        if not isinstance(other, StoredEvent):
+            return NotImplemented
+        return _values(self) == _values(other)
+
+    __hash__ = StoredEvent.__hash__
+
+
+def _values(row: StoredEvent) -> tuple[Any, ...]:
+    return (row.run_id, row.seq, row.type, row.ts, row.body, row.event_hash, row.chain_hash)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

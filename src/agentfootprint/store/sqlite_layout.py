@@ -18,7 +18,7 @@ import orjson
 from agentfootprint.errors import StoreError
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
 from agentfootprint.logformat.chain import DERIVED, chain_hash, event_hash
-from agentfootprint.store.base import StoredEvent
+from agentfootprint.store.base import LinkedEvent, StoredEvent
 
 _APPEND_ONLY = "agentfootprint log is append-only"
 
@@ -143,13 +143,18 @@ def _orphan_key(run_id: str) -> int | None:
 
 def _checked_links(event: StoredEvent, head: bytes, *, last: bool) -> bytes:
     """Schema 2 keeps no event hash and, but on a batch's last row, no chain hash: refuse a
-    row whose dropped values do not follow from it (the reader would yield other ones)."""
-    try:
-        digest = event_hash(event.run_id, event.seq, event.type, event.ts, event.body)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(
-            f"run {event.run_id} seq {event.seq}: cannot hash the row ({exc})"
-        ) from exc
+    row whose dropped values do not follow from it (the reader would yield other ones). A
+    :class:`LinkedEvent`'s event hash follows from it by construction: it is not hashed
+    again (its link to the stored head still is checked)."""
+    if type(event) is LinkedEvent:
+        digest = event.event_hash
+    else:
+        try:
+            digest = event_hash(event.run_id, event.seq, event.type, event.ts, event.body)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"run {event.run_id} seq {event.seq}: cannot hash the row ({exc})"
+            ) from exc
     if type(event.chain_hash) is not bytes or len(event.chain_hash) != 32:
         raise StoreError(f"run {event.run_id} seq {event.seq}: chain_hash is not 32 bytes")
     if digest != event.event_hash or (not last and chain_hash(head, digest) != event.chain_hash):

@@ -32,9 +32,9 @@ import orjson
 from agentfootprint.errors import CanonicalFormError, RecordTooLargeError, StoreError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import canon
-from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
+from agentfootprint.logformat.chain import GENESIS
 from agentfootprint.seal.facts import WIRE_EVENT
-from agentfootprint.store.base import EventStore, StoredEvent
+from agentfootprint.store.base import EventStore, LinkedEvent, StoredEvent
 
 __all__ = ["Clock", "RunWriter", "envelope_bytes", "new_run_id", "wall_clock_ms"]
 
@@ -154,19 +154,11 @@ class RunWriter:
             self._check_envelope(seq, type_, ts)
             data = _compact(canon(body))
             self._check_body(seq, type_, data)
-            e = event_hash(self.run_id, seq, type_, ts, data)
-            head = chain_hash(head, e)
-            batch.append(
-                StoredEvent(
-                    run_id=self.run_id,
-                    seq=seq,
-                    type=type_,
-                    ts=ts,
-                    body=data,
-                    event_hash=e,
-                    chain_hash=head,
-                )
+            row = LinkedEvent(
+                run_id=self.run_id, seq=seq, type=type_, ts=ts, body=data, previous=head
             )
+            batch.append(row)
+            head = row.chain_hash
             seq += 1
         if self.buffered:
             self.pending += batch
