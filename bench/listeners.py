@@ -8,9 +8,11 @@ recorded into a ``MemoryStore`` (where the copy weighs most) and into SQLite
 
 * ``none``: no listener (this tree): nothing is built, nothing is copied;
 * ``star``: one ``agent.on("*", fn)`` listener that does nothing (this tree: copies);
-* ``star, before``: the same listener on the code before copies (this tree's ``src`` with
-  ``runtime/events.py`` taken from ``--before``, and a ``detached`` there that copies nothing,
-  so a tool's arguments are not copied either: the change is the only difference).
+* ``star, before``: the same listener with the copies taken out, as before them (this tree's
+  ``src`` whose ``runtime/events.py`` ends with :data:`NO_COPIES`: ``detached`` returns its
+  value and each listener gets the run's own event object; so a tool's arguments are not
+  copied either: the copies are the only difference). Made from this tree, not from an old
+  commit, so it keeps measuring the copies as the code around them moves.
 
 Each measurement runs in a fresh subprocess (``PYTHONPATH`` set to the tree's ``src``):
 an untimed warm-up, then ``--inner`` recordings whose ``run_sync`` calls are timed (median
@@ -41,15 +43,28 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-#: the last commit whose listeners got the run's own event objects
-BEFORE = "487b071"
+#: appended to this tree's ``runtime/events.py`` for ``star, before``: no copy anywhere
+NO_COPIES = b"""
+
+# bench/listeners.py: the copies taken out, as before them
+def detached(value):
+    return value
+
+
+def _snapshot(event):
+    return event
+
+
+def _fresh(snapshot):
+    return snapshot
+"""
 WARMUP_N = 8
 VARIANTS = ("star, before", "star", "none")
 STORES = ("memory", "sqlite")
 
 
 # -- the measuring subprocess -----------------------------------------------------------------
-def child(variant: str, n: int, inner: int, db: Path, before: str) -> dict[str, Any]:
+def child(variant: str, n: int, inner: int, db: Path) -> dict[str, Any]:
     sys.path.insert(0, str(BENCH))
     import common
     from common import Conversation, remove_db, run_agent_conversation
@@ -98,15 +113,15 @@ def child(variant: str, n: int, inner: int, db: Path, before: str) -> dict[str, 
         "events": events,
         **{f"{k}_ms": statistics.median(v) * per_it for k, v in wall.items()},
         **{f"{k}_cpu_ms": statistics.median(v) * per_it for k, v in cpu.items()},
-        "delivery_us": delivery_cost(af, conv, before) if variant == "star" else None,
+        "delivery_us": delivery_cost(af, conv) if variant == "star" else None,
         "raw": {"wall_s": wall, "cpu_s": cpu},
     }
 
 
-def delivery_cost(af: Any, conv: Any, before: str) -> dict[str, float]:
+def delivery_cost(af: Any, conv: Any) -> dict[str, float]:
     """Delivering one event to one listener that does nothing, alone: microseconds per
     event through this tree's ``EventBus`` (the copy included) and through the one of
-    ``runtime/events.py`` at ``before`` (loaded beside it), over the events of a recording
+    ``runtime/events.py`` with :data:`NO_COPIES` (loaded beside it), over the events of a recording
     of the first 50 iterations, each delivered many times in a loop."""
     import asyncio
     import importlib.util
@@ -128,18 +143,16 @@ def delivery_cost(af: Any, conv: Any, before: str) -> dict[str, float]:
     common.conversation_agent = keeping
     run_agent_conversation(Conversation(min(conv.n, 50)), af.MemoryStore())
     common.conversation_agent = made
-    old_source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{before}:src/agentfootprint/core/events.py"],
-        capture_output=True,
-        check=True,
-    ).stdout
+    from agentfootprint.runtime import events
+
+    old_source = Path(events.__file__).read_bytes() + NO_COPIES
     spec = importlib.util.spec_from_loader("events_before", loader=None)
     assert spec is not None
     old = sys.modules["events_before"] = importlib.util.module_from_spec(spec)
     exec(compile(old_source, "events_before.py", "exec"), old.__dict__)
     rounds = 200
     timed: dict[str, float] = {}
-    for name, bus in (("before", old.EventBus()), ("now", EventBus(event_kinds()))):
+    for name, bus in (("before", old.EventBus(event_kinds())), ("now", EventBus(event_kinds()))):
         bus.on("*", lambda event: None)
 
         async def deliver(bus: Any = bus) -> float:
@@ -154,25 +167,18 @@ def delivery_cost(af: Any, conv: Any, before: str) -> dict[str, float]:
 
 
 # -- the parent -------------------------------------------------------------------------------
-def before_tree(rev: str, into: Path) -> Path:
-    """This tree's ``src`` with ``runtime/events.py`` as it was at ``rev``."""
+def before_tree(into: Path) -> Path:
+    """This tree's ``src`` with the copies taken out (:data:`NO_COPIES`)."""
     src = into / "src"
     shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
-    old = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:src/agentfootprint/runtime/events.py"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    # modules since then import ``detached`` (a tool's copy of its arguments): before, none
-    shim = b"\n\ndef detached(value):  # bench/listeners.py: no copy, as before\n    return value\n"
-    (src / "agentfootprint" / "runtime" / "events.py").write_bytes(old + shim)
+    events = src / "agentfootprint" / "runtime" / "events.py"
+    events.write_bytes(events.read_bytes() + NO_COPIES)
     return src
 
 
-def spawn(tree: Path, variant: str, n: int, inner: int, db: Path, before: str) -> dict[str, Any]:
+def spawn(tree: Path, variant: str, n: int, inner: int, db: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     args = ["--child", variant, "--n", str(n), "--inner", str(inner), "--db", str(db)]
-    args += ["--before", before]
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), *args],
         env=env,
@@ -193,29 +199,26 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=800)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--inner", type=int, default=1)
-    parser.add_argument("--before", default=BEFORE, help="the commit before copies")
     parser.add_argument("--quick", action="store_true", help="N = 200, 2 rounds")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.n, args.inner, args.db, args.before)))
+        print(json.dumps(child(args.child, args.n, args.inner, args.db)))
         return
     if args.quick:
         args.n, args.rounds = 200, 2
     with tempfile.TemporaryDirectory(prefix="afp-listeners-") as tmp:
-        trees = {"star, before": before_tree(args.before, Path(tmp)), "star": ROOT / "src"}
+        trees = {"star, before": before_tree(Path(tmp)), "star": ROOT / "src"}
         trees["none"] = ROOT / "src"
         db = Path(tmp) / "listeners.sqlite"
         print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}  load {os.getloadavg()}")
-        print(f"# N = {args.n}, {args.rounds} rounds, before = {args.before}")
+        print(f"# N = {args.n}, {args.rounds} rounds")
         measured: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
         for _ in range(args.rounds):
             for variant in VARIANTS:
-                measured[variant].append(
-                    spawn(trees[variant], variant, args.n, args.inner, db, args.before)
-                )
+                measured[variant].append(spawn(trees[variant], variant, args.n, args.inner, db))
     report(measured, args.n)
     if args.json:
         args.json.write_text(json.dumps(measured, indent=1))
