@@ -158,15 +158,15 @@ def _normalized(answer: Any, strategy: Any, served: Mapping[str, Any]) -> dict[s
 async def mark(ctx: StageContext) -> None:
     """Decide the markers of the request about to be served and write them to state (or
     delete them when nothing is to be marked)."""
-    run, s = ctx.run, ctx.scope
+    s = ctx.scope
     committed = s.committed
     unmarked = {k: v for k, v in committed.items() if k != _KEY} if _KEY in committed else committed
     try:
-        served = build_request(unmarked, version=run.seam.projection)
+        served = build_request(unmarked, version=ctx.projection)
     except ProjectionError:
         return  # nothing can be served: call-llm says why
     served.pop("prompt_cache", None)
-    strategy = run.seam.options["cache_strategy"]
+    strategy = ctx.config.options["cache_strategy"]
     if strategy == "breakpoints":
         markers = breakpoints(served)
     else:
@@ -175,7 +175,7 @@ async def mark(ctx: StageContext) -> None:
         answer = await call_user_code(
             strategy.markers,
             Request.from_served(detached(served)),
-            grace=tool_teardown.exit_grace(run.config.options),
+            grace=tool_teardown.exit_grace(ctx.config.options),
         )
         markers = _normalized(answer, strategy, served)
     if markers is None:

@@ -215,10 +215,10 @@ def summary_message(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def select(ctx: StageContext) -> Selection:
     """The window at this call, from committed state, against the list served before."""
-    options = ctx.run.config.options
+    options = ctx.config.options
     turns: int = options[OPTION]["keep_last_turns"]
     history: list[dict[str, Any]] = ctx.scope.get("history") or []
-    index: _Index = ctx.run.memory.setdefault(OPTION, _Index())
+    index: _Index = ctx.run_memory.setdefault(OPTION, _Index())
     index.update(history)
     segments, held, down = plan(
         history, index.starts, index.latest, turns, options.get(pinning.OPTION) or 0
@@ -239,7 +239,7 @@ async def record(ctx: StageContext, selection: Selection, reason: str) -> None:
     for start, end in left:
         await ctx.emit(
             ContextEvicted(
-                run_id=ctx.run.run_id,
+                run_id=ctx.run_id,
                 iteration=iteration,
                 turns_left=sum(1 for i in range(start, end) if i in starts),
                 messages=[start, end],
@@ -250,7 +250,7 @@ async def record(ctx: StageContext, selection: Selection, reason: str) -> None:
         history = ctx.scope.get("history") or []
         await ctx.emit(
             PinsHeld(
-                run_id=ctx.run.run_id,
+                run_id=ctx.run_id,
                 iteration=iteration,
                 pins=[
                     {
@@ -270,7 +270,7 @@ async def record(ctx: StageContext, selection: Selection, reason: str) -> None:
         if any(s < e and _subtract([(s, e)], left) != [(s, e)] for s, e in pin.ranges):
             await ctx.emit(
                 pinning.PinStoodDown(
-                    run_id=ctx.run.run_id,
+                    run_id=ctx.run_id,
                     iteration=iteration,
                     tool=pin.tool,
                     messages=[pin.ranges[0][0], pin.ranges[-1][1]],

@@ -8,16 +8,16 @@ from agentfootprint.runtime.run import StageContext
 
 
 async def prepare_final(ctx: StageContext) -> None:
-    run, s = ctx.run, ctx.scope
+    s = ctx.scope
     response = s.get("last_response")
     iteration = s.get("iteration")
     answer = response["content"]
     s.append("history", [{"role": "assistant", "content": answer}])
     s.set("final_answer", answer)
-    await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+    await ctx.emit(IterationEnd(run_id=ctx.run_id, iteration=iteration))
     await ctx.emit(
         TurnEnd(
-            run_id=run.run_id,
+            run_id=ctx.run_id,
             answer=answer,
             iterations=iteration,
             stopped_early=s.get("stopped_early"),

@@ -256,7 +256,7 @@ def wire_exchange(ctx: StageContext, call: int, wire: WireRecord) -> WireExchang
         if attempt.retry_after is not None:
             entry["retry_after"] = attempt.retry_after
         attempts.append(entry)
-    return WireExchange(run_id=ctx.run.run_id, call=call, attempts=attempts)
+    return WireExchange(run_id=ctx.run_id, call=call, attempts=attempts)
 
 
 def _malformed(response: LLMResponse) -> str | None:

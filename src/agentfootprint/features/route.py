@@ -60,7 +60,7 @@ async def route(ctx: StageContext) -> str:
     iteration = s.get("iteration")
     if not response["tool_calls"]:
         return "final"
-    if iteration >= ctx.run.config.max_iterations:
+    if iteration >= ctx.config.max_iterations:
         s.set(
             "stopped_early",
             {

@@ -28,7 +28,7 @@ def _system(value: Any, given: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 async def system_prompt(ctx: StageContext) -> None:
-    system = ctx.run.config.system
+    system = ctx.config.system
     ctx.set_derived(
         "system_pieces", system, lambda: [{"source": "base", "text": text} for text in system]
     )

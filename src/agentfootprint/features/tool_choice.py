@@ -289,7 +289,7 @@ class _Offer:
 
 def _offer(ctx: StageContext, resolved: Resolved) -> _Offer:
     schemas = ctx.scope.get("tool_schemas") or []
-    cached = ctx.run.memory.get(OPTION)
+    cached = ctx.run_memory.get(OPTION)
     if cached is not None and cached[0] is schemas:
         offer: _Offer = cached[1]
         return offer
@@ -305,7 +305,7 @@ def _offer(ctx: StageContext, resolved: Resolved) -> _Offer:
         candidates=candidates,
         descriptions=hexdigest("tools/candidates", canon(candidates)),
     )
-    ctx.run.memory[OPTION] = (schemas, offer)
+    ctx.run_memory[OPTION] = (schemas, offer)
     return offer
 
 
@@ -325,15 +325,15 @@ async def _decide(
     }
     recorded = ctx.decisions.recorded(ToolChoice.kind, question)
     if recorded is None:
-        grace = tool_teardown.exit_grace(ctx.run.config.options)
+        grace = tool_teardown.exit_grace(ctx.config.options)
         ranking, error = await _ask(resolved.classifier, message, candidates, grace)
     else:  # a replay: the original's answer, the classifier is not asked
         ranking, error = _recorded_answer(recorded)
     await ctx.emit(
         ToolChoice(
-            run_id=ctx.run.run_id,
+            run_id=ctx.run_id,
             iteration=ctx.scope.get("iteration"),
-            call=ctx.run.calls,
+            call=ctx.calls,
             classifier=resolved.name,
             message=message,
             candidates=names,
@@ -353,7 +353,7 @@ def _row(ctx: StageContext, resolved: Resolved, **fields: Any) -> dict[str, Any]
     ranking = fields.pop("ranking", None)
     best = ranking[0] if ranking else None
     return {
-        "call": ctx.run.calls,
+        "call": ctx.calls,
         "iteration": ctx.scope.get("iteration"),
         "serve": resolved.serve,
         "ranking": ranking,
@@ -366,7 +366,7 @@ def _row(ctx: StageContext, resolved: Resolved, **fields: Any) -> dict[str, Any]
 async def choose(ctx: StageContext) -> None:
     """Ask the question, file the choice row and commit what is served (before the call)."""
     s = ctx.scope
-    resolved: Resolved = ctx.run.config.options[OPTION]
+    resolved: Resolved = ctx.config.options[OPTION]
     offer = _offer(ctx, resolved)
     names, doors, candidates = offer.names, offer.doors, offer.candidates
     ranking: list[dict[str, Any]] | None = None
@@ -407,7 +407,7 @@ async def choose(ctx: StageContext) -> None:
 async def choose_wrap_up(ctx: StageContext) -> None:
     """The wrap-up call serves no tools: its row says so; nothing narrowed is left."""
     s = ctx.scope
-    resolved: Resolved = ctx.run.config.options[OPTION]
+    resolved: Resolved = ctx.config.options[OPTION]
     s.delete(SERVED)  # the wrap-up stage committed tool_schemas = []
     served = [schema["name"] for schema in s.get("tool_schemas") or []]
     row = _row(
@@ -467,7 +467,7 @@ async def off_wire(ctx: StageContext) -> None:
         if tool_call["name"] in missed:
             await ctx.emit(
                 AnsweredOffWire(
-                    run_id=ctx.run.run_id,
+                    run_id=ctx.run_id,
                     iteration=row["iteration"],
                     call=row["call"],
                     tool=tool_call["name"],

@@ -73,12 +73,11 @@ def parse_arguments(raw: Any) -> tuple[Any, str | None]:
 async def _one_call(
     ctx: StageContext, call: dict[str, Any], iteration: int, room: ResultRoom
 ) -> ToolOutcome:
-    run = ctx.run
     name, call_id = call["name"], call["id"]
     if ctx.listens(ToolStart.kind):
         await ctx.emit(
             ToolStart(
-                run_id=run.run_id,
+                run_id=ctx.run_id,
                 iteration=iteration,
                 tool_call_id=call_id,
                 tool=name,
@@ -99,7 +98,7 @@ async def _one_call(
     if ctx.listens(ToolEnd.kind):
         await ctx.emit(
             ToolEnd(
-                run_id=run.run_id,
+                run_id=ctx.run_id,
                 iteration=iteration,
                 tool_call_id=call_id,
                 tool=name,
@@ -119,13 +118,12 @@ async def _dispatch(
     """Run the tool, or answer without running it; ``expected`` (the recorded call) means
     the tools port answers and no tool runs. Returns the outcome, the parsed arguments
     and whether the tool was run (or, replayed, would have been)."""
-    run = ctx.run
     tools = ctx.tools
-    tool = run.config.tool(call["name"])
+    tool = ctx.config.tool(call["name"])
     arguments: Any = None
     refusal: ToolOutcome | None = None
     if tool is None:
-        known = ", ".join(t.name for t in run.config.tools) or "none"
+        known = ", ".join(t.name for t in ctx.config.tools) or "none"
         refusal = ToolOutcome(
             content=f"Error: there is no tool named '{call['name']}'. Available tools: {known}.",
             is_error=True,
@@ -158,6 +156,7 @@ async def _dispatch(
             for unnote in reversed(hooks_at(ctx, Feature.unnote)):
                 content = unnote(ctx, content)
         return ToolOutcome(content=content, is_error=is_error), arguments, True
+    run = ctx.run  # the tool acts within the run: its conversation, teardowns and writer
     tool_ctx = ToolContext(
         run_id=run.run_id,
         conversation_id=run.conversation_id,
@@ -171,7 +170,7 @@ async def _dispatch(
         # the tool's own copy: what it does to its arguments never reaches the history or
         # what the features compare (the arguments may be the reply's, in state)
         value = await call_tool(
-            tool, detached(arguments), tool_ctx, grace=tool_teardown.exit_grace(run.config.options)
+            tool, detached(arguments), tool_ctx, grace=tool_teardown.exit_grace(ctx.config.options)
         )
     except Exception as exc:
         return _raised(tool.name, exc), arguments, True
@@ -182,14 +181,13 @@ async def _validate(
     ctx: StageContext, tool: Any, call: dict[str, Any], arguments: Any, iteration: int
 ) -> ToolOutcome | None:
     """Argument validation by mode: the teaching message when ``enforce`` refuses."""
-    run = ctx.run
-    mode = run.config.tool_arg_validation
+    mode = ctx.config.tool_arg_validation
     if mode != "off":
         issues = validate_arguments(tool, arguments)
         if issues:
             await ctx.emit(
                 ArgsInvalid(
-                    run_id=run.run_id,
+                    run_id=ctx.run_id,
                     iteration=iteration,
                     tool_call_id=call["id"],
                     tool=tool.name,
@@ -204,7 +202,7 @@ async def _validate(
 
 async def tool_calls(ctx: StageContext) -> None:
     """Run each requested tool in order; the turn and its results join the history."""
-    run, s = ctx.run, ctx.scope
+    s = ctx.scope
     response = s.get("last_response")
     iteration = s.get("iteration")
     room = ResultRoom()  # the results are recorded together, in one body
@@ -228,7 +226,7 @@ async def tool_calls(ctx: StageContext) -> None:
     s.append("history", [assistant, *results])
     s.set("iteration", iteration + 1)
     if ctx.listens(IterationEnd.kind):
-        await ctx.emit(IterationEnd(run_id=run.run_id, iteration=iteration))
+        await ctx.emit(IterationEnd(run_id=ctx.run_id, iteration=iteration))
 
 
 def _raised(tool_name: str, exc: Exception) -> ToolOutcome:

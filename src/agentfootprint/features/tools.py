@@ -34,7 +34,7 @@ def _tools(value: Any, given: Mapping[str, Any]) -> tuple[Tool, ...]:
 
 
 async def tools(ctx: StageContext) -> None:
-    tools = ctx.run.config.tools
+    tools = ctx.config.tools
     ctx.set_derived("tool_schemas", tools, lambda: [tool.schema for tool in tools])
 
 

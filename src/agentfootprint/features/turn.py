@@ -93,9 +93,9 @@ def call_params(options: Mapping[str, Any]) -> dict[str, Any]:
 
 async def seed(ctx: StageContext) -> None:
     """Start the turn: the user message joins the history; counters reset."""
-    run, s = ctx.run, ctx.scope
-    config = run.config
-    message = run.input_message
+    s = ctx.scope
+    config = ctx.config
+    message = ctx.run.input_message  # the turn's input, held by the run
     content = message
     if isinstance(message, ReplayInput):  # a replay restores both recorded forms as they were
         message, content = message.user_message, message.content
@@ -112,7 +112,7 @@ async def seed(ctx: StageContext) -> None:
     for hook in hooks_at(ctx, Feature.turn_start):
         await hook(ctx)
     await ctx.emit(
-        TurnStart(run_id=run.run_id, conversation_id=run.conversation_id, message=message)
+        TurnStart(run_id=ctx.run_id, conversation_id=ctx.run.conversation_id, message=message)
     )
 
 

@@ -88,7 +88,7 @@ async def call_summarizer(ctx: StageContext) -> None:
         windowing.SUMMARY_KEY,
         {
             "text": reply["content"],
-            "call": ctx.run.calls - 1,
+            "call": ctx.calls - 1,
             "folded": folded + (previous["folded"] if previous is not None else 0),
         },
     )

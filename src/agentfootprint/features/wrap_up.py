@@ -95,7 +95,7 @@ async def wrap_up(ctx: StageContext) -> None:
     s.set("tool_schemas", [])
     s.set("stopped_early", {**stopped, "wrapped_up": True})
     await ctx.emit(
-        BudgetExhausted(run_id=ctx.run.run_id, action=BRANCH, iteration=stopped["iteration"])
+        BudgetExhausted(run_id=ctx.run_id, action=BRANCH, iteration=stopped["iteration"])
     )
 
 

@@ -140,6 +140,36 @@ class StageContext(DeclaredPorts):
     def _port_holder(self) -> tuple[str, frozenset[str], RunState]:
         return self.feature, self.declared, self.run
 
+    # What a stage may read of its run, named as a hook's context names it: an option's
+    # stage needs these and its scope, never the rest of ``run`` (the engine's own stages
+    # reach ``run`` for what drives the run: the writer, the boundary, the hasher).
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def calls(self) -> int:
+        """The model calls the run has made so far (``model_calls``: this stage's)."""
+        return self.run.calls
+
+    @property
+    def config(self) -> AgentConfig:
+        """The agent's resolved options: ``options`` by name, the loop's own as attributes."""
+        return self.run.config
+
+    @property
+    def projection(self) -> int:
+        """The request projection version the run serves."""
+        return self.run.seam.projection
+
+    @property
+    def run_memory(self) -> dict[str, Any]:
+        """What stages keep for one run beside the loop, never in state, each under its own
+        key (a hook's :meth:`~agentfootprint.features.base.HookContext.memory` is keyed by
+        its feature's name)."""
+        return self.run.memory
+
     def listens(self, kind: str) -> bool:
         """An event of ``kind`` would be recorded or delivered (else a stage need not build it)."""
         return kind in self.run.recorded_kinds or self.run.bus.wants(kind)
@@ -193,13 +223,13 @@ class StageContext(DeclaredPorts):
         ``source`` object and the committed value is still the one that set left, it is not
         built, copied and compared again: the commit would record no write either way."""
         committed = self.scope.committed.get(key, _UNSET)
-        memo = self.run.memory.get(f"derived:{key}")
+        memo = self.run_memory.get(f"derived:{key}")
         if memo is not None and memo[0] is source and memo[1] is committed:
             return
         self.scope.set(key, build())
         pending = self.scope.get(key)
         unchanged = committed is not _UNSET and json_equal(committed, pending)
-        self.run.memory[f"derived:{key}"] = (source, committed if unchanged else pending)
+        self.run_memory[f"derived:{key}"] = (source, committed if unchanged else pending)
 
     async def write_ahead(self) -> None:
         """Before the call leaves the process: its receipts (a format that writes ahead, v3
