@@ -9,8 +9,11 @@ and rebuilds every row byte for byte. Several processes may write
 to one database at once (WAL plus a busy timeout). Driver errors are turned
 into this library's errors in one place, :func:`~agentfootprint.store.sqlite_files.translate_errors`
 (:mod:`~agentfootprint.store.sqlite_files` holds what a log shares with a vault: telling a
-file's kind, opening it, transactions; :mod:`~agentfootprint.store.sqlite_layout` the schemas
-and schema 2's row codec).
+file's kind, opening it, transactions; :mod:`~agentfootprint.store.sqlite_layout` the schemas,
+schema 2's row codec and one :class:`~agentfootprint.store.sqlite_layout.Layout` per schema).
+
+The schema is looked at once, when the file is opened (:meth:`SqliteStore._read_layout`
+picks the file's layout); every insert, row read and run query after that is the layout's.
 
 One path each way: every batch is appended by :meth:`SqliteStore.append` (which, in schema 2,
 recomputes each dropped hash to refuse rows that would not read back as given), and every
@@ -40,18 +43,10 @@ import sqlite_utils
 from agentfootprint.errors import (
     NotALogError,
     RunNotFoundError,
-    StoreConflictError,
     StoreError,
     UsageError,
 )
-from agentfootprint.logformat.chain import CLOSING_TYPES, GENESIS
-from agentfootprint.store.base import (
-    EventStore,
-    IndexEntry,
-    RunInfo,
-    StoredEvent,
-    run_index_from_open,
-)
+from agentfootprint.store.base import EventStore, IndexEntry, RunInfo, StoredEvent
 from agentfootprint.store.seal_log import read_seal_log, record_seal, sealed_in
 from agentfootprint.store.sqlite_files import (
     DURABILITY,
@@ -70,21 +65,16 @@ from agentfootprint.store.sqlite_files import (
     writer_files,
 )
 from agentfootprint.store.sqlite_layout import (
-    _SEQ_BITS,
-    _SEQ_MASK,
-    _TYPE_NAMES,
     MIGRATIONS,
     NEW_FILE_SCHEMA,
     SCHEMA_V2,
     SCHEMA_VERSION,
-    TYPE_CODES,
+    Layout,
+    Pending,
+    SchemaV1Layout,
+    SchemaV2Layout,
     _bytes_or_as_stored,
-    _checked_links,
-    _compact_commit,
-    _decoded,
-    _orphan_key,
-    _orphan_name,
-    _whole,
+    fetch_all,
 )
 
 # the file-level helpers are imported from here too (the vault, the CLI, tests)
@@ -103,11 +93,6 @@ __all__ = [
     "translate_errors",
     "writer_files",
 ]
-
-
-def _undecodable_text(data: bytes) -> str:
-    """TEXT as Python reads it when it is not UTF-8: its bytes kept as lone surrogates."""
-    return data.decode("utf-8", "surrogateescape")
 
 
 def _validated(path: Any, readonly: Any, durability: Any, timeout: Any) -> Path:
@@ -146,6 +131,9 @@ class SqliteStore(EventStore):
     ``append`` raises :class:`StoreError`.
     """
 
+    #: the file's storage schema, chosen once by :meth:`_read_layout`
+    _layout: Layout
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -157,13 +145,6 @@ class SqliteStore(EventStore):
         self.path = _validated(path, readonly, durability, timeout)
         self.readonly = readonly
         self.durability = durability
-        #: the next seq of each run this store appended to (kept in memory: an append checks
-        #: it instead of asking the database for the run's length; another writer appending
-        #: to the same run is caught by the primary key, as a conflict)
-        self._next_seq: dict[str, int] = {}
-        #: schema 2: each run's key and head after this store's last append to it
-        self._heads: dict[str, tuple[int, bytes]] = {}
-        self._layout = 1
         self._lock = threading.RLock()
         self._immutable = False
         self._timeout = float(timeout)
@@ -266,25 +247,30 @@ class SqliteStore(EventStore):
             (version, name, int(time.time() * 1000)),
         )
 
-    def _read_layout(self, conn: sqlite3.Connection) -> int:
-        """1 or 2, from the schema version and the tables (which must agree)."""
+    def _read_layout(self, conn: sqlite3.Connection) -> Layout:
+        """The one dispatch on the storage schema: the layout the schema versions recorded
+        name, which the tables must be (else the file is not a log this library wrote)."""
         version = schema_version_of(conn, self.path)
         check_newer(version, self.path)
-        layout = DatabaseKind.of(conn).layout
+        tables = DatabaseKind.of(conn).layout
         # migration 2 is the leaner layout; 3 (the seal log) applies to either layout
         with_v2 = conn.execute("SELECT 1 FROM schema_version WHERE version = 2").fetchone()
-        if layout != (2 if with_v2 else 1):
+        recorded = 2 if with_v2 else 1
+        if recorded == 1 and tables == 1:
+            return SchemaV1Layout()
+        elif recorded == 2 and tables == 2:
+            return SchemaV2Layout()
+        else:
             raise NotALogError(
-                f"{self.path}: schema version {version} but the tables of schema {layout}: "
+                f"{self.path}: schema version {version} but the tables of schema {tables}: "
                 "not an agentfootprint log (or a damaged one)",
                 path=str(self.path),
             )
-        return layout
 
     @property
     def layout(self) -> int:
         """The storage schema this file's rows are kept in (1 or 2)."""
-        return self._layout
+        return self._layout.number
 
     def _fresh(self) -> None:
         """A file opened ``immutable`` (no writer then) is read under the promise that it does
@@ -327,7 +313,7 @@ class SqliteStore(EventStore):
         committed."""
         self._writable()
         written: list[Sequence[StoredEvent]] = []
-        pending: dict[str, tuple[int, bytes]] = {}
+        pending: Pending = {}
         with (
             self._lock,
             translate_errors(context, path=self.path),
@@ -335,11 +321,11 @@ class SqliteStore(EventStore):
         ):
             for events in batches:
                 self.check_batch(events)
-                self._insert(conn, events, written, pending=pending)
+                self._layout.insert(conn, events, written, pending)
                 self._seal(conn, events)
                 written.append(events)
         for events in written:
-            self._appended(events, pending)
+            self._layout.appended(events, pending)
 
     @staticmethod
     def _seal(conn: sqlite3.Connection, events: Sequence[StoredEvent]) -> None:
@@ -351,195 +337,6 @@ class SqliteStore(EventStore):
         with self._lock, translate_errors("reading the seal log", path=self.path):
             self._fresh()
             return read_seal_log(self._conn)
-
-    def _appended(
-        self, events: Sequence[StoredEvent], pending: dict[str, tuple[int, bytes]]
-    ) -> None:
-        """After the transaction committed: the run's next seq (forgotten once it closed),
-        and in schema 2 its key and head."""
-        last = events[-1]
-        if last.type in CLOSING_TYPES:
-            self._next_seq.pop(last.run_id, None)
-            self._heads.pop(last.run_id, None)
-        else:
-            self._next_seq[last.run_id] = last.seq + 1
-            if last.run_id in pending:
-                self._heads[last.run_id] = pending[last.run_id]
-
-    def _insert(
-        self,
-        conn: sqlite3.Connection,
-        events: Sequence[StoredEvent],
-        earlier: Sequence[Sequence[StoredEvent]] = (),
-        *,
-        pending: dict[str, tuple[int, bytes]],
-    ) -> None:
-        if self._layout == 2:
-            self._insert_v2(conn, events, pending)
-            return
-        first = events[0]
-        count = self._next_seq.get(first.run_id)
-        if count is None or any(b[0].run_id == first.run_id for b in earlier):
-            (count,) = conn.execute(
-                "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE run_id = ?", (first.run_id,)
-            ).fetchone()
-        if count != first.seq:
-            raise StoreConflictError(
-                f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
-            )
-        if first.seq == 0:
-            conversation, parent = run_index_from_open(first)
-            conn.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?)",
-                (first.run_id, conversation, parent, first.ts),
-            )
-        conn.executemany(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events],
-        )
-
-    # -- schema 2 -----------------------------------------------------------------------
-    def _tail_v2(
-        self, conn: sqlite3.Connection, run_id: str, pending: dict[str, tuple[int, bytes]]
-    ) -> tuple[int | None, int, bytes | None]:
-        """``(run_key, next seq, head)`` of a run as the database holds it now (in this
-        transaction); no key: the run is not there."""
-        if run_id in pending:  # an earlier batch of this transaction
-            key, head = pending[run_id]
-        elif run_id in self._heads and run_id in self._next_seq:
-            key, head = self._heads[run_id]
-            return key, self._next_seq[run_id], head
-        else:
-            found = conn.execute("SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,))
-            row = found.fetchone()
-            if row is None:
-                return None, 0, None
-            key, head = int(row[0]), b""
-        base = key << _SEQ_BITS
-        last = conn.execute(
-            "SELECT pos, head FROM rows WHERE pos BETWEEN ? AND ? ORDER BY pos DESC LIMIT 1",
-            (base, base | _SEQ_MASK),
-        ).fetchone()
-        if last is None:
-            return key, 0, None
-        stored = _bytes_or_as_stored(last[1])
-        return key, int(last[0]) - base + 1, stored if isinstance(stored, bytes) else None
-
-    def _insert_v2(
-        self,
-        conn: sqlite3.Connection,
-        events: Sequence[StoredEvent],
-        pending: dict[str, tuple[int, bytes]],
-    ) -> None:
-        first = events[0]
-        run_id = first.run_id
-        key, count, head = self._tail_v2(conn, run_id, pending)
-        if count != first.seq:
-            raise StoreConflictError(
-                f"run {run_id}: append at seq {first.seq} but the run has {count} events"
-            )
-        if events[-1].seq > _SEQ_MASK:
-            raise StoreError(f"run {run_id}: seq {events[-1].seq} is past schema 2's 2**32 - 1")
-        if first.seq == 0:
-            conversation, parent = run_index_from_open(first)
-            cursor = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,))
-            key, head = cursor.lastrowid, GENESIS
-            conn.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, conversation, parent, first.ts)
-            )
-        if key is None or head is None:
-            raise StoreError(
-                f"run {run_id}: its last stored row holds no chain head: the file is damaged "
-                "or was altered (verify it)"
-            )
-        rows = []
-        previous_ts: Any = None
-        for offset, event in enumerate(events):
-            last = offset == len(events) - 1
-            head = _checked_links(event, head, last=last)
-            code = TYPE_CODES.get(event.type) if isinstance(event.type, str) else None
-            if code is None:
-                raise StoreError(f"run {run_id} seq {event.seq}: unknown event type")
-            ts = None if offset and event.ts == previous_ts else event.ts
-            previous_ts = event.ts
-            compact = _compact_commit(event)
-            body, stage, number, k = (None, *compact) if compact else (event.body, None, None, None)
-            rows.append(
-                (
-                    (key << _SEQ_BITS) | event.seq,
-                    code,
-                    ts,
-                    body,
-                    event.chain_hash if last else None,
-                    stage,
-                    number,
-                    k,
-                )
-            )
-        conn.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        pending[run_id] = (key, events[-1].chain_hash)
-
-    def _key_of(self, run_id: str) -> int | None:
-        orphan = _orphan_key(run_id)
-        if orphan is not None:
-            return orphan
-        if not isinstance(run_id, str):
-            return None
-        try:
-            row = self._fetchall("SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,))
-        except UnicodeEncodeError:  # a crafted id read with surrogateescape: its bytes
-            raw = run_id.encode("utf-8", "surrogateescape")
-            row = self._fetchall(
-                "SELECT run_key FROM run_keys WHERE CAST(run_id AS BLOB) = ?", (raw,)
-            )
-        return int(row[0][0]) if row and type(row[0][0]) is int else None
-
-    def _stored_v2(self, run_id: str, start: int) -> tuple[int, list[Any], Any]:
-        """A schema-2 run's stored rows from the last head before ``start`` on: the run's
-        ``run_key << 32`` (-1 for no key), the rows and the chain hash before the first."""
-        key = self._key_of(run_id)
-        base = -1 if key is None else key << _SEQ_BITS
-        begin, previous = base, GENESIS
-        if start > 0 and key is not None:
-            # the rows are rebuilt from the last chain head stored before ``start``
-            found = self._fetchall(
-                "SELECT pos, head FROM rows WHERE pos >= ? AND pos < ? AND head IS NOT NULL "
-                "ORDER BY pos DESC LIMIT 1",
-                (base, base + min(start, _SEQ_MASK + 1)),
-            )
-            if found:
-                begin, previous = int(found[0][0]) + 1, _bytes_or_as_stored(found[0][1])
-        rows = (
-            []
-            if key is None
-            else self._fetchall(
-                "SELECT pos, type, ts, body, head, stage, commit_no, stage_k FROM rows "
-                "WHERE pos BETWEEN ? AND ? ORDER BY pos",
-                (begin, base | _SEQ_MASK),
-            )
-        )
-        return base, rows, previous
-
-    def _fetchall(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
-        """Rows as stored. A TEXT value that is not UTF-8 (a crafted file) makes the driver
-        refuse the whole query; it is read again with such text decoded with
-        ``surrogateescape``, so the value reaches the verifier (which fails that row, code
-        ``rows``) instead of failing every run of the file."""
-        try:
-            return self._conn.execute(sql, args).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "decode to UTF-8" not in str(exc):
-                raise
-        self._conn.text_factory = _undecodable_text
-        try:
-            return self._conn.execute(sql, args).fetchall()
-        finally:
-            self._conn.text_factory = str
-
-    _ROWS_V1 = (
-        "SELECT run_id, seq, type, ts, body, event_hash, chain_hash FROM events "
-        "WHERE run_id = ? AND seq >= ? ORDER BY seq"
-    )
 
     def stored_rows(self, run_id: str, start: int = 0) -> list[tuple[Any, ...]]:
         """The one read of a run's rows: :meth:`read` and :meth:`chain_rows` are both made
@@ -557,32 +354,15 @@ class SqliteStore(EventStore):
         """
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
             self._fresh()
-            if self._layout == 2:
-                rows = self._rows_v2(run_id, start)
-            else:
-                rows = self._fetchall(self._ROWS_V1, (run_id, start))
+            rows = self._layout.stored_rows(self._conn, run_id, start)
         if not rows and start == 0:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         return rows
 
-    def _rows_v2(self, run_id: str, start: int) -> list[tuple[Any, ...]]:
-        """:meth:`stored_rows` of schema 2: decoded from the last stored head before
-        ``start``, the rows before ``start`` hashed only to give the first row whole."""
-        base, rows, previous = self._stored_v2(run_id, start)
-        decoded = _decoded(run_id, base, rows)
-        if start == 0 or not decoded:
-            return decoded
-        before = start - decoded[0][1]  # rows read from the head before ``start``
-        if before >= len(decoded):
-            return []
-        return [_whole(run_id, decoded[: before + 1], previous)[-1], *decoded[before + 1 :]]
-
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         """The rows of :meth:`stored_rows` as :class:`StoredEvent` s, every value given:
         schema 2's event hashes and chain links computed from the rows."""
-        rows = self.stored_rows(run_id, start)
-        if self._layout == 2:
-            rows = _whole(run_id, rows, GENESIS)
+        rows = self._layout.completed(run_id, self.stored_rows(run_id, start))
         return (
             StoredEvent(
                 run_id=r[0],
@@ -602,25 +382,9 @@ class SqliteStore(EventStore):
         are, so the verifier computes each value schema 2 does not store once, itself."""
         return self.stored_rows(run_id)
 
-    _INFO = (
-        "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
-        "e.seq + 1, e.type, e.chain_hash FROM runs r JOIN events e "
-        "ON e.run_id = r.run_id AND e.seq = "
-        "(SELECT MAX(seq) FROM events WHERE run_id = r.run_id)"
-    )
-    _INFO_V2 = (
-        "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
-        f"(e.pos & {_SEQ_MASK}) + 1, e.type, e.head FROM runs r "
-        "JOIN run_keys k ON k.run_id = r.run_id JOIN rows e "
-        "ON e.pos = (SELECT MAX(pos) FROM rows WHERE pos BETWEEN "
-        f"(k.run_key << {_SEQ_BITS}) AND ((k.run_key << {_SEQ_BITS}) | {_SEQ_MASK}))"
-    )
-
     def _info(self, row: Any) -> RunInfo:
         head = _bytes_or_as_stored(row[6])
-        last_type = row[5]
-        if self._layout == 2:
-            last_type = _TYPE_NAMES.get(last_type) if type(last_type) is int else None
+        last_type = self._layout.type_name(row[5])
         if (
             not isinstance(row[0], str)
             or not isinstance(row[1], str)
@@ -647,8 +411,9 @@ class SqliteStore(EventStore):
     def run_info(self, run_id: str) -> RunInfo:
         with self._lock, translate_errors(f"reading run {run_id}", path=self.path):
             self._fresh()
-            info = self._INFO_V2 if self._layout == 2 else self._INFO
-            found = self._fetchall(info + " WHERE r.run_id = ?", (run_id,))
+            found = fetch_all(
+                self._conn, self._layout.info_query + " WHERE r.run_id = ?", (run_id,)
+            )
             row = found[0] if found else None
         if row is None:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
@@ -657,21 +422,14 @@ class SqliteStore(EventStore):
     def run_ids(self) -> list[str]:
         with self._lock, translate_errors("listing runs from the events", path=self.path):
             self._fresh()
-            if self._layout == 2:
-                keys = self._fetchall(
-                    f"SELECT k.key, r.run_id FROM (SELECT pos >> {_SEQ_BITS} AS key, "
-                    f"MIN(pos) AS first FROM rows GROUP BY pos >> {_SEQ_BITS}) k "
-                    "LEFT JOIN run_keys r ON r.run_key = k.key ORDER BY k.first"
-                )
-                return [row[1] if row[1] is not None else _orphan_name(row[0]) for row in keys]
-            rows = self._fetchall("SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)")
-        return [row[0] for row in rows]
+            return self._layout.run_ids(self._conn)
 
     def index_entries(self) -> list[IndexEntry]:
         with self._lock, translate_errors("reading the run index", path=self.path):
             self._fresh()
-            rows = self._fetchall(
-                "SELECT run_id, conversation_id, parent_run_id, opened_at FROM runs ORDER BY rowid"
+            rows = fetch_all(
+                self._conn,
+                "SELECT run_id, conversation_id, parent_run_id, opened_at FROM runs ORDER BY rowid",
             )
         return [
             IndexEntry(run_id=r[0], conversation_id=r[1], parent_run_id=r[2], opened_at=r[3])
@@ -681,8 +439,7 @@ class SqliteStore(EventStore):
     def runs(self) -> list[RunInfo]:
         with self._lock, translate_errors("listing runs", path=self.path):
             self._fresh()
-            info = self._INFO_V2 if self._layout == 2 else self._INFO
-            rows = self._fetchall(info + " ORDER BY r.rowid")
+            rows = fetch_all(self._conn, self._layout.info_query + " ORDER BY r.rowid")
         return [self._info(row) for row in rows]
 
     @contextlib.contextmanager

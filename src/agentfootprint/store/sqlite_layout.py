@@ -1,24 +1,29 @@
-"""Storage layouts of the SQLite log: the schema DDL and the schema-2 row codec.
+"""Storage layouts of the SQLite log: the schema DDL, schema 2's row codec, one class per layout.
 
 Schema 1 keeps every row as written (``events``). Schema 2 (docs/log-format.md section 4)
 keeps the same rows with nothing a reader cannot rebuild byte for byte: an integer run key,
 type codes, a chain head per batch, compact empty commit markers. This module holds what
-defines the layouts and turns schema-2 rows back into :class:`StoredEvent` s;
-:mod:`agentfootprint.store.sqlite` holds the store that reads and writes them.
+defines the layouts, turns schema-2 rows back into :class:`StoredEvent` s, and
+:class:`SchemaV1Layout` / :class:`SchemaV2Layout`, each one layout's inserts, reads and run
+index query behind :class:`Layout`; :mod:`agentfootprint.store.sqlite` holds the store, which
+picks one layout when it opens a file and never asks which again.
 """
 
 from __future__ import annotations
 
+import abc
 import functools
 import re
-from typing import Any
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import orjson
 
-from agentfootprint.errors import StoreError
+from agentfootprint.errors import StoreConflictError, StoreError
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
-from agentfootprint.logformat.chain import DERIVED, chain_hash, event_hash
-from agentfootprint.store.base import LinkedEvent, StoredEvent
+from agentfootprint.logformat.chain import CLOSING_TYPES, DERIVED, GENESIS, chain_hash, event_hash
+from agentfootprint.store.base import LinkedEvent, StoredEvent, run_index_from_open
 
 _APPEND_ONLY = "agentfootprint log is append-only"
 
@@ -323,3 +328,335 @@ def _bytes_or_as_stored(value: Any) -> Any:
     """BLOB values as ``bytes``; anything else (a TEXT body of a crafted file) as stored, so
     the verifier can say what is wrong with it."""
     return bytes(value) if isinstance(value, bytes | memoryview) else value
+
+
+def _undecodable_text(data: bytes) -> str:
+    """TEXT as Python reads it when it is not UTF-8: its bytes kept as lone surrogates."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def fetch_all(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+    """Rows as stored. A TEXT value that is not UTF-8 (a crafted file) makes the driver
+    refuse the whole query; it is read again with such text decoded with
+    ``surrogateescape``, so the value reaches the verifier (which fails that row, code
+    ``rows``) instead of failing every run of the file."""
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "decode to UTF-8" not in str(exc):
+            raise
+    conn.text_factory = _undecodable_text
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.text_factory = str
+
+
+# -- the layouts ----------------------------------------------------------------------------
+
+#: what one append transaction wrote of each run, kept by the layout once it committed:
+#: schema 2's ``(run_key, head)`` (schema 1 keeps nothing beside the next seq)
+Pending = dict[str, tuple[int, bytes]]
+
+
+class Layout(abc.ABC):
+    """One storage schema's way of keeping a log's rows: its inserts, its reads, its run
+    index query. :class:`~agentfootprint.store.sqlite.SqliteStore` picks one when it opens a
+    file (``_read_layout``, the one place that looks at the schema number) and from then on
+    calls it without asking which it is: a file keeps the layout it was created with.
+
+    One instance per opened file: it also holds what the store remembers of each run it
+    appended to (its next seq, so an append need not ask the database for the run's length;
+    another writer appending to the same run is caught by the row's key, as a conflict).
+    Every method runs under the store's lock and its
+    :func:`~agentfootprint.store.sqlite_files.translate_errors`, on the connection given.
+    """
+
+    #: the storage schema (``SqliteStore.layout``)
+    number: ClassVar[int]
+    #: each run's index entry joined with its last row: ``run_id, conversation_id,
+    #: parent_run_id, opened_at``, the event count, the last type as stored, the head
+    info_query: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._next_seq: dict[str, int] = {}
+
+    @abc.abstractmethod
+    def insert(
+        self,
+        conn: sqlite3.Connection,
+        events: Sequence[StoredEvent],
+        earlier: Sequence[Sequence[StoredEvent]],
+        pending: Pending,
+    ) -> None:
+        """One checked batch of one run, inserted after ``earlier`` (the batches before it
+        in this transaction); a batch not at the run's end raises
+        :class:`StoreConflictError`."""
+
+    def appended(self, events: Sequence[StoredEvent], pending: Pending) -> None:
+        """After the transaction committed: the run's next seq (forgotten once it closed)."""
+        last = events[-1]
+        if last.type in CLOSING_TYPES:
+            self._next_seq.pop(last.run_id, None)
+        else:
+            self._next_seq[last.run_id] = last.seq + 1
+
+    @abc.abstractmethod
+    def stored_rows(
+        self, conn: sqlite3.Connection, run_id: str, start: int
+    ) -> list[tuple[Any, ...]]:
+        """``SqliteStore.stored_rows``: the run's rows from seq ``start`` on, 7 values each,
+        as the file holds them."""
+
+    def completed(self, run_id: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """:meth:`stored_rows` with every value a reader computes filled in (for ``read``)."""
+        return rows
+
+    def type_name(self, stored: Any) -> Any:
+        """A row's type as :attr:`info_query` gives it, named."""
+        return stored
+
+    @abc.abstractmethod
+    def run_ids(self, conn: sqlite3.Connection) -> list[str]:
+        """Every run with a row, in the order of their first rows (the events, never the
+        run index)."""
+
+
+class SchemaV1Layout(Layout):
+    """Schema 1: every row kept as written in ``events``, keyed ``(run_id, seq)``. Files
+    created with it are read, continued and verified as they are, never migrated."""
+
+    number = 1
+    info_query = (
+        "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
+        "e.seq + 1, e.type, e.chain_hash FROM runs r JOIN events e "
+        "ON e.run_id = r.run_id AND e.seq = "
+        "(SELECT MAX(seq) FROM events WHERE run_id = r.run_id)"
+    )
+    _ROWS = (
+        "SELECT run_id, seq, type, ts, body, event_hash, chain_hash FROM events "
+        "WHERE run_id = ? AND seq >= ? ORDER BY seq"
+    )
+
+    def insert(
+        self,
+        conn: sqlite3.Connection,
+        events: Sequence[StoredEvent],
+        earlier: Sequence[Sequence[StoredEvent]],
+        pending: Pending,
+    ) -> None:
+        first = events[0]
+        count = self._next_seq.get(first.run_id)
+        if count is None or any(b[0].run_id == first.run_id for b in earlier):
+            (count,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE run_id = ?", (first.run_id,)
+            ).fetchone()
+        if count != first.seq:
+            raise StoreConflictError(
+                f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
+            )
+        if first.seq == 0:
+            conversation, parent = run_index_from_open(first)
+            conn.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?)",
+                (first.run_id, conversation, parent, first.ts),
+            )
+        conn.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events],
+        )
+
+    def stored_rows(
+        self, conn: sqlite3.Connection, run_id: str, start: int
+    ) -> list[tuple[Any, ...]]:
+        return fetch_all(conn, self._ROWS, (run_id, start))
+
+    def run_ids(self, conn: sqlite3.Connection) -> list[str]:
+        rows = fetch_all(conn, "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)")
+        return [row[0] for row in rows]
+
+
+class SchemaV2Layout(Layout):
+    """Schema 2 (docs/log-format.md section 4): the rows of :data:`SCHEMA_V2`, with nothing
+    stored that a reader cannot rebuild byte for byte. An insert recomputes each dropped hash
+    (:func:`_checked_links`) to refuse rows that would not read back as given; a read decodes
+    (:func:`_decoded`) and leaves the dropped values :data:`DERIVED` for whoever reads."""
+
+    number = 2
+    info_query = (
+        "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
+        f"(e.pos & {_SEQ_MASK}) + 1, e.type, e.head FROM runs r "
+        "JOIN run_keys k ON k.run_id = r.run_id JOIN rows e "
+        "ON e.pos = (SELECT MAX(pos) FROM rows WHERE pos BETWEEN "
+        f"(k.run_key << {_SEQ_BITS}) AND ((k.run_key << {_SEQ_BITS}) | {_SEQ_MASK}))"
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: each run's key and head after this store's last append to it
+        self._heads: dict[str, tuple[int, bytes]] = {}
+
+    def appended(self, events: Sequence[StoredEvent], pending: Pending) -> None:
+        """The next seq, and the run's key and head (forgotten once it closed)."""
+        super().appended(events, pending)
+        last = events[-1]
+        if last.type in CLOSING_TYPES:
+            self._heads.pop(last.run_id, None)
+        elif last.run_id in pending:
+            self._heads[last.run_id] = pending[last.run_id]
+
+    def _tail(
+        self, conn: sqlite3.Connection, run_id: str, pending: Pending
+    ) -> tuple[int | None, int, bytes | None]:
+        """``(run_key, next seq, head)`` of a run as the database holds it now (in this
+        transaction); no key: the run is not there."""
+        if run_id in pending:  # an earlier batch of this transaction
+            key, head = pending[run_id]
+        elif run_id in self._heads and run_id in self._next_seq:
+            key, head = self._heads[run_id]
+            return key, self._next_seq[run_id], head
+        else:
+            found = conn.execute("SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,))
+            row = found.fetchone()
+            if row is None:
+                return None, 0, None
+            key, head = int(row[0]), b""
+        base = key << _SEQ_BITS
+        last = conn.execute(
+            "SELECT pos, head FROM rows WHERE pos BETWEEN ? AND ? ORDER BY pos DESC LIMIT 1",
+            (base, base | _SEQ_MASK),
+        ).fetchone()
+        if last is None:
+            return key, 0, None
+        stored = _bytes_or_as_stored(last[1])
+        return key, int(last[0]) - base + 1, stored if isinstance(stored, bytes) else None
+
+    def insert(
+        self,
+        conn: sqlite3.Connection,
+        events: Sequence[StoredEvent],
+        earlier: Sequence[Sequence[StoredEvent]],
+        pending: Pending,
+    ) -> None:
+        first = events[0]
+        run_id = first.run_id
+        key, count, head = self._tail(conn, run_id, pending)
+        if count != first.seq:
+            raise StoreConflictError(
+                f"run {run_id}: append at seq {first.seq} but the run has {count} events"
+            )
+        if events[-1].seq > _SEQ_MASK:
+            raise StoreError(f"run {run_id}: seq {events[-1].seq} is past schema 2's 2**32 - 1")
+        if first.seq == 0:
+            conversation, parent = run_index_from_open(first)
+            cursor = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,))
+            key, head = cursor.lastrowid, GENESIS
+            conn.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, conversation, parent, first.ts)
+            )
+        if key is None or head is None:
+            raise StoreError(
+                f"run {run_id}: its last stored row holds no chain head: the file is damaged "
+                "or was altered (verify it)"
+            )
+        rows = []
+        previous_ts: Any = None
+        for offset, event in enumerate(events):
+            last = offset == len(events) - 1
+            head = _checked_links(event, head, last=last)
+            code = TYPE_CODES.get(event.type) if isinstance(event.type, str) else None
+            if code is None:
+                raise StoreError(f"run {run_id} seq {event.seq}: unknown event type")
+            ts = None if offset and event.ts == previous_ts else event.ts
+            previous_ts = event.ts
+            compact = _compact_commit(event)
+            body, stage, number, k = (None, *compact) if compact else (event.body, None, None, None)
+            rows.append(
+                (
+                    (key << _SEQ_BITS) | event.seq,
+                    code,
+                    ts,
+                    body,
+                    event.chain_hash if last else None,
+                    stage,
+                    number,
+                    k,
+                )
+            )
+        conn.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        pending[run_id] = (key, events[-1].chain_hash)
+
+    @staticmethod
+    def _key_of(conn: sqlite3.Connection, run_id: str) -> int | None:
+        orphan = _orphan_key(run_id)
+        if orphan is not None:
+            return orphan
+        if not isinstance(run_id, str):
+            return None
+        try:
+            row = fetch_all(conn, "SELECT run_key FROM run_keys WHERE run_id = ?", (run_id,))
+        except UnicodeEncodeError:  # a crafted id read with surrogateescape: its bytes
+            raw = run_id.encode("utf-8", "surrogateescape")
+            row = fetch_all(
+                conn, "SELECT run_key FROM run_keys WHERE CAST(run_id AS BLOB) = ?", (raw,)
+            )
+        return int(row[0][0]) if row and type(row[0][0]) is int else None
+
+    def _stored(
+        self, conn: sqlite3.Connection, run_id: str, start: int
+    ) -> tuple[int, list[Any], Any]:
+        """The run's stored rows from the last head before ``start`` on: the run's
+        ``run_key << 32`` (-1 for no key), the rows and the chain hash before the first."""
+        key = self._key_of(conn, run_id)
+        base = -1 if key is None else key << _SEQ_BITS
+        begin, previous = base, GENESIS
+        if start > 0 and key is not None:
+            # the rows are rebuilt from the last chain head stored before ``start``
+            found = fetch_all(
+                conn,
+                "SELECT pos, head FROM rows WHERE pos >= ? AND pos < ? AND head IS NOT NULL "
+                "ORDER BY pos DESC LIMIT 1",
+                (base, base + min(start, _SEQ_MASK + 1)),
+            )
+            if found:
+                begin, previous = int(found[0][0]) + 1, _bytes_or_as_stored(found[0][1])
+        rows = (
+            []
+            if key is None
+            else fetch_all(
+                conn,
+                "SELECT pos, type, ts, body, head, stage, commit_no, stage_k FROM rows "
+                "WHERE pos BETWEEN ? AND ? ORDER BY pos",
+                (begin, base | _SEQ_MASK),
+            )
+        )
+        return base, rows, previous
+
+    def stored_rows(
+        self, conn: sqlite3.Connection, run_id: str, start: int
+    ) -> list[tuple[Any, ...]]:
+        """Decoded from the last stored head before ``start``, the rows before ``start``
+        hashed only to give the first row whole."""
+        base, rows, previous = self._stored(conn, run_id, start)
+        decoded = _decoded(run_id, base, rows)
+        if start == 0 or not decoded:
+            return decoded
+        before = start - decoded[0][1]  # rows read from the head before ``start``
+        if before >= len(decoded):
+            return []
+        return [_whole(run_id, decoded[: before + 1], previous)[-1], *decoded[before + 1 :]]
+
+    def completed(self, run_id: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        return _whole(run_id, rows, GENESIS)
+
+    def type_name(self, stored: Any) -> Any:
+        return _TYPE_NAMES.get(stored) if type(stored) is int else None
+
+    def run_ids(self, conn: sqlite3.Connection) -> list[str]:
+        keys = fetch_all(
+            conn,
+            f"SELECT k.key, r.run_id FROM (SELECT pos >> {_SEQ_BITS} AS key, "
+            f"MIN(pos) AS first FROM rows GROUP BY pos >> {_SEQ_BITS}) k "
+            "LEFT JOIN run_keys r ON r.run_key = k.key ORDER BY k.first",
+        )
+        return [row[1] if row[1] is not None else _orphan_name(row[0]) for row in keys]
