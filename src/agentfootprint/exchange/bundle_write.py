@@ -31,9 +31,10 @@ from agentfootprint.errors import (
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.chain import open_body, stored_kind
-from agentfootprint.verify.bundle import _HEADER, _SQLITE_MAGIC, PLAIN_VERSION, _path_argument
+from agentfootprint.verify.bundle import _SQLITE_MAGIC, _path_argument
 from agentfootprint.verify.bundle_json import _file_error, _safe_int
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
+from agentfootprint.verify.bundle_versions import MANIFEST_HEADER, written_shape
 from agentfootprint.verify.verifier import Row, RowSource
 
 __all__ = ["write_bundle"]
@@ -212,7 +213,8 @@ def write_bundle(
 
     Without ``checkpoint`` the bundle is of version 1; with it, of version 2: the manifest
     carries the checkpoint's note and each run's inclusion proof under it (null for a run
-    without a seal; a sealed run its tree does not hold is a :class:`UsageError`).
+    without a seal; a sealed run its tree does not hold is a :class:`UsageError`). The
+    version is :func:`~agentfootprint.verify.bundle_versions.written_shape`'s.
 
     Built by reading events through the source, never by copying database files, so
     nothing but the log's own rows (no free pages, no WAL, no vault) can reach it. Each run
@@ -255,8 +257,8 @@ def write_bundle(
             entry["inclusion"] = proofs[entry["run_id"]]
     total = sum(entry["events"] for entry in planned)
     manifest = {
-        "agentfootprint_bundle": PLAIN_VERSION if checkpoint is None else 2,
-        **_HEADER,
+        "agentfootprint_bundle": written_shape(checkpoint=checkpoint is not None).version,
+        **MANIFEST_HEADER,
         "library": library,
         "runs": planned,
         "policies": policies,

@@ -7,7 +7,8 @@ A bundle is UTF-8 JSON Lines (docs/log-format.md, section 13):
    "last_type", "head", "policy_digest", "requested"}], "policies": {digest: policy},
    "counts": {"runs", "events"}}``; version 2 adds a signed ``checkpoint`` note and, per
    run, its ``inclusion`` proof under it (null without a seal: section 13.4,
-   :mod:`agentfootprint.verify.bundle_proofs`);
+   :mod:`agentfootprint.verify.bundle_proofs`). What differs by version is read from its
+   :class:`~agentfootprint.verify.bundle_versions.BundleShape`;
 2. one line per event, runs in dependency order (a parent before its children), each
    run's rows together and in seq order: ``{"run", "seq", "type", "ts", "body",
    "event_hash", "chain_hash"}`` where ``body`` is the stored canonical body as a JSON
@@ -62,6 +63,16 @@ from agentfootprint.verify.bundle_json import (
     _text_of,
 )
 from agentfootprint.verify.bundle_proofs import InclusionClaim, check_note_text, claim_of
+from agentfootprint.verify.bundle_versions import (
+    BUNDLE_SHAPES,
+    BUNDLE_VERSION,
+    BUNDLE_VERSIONS,
+    MANIFEST_HEADER,
+    BundleShape,
+    UnknownBundleVersion,
+    bundle_shape,
+    listed_versions,
+)
 
 __all__ = [
     "BUNDLE_MAGIC",
@@ -76,20 +87,11 @@ __all__ = [
 BUNDLE_MAGIC = b'{"agentfootprint_bundle":1'
 #: how every bundle version begins (the version number follows)
 _PREFIX = b'{"agentfootprint_bundle":'
-#: the newest version this reader knows; it reads every version from 1 on
-BUNDLE_VERSION = 2
-#: the version a writer writes without a checkpoint (readable by every earlier reader)
-PLAIN_VERSION = 1
-_HEADER = {"format": "agentfootprint/log/v1", "canon": "RFC8785", "hash": "SHA-256"}
-_MANIFEST_KEYS = frozenset(
-    {"agentfootprint_bundle", "library", "runs", "policies", "counts", *_HEADER}
-)
 _INDEXED = ("run_id", "conversation_id", "parent_run_id", "opened_at")
-_ENTRY_KEYS = frozenset({*_INDEXED, "events", "last_type", "head", "policy_digest", "requested"})
-#: version 2 (section 13.4): the checkpoint, and each run's proof under it
-_MANIFEST_KEYS_V2 = _MANIFEST_KEYS | {"checkpoint"}
-_ENTRY_KEYS_V2 = _ENTRY_KEYS | {"inclusion"}
-_ENTRY_KEY_SETS = (_ENTRY_KEYS, _ENTRY_KEYS_V2)
+#: a run entry's members, by whether it has an inclusion (which the manifest's version must
+#: then call for): an entry is checked as it is parsed, before the version is known
+_ENTRY_KEYS_OF = {shape.entry_inclusion: shape.entry_keys for shape in BUNDLE_SHAPES}
+_ENTRY_KEY_SETS = tuple(_ENTRY_KEYS_OF.values())
 _ROW_KEYS = frozenset(["run", "seq", "type", "ts", "body", "event_hash", "chain_hash"])
 _TRAILER_KEYS = frozenset({"end", "events", "sha256"})
 #: the version number right after the prefix (a JSON integer, then what may follow it)
@@ -151,7 +153,7 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
 # -- parsing one line -------------------------------------------------------------------------
 
 
-#: an entry of a version 1 manifest, which has no inclusion member
+#: an entry without an inclusion member (of a version whose entries carry none)
 _NO_MEMBER = "absent"
 
 
@@ -162,7 +164,8 @@ class _Entry(NamedTuple):
     events: int
     head: bytes
     requested: bool
-    #: its claimed place in the log (version 2), None without a seal, or _NO_MEMBER
+    #: its claimed place in the log (a version whose entries carry it), None without a
+    #: seal, or _NO_MEMBER
     inclusion: InclusionClaim | str | None = _NO_MEMBER
 
 
@@ -236,7 +239,7 @@ def _checked_row(line: bytes) -> BundleRow | None:
 def _expected_of(item: Any) -> _Entry:
     """A manifest run entry checked: ``(run_id, events, head, requested, inclusion)``
     (which version's members it must have is checked with the manifest's version)."""
-    keys = _ENTRY_KEYS_V2 if type(item) is dict and "inclusion" in item else _ENTRY_KEYS
+    keys = _ENTRY_KEYS_OF[type(item) is dict and "inclusion" in item]
     item = _members(item, keys, "a manifest run entry")
     if not _sound_text(item["run_id"]):
         raise _LineError(f"a run entry's run_id is {stored_kind(item['run_id'])}, not a string")
@@ -265,22 +268,22 @@ def _expected_of(item: Any) -> _Entry:
     return _Entry(run_id, events, head, item["requested"], claim)
 
 
-def _check_version(members: dict[str, Any]) -> int:
-    version = members.get("agentfootprint_bundle")
-    if type(version) is not int or not 1 <= version <= BUNDLE_VERSION:
-        raise _LineError(f"unknown bundle version {version!r} (this reader knows 1 and 2)")
-    return version
+def _check_version(members: dict[str, Any]) -> BundleShape:
+    try:
+        return bundle_shape(members.get("agentfootprint_bundle"))
+    except UnknownBundleVersion as exc:
+        raise _LineError(str(exc)) from None
 
 
-def _check_header(members: dict[str, Any], entries: int, version: int) -> None:
+def _check_header(members: dict[str, Any], entries: int, shape: BundleShape) -> None:
     """The manifest's members other than ``runs`` (after :func:`_check_version`)."""
-    _members(members, _MANIFEST_KEYS_V2 if version == 2 else _MANIFEST_KEYS, "the manifest")
-    if version == 2:
+    _members(members, shape.manifest_keys, "the manifest")
+    if shape.checkpoint:
         try:
             check_note_text(members["checkpoint"])
         except ValueError as exc:
             raise _LineError(str(exc)) from None
-    for name, value in _HEADER.items():
+    for name, value in MANIFEST_HEADER.items():
         if members[name] != value:
             raise _LineError(f"{name} is {members[name]!r}, not {value!r}")
     if not _sound_text(members["library"]):
@@ -365,7 +368,7 @@ class _Opening:
         self.events = 0
         self.library = ""
         self.version = 0
-        #: version 2: the checkpoint note, and each run's claimed inclusion under it
+        #: a version with a checkpoint: its note, and each run's claimed inclusion under it
         self.checkpoint: bytes | None = None
         self.claims: dict[str, InclusionClaim | None] = {}
         self.counts: dict[str, Any] = {}
@@ -395,10 +398,11 @@ class _Opening:
                 f"{BUNDLE_VERSION} this reader knows: upgrade agentfootprint to read it",
                 path=str(self.path),
             )
-        if version is None or not 1 <= int(version[1]) <= BUNDLE_VERSION:
+        if version is None or int(version[1]) not in BUNDLE_VERSIONS:
             self.fail(
                 'the manifest is malformed: it does not begin with {"agentfootprint_bundle": '
-                "and the version 1 or 2 followed by ',' or '}' (the bytes a bundle begins with)"
+                f"and the version {listed_versions('or')} followed by ',' or '}}' (the bytes a "
+                "bundle begins with)"
             )
         size = os.fstat(self.handle.fileno()).st_size  # the last line is the trailer
         manifest = self.line(1, head)
@@ -434,26 +438,31 @@ class _Opening:
             members = _parse(text, _MANIFEST_DECODER)
             if type(members) is not dict:
                 raise _LineError("it is not a JSON object")
-            version = _check_version(members)  # before what a later version may write
+            shape = _check_version(members)  # before what a later version may write
             if type(members.get("runs")) is list:
                 for item in members["runs"]:
                     entry = item if type(item) is _Entry else _expected_of(item)  # says why
                     if entry.run_id in self.expected:
                         raise _LineError(f"it lists run {entry.run_id} twice")
-                    if (entry.inclusion != _NO_MEMBER) != (version == 2):
+                    if (entry.inclusion != _NO_MEMBER) != shape.entry_inclusion:
                         raise _LineError(
-                            f"run {entry.run_id}: a version {version} run entry "
-                            + ("has no member inclusion" if version == 2 else "has no inclusion")
+                            f"run {entry.run_id}: a version {shape.version} run entry "
+                            + (
+                                "has no member inclusion"
+                                if shape.entry_inclusion
+                                else "has no inclusion"
+                            )
                         )
                     self.expected[entry.run_id] = entry
                 members["runs"] = []
-            _check_header(members, len(self.expected), version)
+            _check_header(members, len(self.expected), shape)
         except _LineError as exc:
             self.fail(f"the manifest is malformed: {exc} (docs/log-format.md, bundles)")
             return
-        self.version = version
-        if version == 2:
+        self.version = shape.version
+        if shape.checkpoint:
             self.checkpoint = members["checkpoint"].encode("utf-8")
+        if shape.entry_inclusion:
             for entry in self.expected.values():
                 assert entry.inclusion != _NO_MEMBER
                 self.claims[entry.run_id] = entry.inclusion  # type: ignore[assignment]
@@ -591,7 +600,7 @@ class BundleSource:
         self.library: str = opening.library
         #: the bundle's version (1, or 2 with a checkpoint)
         self.version: int = opening.version
-        #: version 2: the signed checkpoint note the manifest carries (its bytes), else None
+        #: the signed checkpoint note the manifest carries (its bytes; version 2), else None
         self.checkpoint_note: bytes | None = opening.checkpoint
         self._claims = opening.claims
 
