@@ -1,7 +1,7 @@
-"""The version dispatchers of the log format kernel: each version lives in its own module and
-is chosen in one place (log_formats.log_format, projection.projection,
-commitments.pattern_rules); these tests pin what each dispatch returns and refuses, so a
-version added later cannot change how a recorded one reads."""
+"""The version dispatchers: each version lives in its own module and is chosen in one place
+(log_formats.log_format, projection.projection, commitments.pattern_rules, and for export
+bundles bundle_versions.bundle_shape); these tests pin what each dispatch returns and
+refuses, so a version added later cannot change how a recorded one reads."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ from agentfootprint.logformat.log_formats import (
     log_format,
 )
 from agentfootprint.logformat.projection import ProjectionError, projection, recorded_projection
+from agentfootprint.verify.bundle_versions import (
+    BUNDLE_VERSIONS,
+    UnknownBundleVersion,
+    bundle_shape,
+    written_shape,
+)
 
 V1, V2, V3, V4 = (f"agentfootprint/log/v{n}" for n in (1, 2, 3, 4))
 
@@ -102,3 +108,20 @@ def test_the_policy_versions_and_their_dispatch() -> None:
         PolicyDocument.from_json({"v": 2, "keys": [], "patterns": [r"(a)\1"]})
     with pytest.raises(ValueError, match="is not a Python regular expression"):
         PolicyDocument.from_json({"v": 1, "keys": [], "patterns": ["("]})
+
+
+def test_the_bundle_versions_and_their_dispatch() -> None:
+    assert BUNDLE_VERSIONS == (1, 2)
+    plain, checkpointed = bundle_shape(1), bundle_shape(2)
+    assert (plain.checkpoint, plain.entry_inclusion) == (False, False)
+    assert (checkpointed.checkpoint, checkpointed.entry_inclusion) == (True, True)
+    assert checkpointed.manifest_keys - plain.manifest_keys == {"checkpoint"}
+    assert checkpointed.entry_keys - plain.entry_keys == {"inclusion"}
+    assert written_shape(checkpoint=False) is plain
+    assert written_shape(checkpoint=True) is checkpointed
+
+
+@pytest.mark.parametrize("version", [0, 3, True, 1.0, "1", None])
+def test_an_unknown_bundle_version_is_refused(version: Any) -> None:
+    with pytest.raises(UnknownBundleVersion, match=r"\(this reader knows 1 and 2\)"):
+        bundle_shape(version)

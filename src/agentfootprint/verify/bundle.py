@@ -48,6 +48,7 @@ from agentfootprint.errors import (
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.chain import open_body, stored_kind
+from agentfootprint.logformat.rows import StoredEvent
 from agentfootprint.logformat.runs import RunInfo
 from agentfootprint.verify.bundle_json import (
     _file_error,
@@ -77,7 +78,6 @@ from agentfootprint.verify.bundle_versions import (
 __all__ = [
     "BUNDLE_MAGIC",
     "BundleIndexEntry",
-    "BundleRow",
     "BundleSource",
     "is_bundle",
 ]
@@ -97,19 +97,6 @@ _TRAILER_KEYS = frozenset({"end", "events", "sha256"})
 #: the version number right after the prefix (a JSON integer, then what may follow it)
 _VERSION = re.compile(rb"(0|[1-9][0-9]{0,17})(?:[,}\s]|\Z)")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BundleRow:
-    """One event as the bundle holds it (the verifier's row shape)."""
-
-    run_id: str
-    seq: int
-    type: str
-    ts: int
-    body: bytes
-    event_hash: bytes
-    chain_hash: bytes
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -193,7 +180,7 @@ _MANIFEST_DECODER = json.JSONDecoder(
 _INDEX_DECODER = json.JSONDecoder(object_pairs_hook=_index_or_object, parse_constant=_no_constant)
 
 
-def _row_of(item: Any) -> BundleRow:
+def _row_of(item: Any) -> StoredEvent:
     """An event line's members as a row, or :class:`_LineError` saying which is wrong."""
     item = _members(item, _ROW_KEYS, "the line")
     run, seq, type_, ts, body = (item[k] for k in ("run", "seq", "type", "ts", "body"))
@@ -213,17 +200,17 @@ def _row_of(item: Any) -> BundleRow:
     event, chain = _hex(item["event_hash"]), _hex(item["chain_hash"])
     if event is None or chain is None:
         raise _LineError("event_hash and chain_hash must be 64 lowercase hex digits")
-    return BundleRow(
+    return StoredEvent(
         run_id=run, seq=seq, type=type_, ts=ts, body=data, event_hash=event, chain_hash=chain
     )
 
 
-def _checked_row(line: bytes) -> BundleRow | None:
+def _checked_row(line: bytes) -> StoredEvent | None:
     """A line read again whose bytes were checked when the bundle was opened (the run's
     digest is compared when the run's lines end), or None when it no longer parses."""
     try:
         item = orjson.loads(line)
-        return BundleRow(
+        return StoredEvent(
             run_id=item["run"],
             seq=item["seq"],
             type=item["type"],
@@ -320,7 +307,7 @@ class _Span:
         "sha",
     )
 
-    def __init__(self, offset: int, line: int, first: BundleRow, requested: bool) -> None:
+    def __init__(self, offset: int, line: int, first: StoredEvent, requested: bool) -> None:
         self.run_id = first.run_id
         self.offset, self.line, self.length, self.count = offset, line, 0, 0
         #: SHA-256 of the run's lines as checked (a hash object while they are read, then its
@@ -487,7 +474,7 @@ class _Opening:
         span.sha.update(line)
         span.head, span.last_type = row.chain_hash, sys.intern(row.type)
 
-    def start_run(self, number: int, offset: int, row: BundleRow) -> None:
+    def start_run(self, number: int, offset: int, row: StoredEvent) -> None:
         run_id = row.run_id
         if run_id in self.spans:
             self.fail(
@@ -632,12 +619,12 @@ class BundleSource:
             raise RunNotFoundError(f"no run {run_id!r} in bundle {self.path}")
         return span
 
-    def read(self, run_id: str, *, start: int = 0) -> Iterator[BundleRow]:
+    def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         """The run's rows from position ``start`` on, parsed from the file as they are
         consumed; :class:`RunNotFoundError` for a run the bundle does not hold."""
         return self._rows(run_id, self._span(run_id), start)
 
-    def _rows(self, run_id: str, span: _Span, start: int) -> Iterator[BundleRow]:
+    def _rows(self, run_id: str, span: _Span, start: int) -> Iterator[StoredEvent]:
         """The lines were checked line by line when the bundle was opened and their SHA-256
         kept: read again, they are parsed the fast way, and the iteration fails (before it
         ends, so no verification of the run completes) unless their bytes hash the same."""
