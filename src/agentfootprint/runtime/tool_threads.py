@@ -1,25 +1,28 @@
 """The worker threads that run sync user code (tools, cleanups, checkers) off the event loop.
 
-The hand-off is the standard library's: each call is a ``concurrent.futures.Future`` that a
-worker runs (``set_running_or_notify_cancel``, then its result or exception, ``BaseException``
-included), chained to the awaiting asyncio future by ``asyncio.wrap_future``, as
-``loop.run_in_executor`` does. What stays here is the workers, because interpreter exit must
-not wait for ever on user code that never returns: ``ThreadPoolExecutor``'s threads (and so
-``asyncio.to_thread``'s) are joined at exit without a bound, before ``atexit`` runs, so a
-cancelled sync tool blocked for ever would hold the process for ever. These workers are
-daemon threads that :func:`_shutdown` waits for as ``ThreadPoolExecutor`` joins its own, but
-only within each call's bound.
+The hand-off is asyncio's own primitive, ``loop.call_soon_threadsafe``: the work goes on one
+``SimpleQueue``, and the worker settles the awaiting asyncio future from the loop. The
+standard library's higher-level way, a ``concurrent.futures.Future`` chained to the asyncio
+future by ``asyncio.wrap_future`` (what ``loop.run_in_executor`` does), was tried and measured
+(``bench/stdlib.py --only threads``, N=800, 8 ABBA pairs in one process, 2 vCPU): one hand-off
+of a sync function that returns at once costs 75.5 µs of CPU this way and 118.2 µs that way
+(1.57x per call: a ``Condition`` per future, each state change copied across), and recording
+the benchmark conversation (one sync tool call per iteration) 1.097x (0.84-1.31) end to end,
+over the 5% the library's own hand-off must save to stay (bench/README.md, "Issue 25: the
+standard library"). What a call gets is the same either way: it runs in a worker thread,
+never on the loop; tools of one reply run concurrently, up to ``MAX_WORKERS`` threads; the
+caller's context variables are the function's; an exception, ``BaseException`` included,
+reaches the awaiting task.
 
-What a call gets: it runs in a worker thread, never on the loop; calls of one reply (and of
-concurrent runs) run at the same time, up to ``MAX_WORKERS`` threads (started when no worker
-is idle, as ``ThreadPoolExecutor`` does); the caller's context variables are the function's;
-its outcome reaches the awaiting task. Work off the loop is what lets a run be cancelled
-while user code blocks (``wait_for``, Ctrl-C under ``run_sync``): the awaiting task stops
-waiting at once. A thread cannot be stopped, so such work is *given up*: work given up before
-a worker took it never starts (its future is cancelled), and its outcome is dropped.
+Work off the loop is what lets a run be cancelled while user code blocks (``wait_for``,
+Ctrl-C under ``run_sync``): the awaiting task stops waiting at once. A thread cannot be
+stopped, so such work is *given up*: work given up before a worker took it never starts,
+and its outcome is dropped.
 
-At exit, work still awaited is waited for until it returns; work given up only within its
-bound, then the process exits without it:
+Threads start when no worker is idle (as ``ThreadPoolExecutor`` does) and are daemon
+threads. At interpreter exit :func:`_shutdown` waits for them, as ``ThreadPoolExecutor``
+joins its workers, so a tool whose run still awaits it is never cut off mid-way; but work
+given up is waited for only within its bound, then the process exits without it:
 
 * work with a ``budget`` (a cleanup: ``tool_teardown_timeout_ms``) until the budget, counted
   from when it was handed over, is spent;
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
+import contextlib
 import contextvars
 import inspect
 import os
@@ -53,27 +56,25 @@ _EXIT_POLL_S = 0.05
 
 
 class _Job:
-    """One call handed to a worker: the future it settles, the one its caller awaits, and
-    its bound at exit."""
+    """One call handed to a worker: where its outcome goes, and its bound at exit."""
 
-    __slots__ = ("awaited", "call", "deadline", "done", "grace")
+    __slots__ = ("call", "deadline", "future", "grace", "loop")
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
         call: Callable[[], Any],
         deadline: float | None,
         grace: float,
     ) -> None:
-        self.call = call
-        self.done: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.awaited: asyncio.Future[Any] = asyncio.wrap_future(self.done, loop=loop)
+        self.loop, self.future, self.call = loop, future, call
         self.deadline = deadline  #: time.monotonic() past which it is given up (a budget)
         self.grace = grace
 
     def given_up(self) -> bool:
         """The awaiting task stopped waiting (a read of the future's state: atomic)."""
-        return self.awaited.cancelled()
+        return self.future.cancelled()
 
     def exit_deadline(self, exiting: float) -> float | None:
         """Until when exit waits for it (None: until it returns)."""
@@ -92,25 +93,34 @@ _threads: list[threading.Thread] = []
 _running: dict[int, _Job] = {}
 
 
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """On the loop: hand the outcome to the task awaiting it (unless it gave up)."""
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 def _work() -> None:
     me = threading.get_ident()
     while True:
         job = _jobs.get()
         if job is None:
             return
-        if job.given_up():  # the awaiting task stopped waiting; the cancel it passes on
-            job.done.cancel()  # to job.done may still wait for the loop's next turn
-        if job.done.set_running_or_notify_cancel():  # False: given up before it started
+        if not job.given_up():  # given up before it started: it never starts
+            result, error = None, None
             _running[me] = job
             try:
                 result = job.call()
             except BaseException as exc:  # handed to the awaiting task, as run_in_executor does
-                job.done.set_exception(exc)
-            else:
-                job.done.set_result(result)
-                del result
+                error = exc
             finally:
                 _running.pop(me, None)
+            with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: nobody awaits it
+                job.loop.call_soon_threadsafe(_settle, job.future, result, error)
+            del result, error
         del job  # hold nothing while idle
         _idle.release()
 
@@ -139,12 +149,12 @@ def run_in_thread(
     exit waits for it no longer. ``grace`` (seconds): how long exit still waits for it once
     the awaiting task was cancelled."""
     loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
     deadline = None if budget is None else time.monotonic() + budget
-    job = _Job(loop, lambda: context.run(fn, *args), deadline, grace)
     _start_worker_if_none_idle()
-    _jobs.put(job)
-    return job.awaited
+    _jobs.put(_Job(loop, future, lambda: context.run(fn, *args), deadline, grace))
+    return future
 
 
 async def call_user_code(
