@@ -10,7 +10,9 @@ validated on every call):
   ``runtime/sync_loop.py``);
 * ``threads``: sync tools handed over by a hand-made future plumbing (the previous main's
   ``core/tool_threads.py``) against ``concurrent.futures.Future`` + ``asyncio.wrap_future``
-  (this tree's ``runtime/tool_threads.py``);
+  (``runtime/tool_threads.py`` at 4bcc558; since 5ce2a02 this tree hands over as the previous
+  main did, the measured loss being over 5%, so give ``--b`` a checkout of 4bcc558 to
+  reproduce the figure);
 * ``both``: the two hand-made pieces against the two standard-library ones;
 * ``schema``: tool arguments validated by ``jsonschema`` behind the ``fast_schema`` predicate
   (the previous main's ``core/fast_schema.py``) against ``jsonschema`` alone;
