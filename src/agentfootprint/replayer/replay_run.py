@@ -69,7 +69,7 @@ from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault
 from agentfootprint.store.vault_base import Vault
-from agentfootprint.verify.verifier import RowSource, shared_verifier
+from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 if TYPE_CHECKING:
     from agentfootprint.agent.agent import RunResult
@@ -540,31 +540,52 @@ def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
     The chain is the verified one (each ``run.open`` names its parent; a run index is not
     evidence), and a run ``target`` already holds must be that very run (same events, same
     head): a replay never continues another run of the same id.
+
+    Of the runs ``target`` holds from the root on without a gap (the usual case: all it
+    holds of the chain), only the newest is verified there and compared: its ``run.open``
+    names its parent's events and head, which its verification checks against ``target``'s
+    parent, and so on to the root, so that one comparison covers every older one. A replay of
+    run ``k`` of a conversation so makes O(1) verifications, not O(k) in both stores. That
+    check comes before anything is copied; a run held past a missing ancestor (a store that
+    took a child without its parent) is checked once the ancestor is copied, as before.
     """
     verifier = shared_verifier(source)
     verified = verifier.verify(run_id)
-    for ancestor in (*verified.ancestors, run_id):
-        try:
-            held = next(iter(target.read(ancestor)), None) is not None
-        except RunNotFoundError:
-            held = False
-        if not held:
+    chain = (*verified.ancestors, run_id)
+    held = [_holds(target, ancestor) for ancestor in chain]
+    prefix = held.index(False) if False in held else len(held)
+    if prefix:
+        _check_same_run(verifier, target, chain[prefix - 1])
+    for index, (ancestor, there) in enumerate(zip(chain, held, strict=True)):
+        if not there:
             target.append([StoredEvent.copy_of(row) for row in source.read(ancestor)])
-            continue
-        original = verifier.verify(ancestor)
-        try:
-            present = shared_verifier(target).verify(ancestor)
-        except VerificationError as exc:
-            raise ContinuationError(
-                f"cannot replay onto run {ancestor}: the agent's store holds a run of that id "
-                f"that does not verify ({exc}); replay into another store"
-            ) from exc
-        if (present.events, present.head) != (original.events, original.head):
-            raise ContinuationError(
-                f"cannot replay onto run {ancestor}: the agent's store holds another run of "
-                "that id (its events differ from the original log's); replay into another "
-                "store"
-            )
+        elif index >= prefix:
+            _check_same_run(verifier, target, ancestor)
+
+
+def _holds(target: EventStore, run_id: str) -> bool:
+    try:
+        return next(iter(target.read(run_id)), None) is not None
+    except RunNotFoundError:
+        return False
+
+
+def _check_same_run(verifier: Verifier, target: EventStore, run_id: str) -> None:
+    """``target``'s run ``run_id`` verifies and is the original's (same events, same head)."""
+    original = verifier.verify(run_id)
+    try:
+        present = shared_verifier(target).verify(run_id)
+    except VerificationError as exc:
+        raise ContinuationError(
+            f"cannot replay onto run {run_id}: the agent's store holds a run of that id "
+            f"that does not verify ({exc}); replay into another store"
+        ) from exc
+    if (present.events, present.head) != (original.events, original.head):
+        raise ContinuationError(
+            f"cannot replay onto run {run_id}: the agent's store holds another run of "
+            "that id (its events differ from the original log's); replay into another "
+            "store"
+        )
 
 
 async def replay(
