@@ -50,7 +50,6 @@ from agentfootprint.errors import (
     ContinuationError,
     FileError,
     ReplayDivergence,
-    RunNotFoundError,
     UsageError,
     VerificationError,
 )
@@ -552,7 +551,8 @@ def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
     verifier = shared_verifier(source)
     verified = verifier.verify(run_id)
     chain = (*verified.ancestors, run_id)
-    held = [_holds(target, ancestor) for ancestor in chain]
+    present = set(target.run_ids())  # from the events, one listing (not a read per run)
+    held = [ancestor in present for ancestor in chain]
     prefix = held.index(False) if False in held else len(held)
     if prefix:
         _check_same_run(verifier, target, chain[prefix - 1])
@@ -561,13 +561,6 @@ def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
             target.append([StoredEvent.copy_of(row) for row in source.read(ancestor)])
         elif index >= prefix:
             _check_same_run(verifier, target, ancestor)
-
-
-def _holds(target: EventStore, run_id: str) -> bool:
-    try:
-        return next(iter(target.read(run_id)), None) is not None
-    except RunNotFoundError:
-        return False
 
 
 def _check_same_run(verifier: Verifier, target: EventStore, run_id: str) -> None:
