@@ -429,17 +429,17 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
 
     @property
     def run_id(self) -> str:
-        return self._stage.run.run_id
+        return self._stage.run_id
 
     @property
     def calls(self) -> int:
         """The model calls the run has made so far."""
-        return self._stage.run.calls
+        return self._stage.calls
 
     @property
     def projection(self) -> int:
         """The request projection version the run serves."""
-        return self._stage.run.seam.projection
+        return self._stage.projection
 
     @property
     def redacting(self) -> bool:
@@ -463,7 +463,7 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
     def memory(self, factory: Callable[[], T]) -> T:
         """What this feature keeps for the run beside the loop (never in state): made by
         ``factory`` at the first use in a run."""
-        memory = self._stage.run.memory
+        memory = self._stage.run_memory
         kept = memory.get(self._part.feature.name, _UNSET)
         if kept is _UNSET:
             kept = memory[self._part.feature.name] = factory()
@@ -471,7 +471,7 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
 
     def forget(self) -> None:
         """Drop this feature's run memory (the next :meth:`memory` makes a new one)."""
-        self._stage.run.memory.pop(self._part.feature.name, None)
+        self._stage.run_memory.pop(self._part.feature.name, None)
 
     def cache(self, factory: Callable[[], T]) -> T:
         """What this feature caches across the agent's runs (revalidated by the feature;

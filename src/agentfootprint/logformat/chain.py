@@ -175,19 +175,15 @@ def event_hash(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes
         and -MAX_SAFE_INT <= seq <= MAX_SAFE_INT
         and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
     ):
-        tail = b',"run":%s,"seq":%d,"ts":%d,"type":%s}' % (
-            _canon_text(run_id),
-            seq,
-            ts,
-            _canon_text(type_),
-        )
+        seq_text, ts_text = b"%d" % seq, b"%d" % ts
     else:  # what canon writes for them (or its refusal)
-        tail = b',"run":%s,"seq":%s,"ts":%s,"type":%s}' % (
-            _canon_text(run_id),
-            canon(seq),
-            canon(ts),
-            _canon_text(type_),
-        )
+        seq_text, ts_text = canon(seq), canon(ts)
+    tail = b',"run":%s,"seq":%s,"ts":%s,"type":%s}' % (
+        _canon_text(run_id),
+        seq_text,
+        ts_text,
+        _canon_text(type_),
+    )
     state.update(tail)
     return state.digest()
 

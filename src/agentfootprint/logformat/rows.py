@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfootprint.logformat.canonical import parse
-from agentfootprint.logformat.chain import chain_hash, event_hash
+from agentfootprint.logformat.chain import chain_hash, event_hash, row_values
 
 __all__ = ["LinkedEvent", "StoredEvent"]
 
@@ -80,10 +80,6 @@ class LinkedEvent(StoredEvent):
         is a plain :class:`StoredEvent`)."""
         if not isinstance(other, StoredEvent):
             return NotImplemented
-        return _values(self) == _values(other)
+        return row_values(self) == row_values(other)
 
     __hash__ = StoredEvent.__hash__
-
-
-def _values(row: StoredEvent) -> tuple[Any, ...]:
-    return (row.run_id, row.seq, row.type, row.ts, row.body, row.event_hash, row.chain_hash)

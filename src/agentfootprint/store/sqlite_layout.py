@@ -401,6 +401,22 @@ class Layout(abc.ABC):
         else:
             self._next_seq[last.run_id] = last.seq + 1
 
+    @staticmethod
+    def _check_at_end(first: StoredEvent, count: int) -> None:
+        """A batch goes at the run's end (``count`` rows held), or it is a conflict."""
+        if count != first.seq:
+            raise StoreConflictError(
+                f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
+            )
+
+    @staticmethod
+    def _index_run(conn: sqlite3.Connection, first: StoredEvent) -> None:
+        """A new run's index entry, from its ``run.open`` (never evidence)."""
+        conversation, parent = run_index_from_open(first)
+        conn.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?)", (first.run_id, conversation, parent, first.ts)
+        )
+
     @abc.abstractmethod
     def stored_rows(
         self, conn: sqlite3.Connection, run_id: str, start: int
@@ -451,16 +467,9 @@ class SchemaV1Layout(Layout):
             (count,) = conn.execute(
                 "SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE run_id = ?", (first.run_id,)
             ).fetchone()
-        if count != first.seq:
-            raise StoreConflictError(
-                f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
-            )
+        self._check_at_end(first, count)
         if first.seq == 0:
-            conversation, parent = run_index_from_open(first)
-            conn.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?)",
-                (first.run_id, conversation, parent, first.ts),
-            )
+            self._index_run(conn, first)
         conn.executemany(
             "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash) for e in events],
@@ -541,19 +550,13 @@ class SchemaV2Layout(Layout):
         first = events[0]
         run_id = first.run_id
         key, count, head = self._tail(conn, run_id, pending)
-        if count != first.seq:
-            raise StoreConflictError(
-                f"run {run_id}: append at seq {first.seq} but the run has {count} events"
-            )
+        self._check_at_end(first, count)
         if events[-1].seq > _SEQ_MASK:
             raise StoreError(f"run {run_id}: seq {events[-1].seq} is past schema 2's 2**32 - 1")
         if first.seq == 0:
-            conversation, parent = run_index_from_open(first)
             cursor = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,))
             key, head = cursor.lastrowid, GENESIS
-            conn.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, conversation, parent, first.ts)
-            )
+            self._index_run(conn, first)
         if key is None or head is None:
             raise StoreError(
                 f"run {run_id}: its last stored row holds no chain head: the file is damaged "
