@@ -3,11 +3,12 @@
 The same logical tables as an SQLite file of schema 1 (docs/log-format.md section 4.2):
 ``events`` holds every row whole (``PRIMARY KEY (run_id, seq)``), ``runs`` the run index,
 ``seal_log`` one Merkle leaf per sealed run, ``schema_version`` the migrations applied. A flush
-is one atomic write (one statement, or for a sealing batch one transaction); two writers racing
-for one position cannot both win (the primary key), and the loser's whole batch rolls back,
-so appends to different runs never wait for each other and appends to one run never
-interleave. Sealing takes one transaction-scoped advisory lock, so leaf
-indexes follow the order in which sealing transactions commit, whatever the number of writers.
+is one atomic write and one round trip (one statement, or for a sealing batch one pipeline:
+one implicit transaction); two writers racing for one position cannot both win (the primary
+key), and the loser's whole batch rolls back, so appends to different runs never wait for
+each other and appends to one run never interleave. Sealing takes one transaction-scoped
+advisory lock, so leaf indexes follow the order in which sealing transactions commit,
+whatever the number of writers.
 
 Append-only is enforced by the database itself: triggers refuse ``UPDATE``, ``DELETE`` and
 ``TRUNCATE`` on every table of the log, for every role (a superuser can still drop triggers;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import struct
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -174,6 +176,7 @@ class PostgresStore(EventStore):
             readonly=readonly,
             timeout=float(timeout),
             name="agentfootprint-log",
+            adapt=_register_arrays,
         )
         #: the next seq of each open run this store appended to (another writer of the same
         #: run is caught by the primary key, as a conflict)
@@ -286,30 +289,42 @@ class PostgresStore(EventStore):
             )
 
     def append(self, events: Sequence[StoredEvent]) -> None:
-        """One batch. A batch that seals nothing is one statement, atomic by itself (its run's
-        opening, the run index row, travels in the same statement): one round trip; a sealing
-        batch is a transaction (the leaf is given under the seal lock)."""
+        """One batch, one round trip where this store knows where its run stands (it
+        appended the run's earlier batches, or the batch opens the run): a batch that seals
+        nothing is one statement, atomic by itself (the run index row travels in it when the
+        batch opens its run); a sealing batch is one transaction sent as one pipeline (its
+        rows, the seal lock, the leaf). Otherwise the run's length is read first, in the
+        batch's transaction."""
         self._writable()
         self.check_batch(events)
         first = events[0]
         context = f"run {first.run_id} append at seq {first.seq}"
-        if len(events) <= _ROWS_PER_STATEMENT and not sealed_in(events):
-            with self._lock:
-                count = self._next_seq.get(first.run_id)
-            if first.seq == 0 or count is not None:
-                if first.seq != 0 and count != first.seq:
-                    raise StoreConflictError(
-                        f"run {first.run_id}: append at seq {first.seq} but the run has "
-                        f"{count} events"
-                    )
-                sql, params = _statement(events)
-                with self._db.connection(context) as conn:
-                    conn.execute(sql, params)
-                self._appended(events)
-                return
-        with self._cursor(context, write=True) as cur:
-            self._insert(cur, events, ())
-            self._seal(cur, events)
+        with self._lock:
+            count = self._next_seq.get(first.run_id)
+        if first.seq != 0 and count is not None and count != first.seq:
+            raise StoreConflictError(
+                f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
+            )
+        sealed = sealed_in(events)
+        if first.seq != 0 and count is None:
+            with self._cursor(context, write=True) as cur, _seal_conflicts(sealed):
+                self._insert(cur, events, ())
+                self._seal(cur, sealed)
+        elif not sealed:
+            with self._db.connection(context) as conn:
+                conn.execute(*_statement(events))
+        else:
+            # one pipeline, one Sync: its statements are one implicit transaction, committed
+            # at the Sync if all succeed, rolled back if any fails (the protocol's rule for a
+            # pipeline without BEGIN); conn.transaction() would add two round trips
+            with (
+                self._db.connection(context) as conn,
+                _seal_conflicts(sealed),
+                conn.pipeline(),
+                conn.cursor() as cur,
+            ):
+                cur.execute(*_statement(events))
+                self._seal(cur, sealed)
         self._appended(events)
 
     async def append_async(self, events: Sequence[StoredEvent]) -> None:
@@ -328,7 +343,9 @@ class PostgresStore(EventStore):
             for events in batches:
                 self.check_batch(events)
                 self._insert(cur, events, written)
-                self._seal(cur, events)
+                sealed = sealed_in(events)
+                with _seal_conflicts(sealed):
+                    self._seal(cur, sealed)
                 written.append(events)
         for events in written:
             self._appended(events)
@@ -339,15 +356,11 @@ class PostgresStore(EventStore):
         events: Sequence[StoredEvent],
         earlier: Sequence[Sequence[StoredEvent]],
     ) -> None:
+        """A batch's rows inside the caller's transaction, after checking that it continues
+        its run (read from the database when this store does not know the run's length, or
+        an earlier batch of the transaction wrote to the same run)."""
         first = events[0]
-        if first.seq == 0:  # the run index's primary key refuses a second opening
-            conversation, parent = run_index_from_open(first)
-            cur.execute(
-                "INSERT INTO runs (run_id, conversation_id, parent_run_id, opened_at) "
-                "VALUES (%s, %s, %s, %s)",
-                (first.run_id, conversation, parent, first.ts),
-            )
-        else:
+        if first.seq != 0:  # (the run index's primary key refuses a second opening)
             with self._lock:
                 count = self._next_seq.get(first.run_id)
             if count is None or any(b[0].run_id == first.run_id for b in earlier):
@@ -360,30 +373,18 @@ class PostgresStore(EventStore):
                 raise StoreConflictError(
                     f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
                 )
-        for start in range(0, len(events), _ROWS_PER_STATEMENT):
-            chunk = events[start : start + _ROWS_PER_STATEMENT]
-            cur.execute(_insert_rows(len(chunk)), _row_params(chunk))
+        cur.execute(*_statement(events))
 
     @staticmethod
-    def _seal(cur: psycopg.Cursor[Any], events: Sequence[StoredEvent]) -> None:
-        """The runs this batch seals get the next leaves, under the seal lock: leaf order is
-        the order in which sealing transactions commit (docs/log-format.md section 4.1)."""
-        from psycopg import errors
-
-        for run_id in sealed_in(events):
+    def _seal(cur: psycopg.Cursor[Any], sealed: Sequence[str]) -> None:
+        """The runs a batch seals get the next leaves, under the seal lock: leaf order is
+        the order in which sealing transactions commit (docs/log-format.md section 4.1).
+        The leaf is read by the statement that writes it, after the lock (each statement
+        of a READ COMMITTED transaction sees what committed before it began), so the two
+        need no answer in between and go in one pipeline."""
+        for run_id in sealed:
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _LOCK_SEAL))
-            row = cur.execute("SELECT COALESCE(MAX(leaf), -1) + 1 FROM seal_log").fetchone()
-            leaf = int(row[0]) if row else 0
-            try:
-                with cur.connection.transaction():  # a savepoint: the error is ours to name
-                    cur.execute(
-                        "INSERT INTO seal_log (leaf, run_id, sealed_at) VALUES (%s, %s, %s)",
-                        (leaf, run_id, now_ms()),
-                    )
-            except errors.UniqueViolation as exc:
-                raise StoreError(
-                    f"run {run_id} is sealed already (it has a leaf in the seal log)"
-                ) from exc
+            cur.execute(_SEAL_LEAF, (run_id, now_ms()))
 
     def _appended(self, events: Sequence[StoredEvent]) -> None:
         last = events[-1]
@@ -480,39 +481,120 @@ class PostgresStore(EventStore):
         self._db.close()
 
 
-#: the rows one INSERT carries (PostgreSQL takes at most 65,535 parameters, 7 per row)
-_ROWS_PER_STATEMENT: Final = 65_535 // 7
 _OPEN_RUN: Final = (
     "WITH opened AS (INSERT INTO runs (run_id, conversation_id, parent_run_id, opened_at) "
-    "VALUES (%s, %s, %s, %s)) "
+    "VALUES (%b, %b, %b, %b)) "
+)
+#: a batch's rows as one statement of one text whatever their number: the columns as arrays
+#: in binary (no per-row placeholders for the driver to parse, no 65,535-parameter bound, one
+#: server-side prepared statement per connection), the seqs counted from the first
+_INSERT_ROWS: Final = (
+    "INSERT INTO events (run_id, seq, type, ts, body, event_hash, chain_hash) "
+    "SELECT %b, %b::integer + u.o::integer - 1, u.t, u.ts, u.b, u.e, u.c "
+    "FROM unnest(%b::text[], %b::bigint[], %b::bytea[], %b::bytea[], %b::bytea[]) "
+    "WITH ORDINALITY AS u(t, ts, b, e, c, o)"
+)
+_SEAL_LEAF: Final = (
+    "INSERT INTO seal_log (leaf, run_id, sealed_at) "
+    "SELECT COALESCE(MAX(leaf), -1) + 1, %s, %s FROM seal_log"
 )
 
 
-@functools.lru_cache(maxsize=64)
-def _insert_rows(count: int) -> str:
-    """``INSERT INTO events ... VALUES`` of ``count`` rows (the text is reused, so the server
-    prepares each batch size once per connection)."""
-    return (
-        "INSERT INTO events (run_id, seq, type, ts, body, event_hash, chain_hash) VALUES "
-        + ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * count)
-    )
+class _Array(bytes):
+    """A column's values already in PostgreSQL's binary array format (one dimension, no
+    NULL); a subclass per array type says which. The driver's generic list adaptation
+    inspects every element in Python; a batch's columns are uniform, so they are packed
+    here, and the dumper hands the bytes over as they are."""
+
+    #: (array type oid, element type oid)
+    oids: tuple[int, int] = (0, 0)
+
+    @classmethod
+    def of(cls, items: Sequence[bytes]) -> _Array:
+        parts = [_ARRAY_HEAD.pack(1, 0, cls.oids[1], len(items), 1)]
+        for item in items:
+            parts += (_LENGTH.pack(len(item)), item)
+        return cls(b"".join(parts))
 
 
-def _row_params(events: Sequence[StoredEvent]) -> list[Any]:
-    params: list[Any] = []
-    for e in events:
-        params += (e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash)
-    return params
+class _TextArray(_Array):
+    oids = (1009, 25)
+
+
+class _ByteaArray(_Array):
+    oids = (1001, 17)
+
+
+class _Int8Array(_Array):
+    oids = (1016, 20)
+
+    @classmethod
+    def of_ints(cls, items: Sequence[int]) -> _Array:
+        head = _ARRAY_HEAD.pack(1, 0, cls.oids[1], len(items), 1)
+        return cls(head + b"".join([_INT8.pack(8, item) for item in items]))
+
+
+_ARRAY_HEAD: Final = struct.Struct("!iiIii")
+_LENGTH: Final = struct.Struct("!i")
+_INT8: Final = struct.Struct("!iq")
+
+
+def _register_arrays(conn: psycopg.Connection[Any]) -> None:
+    """Teach a connection the :class:`_Array` types (passed to :class:`Connections` as its
+    ``adapt``: every session of the log's pool gets them)."""
+    for kind, dumper in _array_dumpers():
+        conn.adapters.register_dumper(kind, dumper)
+
+
+@functools.cache
+def _array_dumpers() -> list[tuple[type[_Array], type[Any]]]:
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    def dumper(kind: type[_Array]) -> type[Any]:
+        class ArrayDumper(Dumper):
+            format = Format.BINARY
+            oid = kind.oids[0]
+
+            def dump(self, obj: Any) -> bytes:
+                return obj  # type: ignore[no-any-return]
+
+        return ArrayDumper
+
+    return [(kind, dumper(kind)) for kind in (_TextArray, _ByteaArray, _Int8Array)]
 
 
 def _statement(events: Sequence[StoredEvent]) -> tuple[str, list[Any]]:
-    """The one statement of a batch that seals nothing: its rows, and for a batch that opens
-    its run the run index row too (a primary key refuses a second opening of the run)."""
+    """The one statement writing a batch's rows, and for a batch that opens its run the run
+    index row too (a primary key refuses a second opening of the run)."""
     first = events[0]
+    params: list[Any] = [
+        first.run_id,
+        first.seq,
+        _TextArray.of([e.type.encode() for e in events]),
+        _Int8Array.of_ints([e.ts for e in events]),
+        _ByteaArray.of([e.body for e in events]),
+        _ByteaArray.of([e.event_hash for e in events]),
+        _ByteaArray.of([e.chain_hash for e in events]),
+    ]
     if first.seq != 0:
-        return _insert_rows(len(events)), _row_params(events)
+        return _INSERT_ROWS, params
     conversation, parent = run_index_from_open(first)
-    return (
-        _OPEN_RUN + _insert_rows(len(events)),
-        [first.run_id, conversation, parent, first.ts, *_row_params(events)],
-    )
+    return _OPEN_RUN + _INSERT_ROWS, [first.run_id, conversation, parent, first.ts, *params]
+
+
+@contextlib.contextmanager
+def _seal_conflicts(sealed: Sequence[str]) -> Iterator[None]:
+    """A second leaf for a run (the seal log's unique run id) named as such, inside the
+    driver's error translation (which would call it a taken position); any other error as
+    it is."""
+    from psycopg import errors
+
+    try:
+        yield
+    except errors.UniqueViolation as exc:
+        if exc.diag.table_name != "seal_log" or not sealed:
+            raise
+        raise StoreError(
+            f"run {sealed[0]} is sealed already (it has a leaf in the seal log)"
+        ) from exc

@@ -11,6 +11,7 @@ the one place psycopg's errors become this library's; :func:`schema_tables` and
 from __future__ import annotations
 
 import contextlib
+import select
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -36,6 +37,7 @@ __all__ = [
     "LOCK_CLASS",
     "Connections",
     "check_pool_options",
+    "check_quietly",
     "first_line",
     "location_of",
     "now_ms",
@@ -193,6 +195,31 @@ def recorded_version(
     return version
 
 
+def check_quietly(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check of a connection it hands out, without a round trip while the server
+    has said nothing: an idle session's socket turns readable only when the server speaks
+    unprompted (its termination notice, a reset, the end of the stream: a server stopped,
+    restarted or killed), and only then is the connection checked by a query (which raises
+    for a broken one, so the pool makes a new one). A flush on a live connection costs one
+    round trip, not two; a connection lost silently (a cable pulled) fails its next
+    statement either way, as the check's own round trip could not have foreseen."""
+    from psycopg_pool import ConnectionPool
+
+    if conn.closed:
+        raise driver().OperationalError("the connection is closed")
+    if _readable(conn.fileno()):
+        ConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read now (no waiting)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [fd], 0)[0])  # pragma: no cover - Windows
+
+
 class Connections:
     """One database's sessions: :meth:`connect` (direct), then :meth:`open_pool`'s pool, each
     session configured for ``durability`` and ``readonly``; :meth:`cursor` through the pool,
@@ -207,6 +234,7 @@ class Connections:
         timeout: float,
         name: str,
         translate: Translate = translate_errors,
+        adapt: Callable[[psycopg.Connection[Any]], None] | None = None,
     ) -> None:
         driver()
         self.location = location
@@ -215,6 +243,8 @@ class Connections:
         self.timeout = timeout
         self.name = name
         self.translate = translate
+        #: what every session learns once made (the log's types for its parameters)
+        self.adapt = adapt
         self.closed = False
         self._pool: ConnectionPool | None = None
 
@@ -226,6 +256,8 @@ class Connections:
         return conn
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        if self.adapt is not None:
+            self.adapt(conn)
         conn.execute(
             "SELECT set_config('synchronous_commit', %s, false), "
             "set_config('default_transaction_read_only', %s, false)",
@@ -243,7 +275,7 @@ class Connections:
             max_size=size,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))},
             configure=self._configure,
-            check=ConnectionPool.check_connection,
+            check=check_quietly,
             timeout=self.timeout,
             reconnect_timeout=max(self.timeout, 60.0),
             name=self.name,

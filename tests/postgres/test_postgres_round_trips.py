@@ -1,0 +1,172 @@
+"""What a flush costs in round trips, counted from libpq's trace of the messages a store's
+connections exchange (never timed): a flush that seals nothing is one statement and one round
+trip, a sealing flush one pipeline and one round trip, and handing a connection out of the
+pool costs none while the server has said nothing on it."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import agentfootprint as af
+from agentfootprint.store.base import StoredEvent
+from agentfootprint.store.postgres import PostgresStore
+from agentfootprint.store.postgres_db import check_quietly
+from agentfootprint.testing.seals import SIGNER
+
+
+class Traced:
+    """Every connection the store hands out traced by libpq; per checkout, the messages
+    sent and received."""
+
+    def __init__(self, store: PostgresStore, folder: Path) -> None:
+        self.folder, self.checkouts = folder, list[list[tuple[str, str]]]()
+        self.contexts: list[str] = []
+        self._inner = store._db.connection
+        store._db.connection = self._connection  # type: ignore[method-assign]
+
+    @contextlib.contextmanager
+    def _connection(self, context: str) -> Iterator[psycopg.Connection[Any]]:
+        with self._inner(context) as conn:
+            path = self.folder / f"{len(self.checkouts)}.trace"
+            with path.open("w") as out:
+                conn.pgconn.trace(out.fileno())
+                try:
+                    yield conn
+                finally:
+                    conn.pgconn.untrace()
+            self.checkouts.append(_messages(path.read_text()))
+            self.contexts.append(context)
+
+    def appends(self) -> list[list[tuple[str, str]]]:
+        return [m for m, c in zip(self.checkouts, self.contexts, strict=True) if "append" in c]
+
+    def round_trips(self) -> list[int]:
+        """Per append: the answers the client waited for (one ReadyForQuery each)."""
+        return [sum(m == ("B", "ReadyForQuery") for m in msgs) for msgs in self.appends()]
+
+
+def _messages(text: str) -> list[tuple[str, str]]:
+    """(direction, message type) of each line of a libpq trace."""
+    out = []
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 4:
+            out.append((fields[1], fields[3].strip().split(" ")[0]))
+    return out
+
+
+def _record(store: PostgresStore, runs: int, *, signer: Any = None) -> None:
+    provider = af.MockProvider(["answer"] * runs)
+    with af.Agent(provider=provider, model="m", store=store, signer=signer) as agent:
+        for i in range(runs):
+            agent.run_sync(f"question {i}")
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="af-trace-") as name:
+        yield Path(name)
+
+
+@pytest.mark.parametrize("signer", [None, SIGNER], ids=["unsigned", "sealed"])
+def test_each_flush_is_one_round_trip(pg_database: str, folder: Path, signer: Any) -> None:
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        _record(store, 8, signer=signer)  # the statements are prepared by now
+        sealing: list[bool] = []
+        append = store.append
+
+        def noting(events: Sequence[StoredEvent]) -> None:
+            sealing.append(any(e.type == "run.seal" for e in events))
+            append(events)
+
+        store.append = noting  # type: ignore[method-assign]
+        traced = Traced(store, folder)
+        _record(store, 3, signer=signer)
+    assert len(traced.appends()) == len(sealing) >= 6
+    assert traced.round_trips() == [1] * len(sealing), traced.appends()
+    assert any(sealing) is (signer is not None)
+    sent = {m for msgs in traced.appends() for d, m in msgs if d == "F"}
+    assert "Query" not in sent  # no BEGIN, COMMIT or empty check query of its own
+
+
+def test_a_quiet_connection_is_handed_out_without_a_round_trip(
+    pg_database: str, folder: Path
+) -> None:
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        path = folder / "check.trace"
+        with path.open("w") as out:
+            conn.pgconn.trace(out.fileno())
+            check_quietly(conn)
+            conn.pgconn.untrace()
+        assert _messages(path.read_text()) == []
+
+
+def test_a_connection_the_server_ended_is_refused(pg_database: str) -> None:
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        pid = conn.info.backend_pid
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        with pytest.raises(psycopg.OperationalError):
+            check_quietly(conn)
+
+
+def test_the_pool_replaces_a_connection_the_server_ended(pg_database: str) -> None:
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        _record(store, 1)
+        with store._db.connection("pid") as conn:
+            pid = conn.info.backend_pid
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        _record(store, 1)  # the next flush gets a new connection, not an error
+        assert len(store.runs()) == 2
+
+
+def _sealed_run_batches() -> list[list[StoredEvent]]:
+    """The batches a signed run flushes, as a store receives them."""
+    batches: list[list[StoredEvent]] = []
+
+    class Capture(af.MemoryStore):
+        def append(self, events: Any) -> None:
+            batches.append(list(events))
+            super().append(events)
+
+    _record(Capture(), 1, signer=SIGNER)  # type: ignore[arg-type]
+    assert any(e.type == "run.seal" for e in batches[-1])
+    return batches
+
+
+def test_a_sealing_flush_is_kept_whole_or_not_at_all(pg_database: str) -> None:
+    batches = _sealed_run_batches()
+    run_id = batches[0][0].run_id
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        for batch in batches[:-1]:
+            store.append(batch)
+        with psycopg.connect(pg_database, autocommit=True) as conn:  # a leaf already given
+            conn.execute("INSERT INTO seal_log VALUES (0, %s, 0)", (run_id,))
+        with pytest.raises(af.StoreError, match="sealed already") as info:
+            store.append(batches[-1])
+        assert not isinstance(info.value, af.StoreConflictError)
+        stored = sum(1 for _ in store.read(run_id))
+        assert stored == sum(len(b) for b in batches[:-1])  # the flush's rows rolled back
+        assert store.seal_log() == [(0, run_id)]
+        _record(store, 1, signer=SIGNER)  # the connection serves the next run
+        assert len(store.seal_log()) == 2
+
+
+def test_a_sealing_flush_at_a_taken_position_is_a_conflict(pg_database: str) -> None:
+    batches = _sealed_run_batches()
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        for batch in batches:
+            store.append(batch)
+        with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as other:
+            other._next_seq[batches[0][0].run_id] = batches[-1][0].seq  # as if it wrote them
+            with pytest.raises(af.StoreConflictError):
+                other.append(batches[-1])
+        assert len(store.seal_log()) == 1
