@@ -3,10 +3,11 @@ rebuilds exactly what the whole-history comparisons did.
 
 * ``Scope`` knows a key grew from its committed list by appends only, so its commit is an
   ``append`` of the tail without comparing the prefix item by item;
-* the ``RequestHasher`` returns :class:`DigestList` lists on a line, so
+* the ``RequestHasher`` returns :class:`SharedList` versions grown from each other, so
   ``compress_digests`` and ``expand_digests`` read only what is new;
-* every append makes a new list (never mutating one anybody was handed), so no version
-  anybody holds ever changes, and live state still equals the fold.
+* every append makes a new list, or in the verifier's fold a new :class:`SharedList`
+  version (never mutating what anybody was handed), so no version anybody holds ever
+  changes, and live state still equals the fold.
 
 Each is checked against the reference computation on plain lists."""
 
@@ -23,8 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfootprint.errors import UsageError
-from agentfootprint.logformat.fold import DigestList, apply_write, compress_digests, expand_digests
+from agentfootprint.logformat.fold import apply_write, compress_digests, expand_digests
 from agentfootprint.logformat.request import PIECE_KINDS, RequestHasher
+from agentfootprint.logformat.shared_lists import FoldedState, SharedList, folded, plain
 from agentfootprint.runtime.scope import Scope, json_equal
 from examples_budget import scaled
 
@@ -88,26 +90,64 @@ def test_appends_commit_their_tail_and_never_touch_committed_state() -> None:
     assert empty.net_writes("delta") == []
 
 
-# -- digest lines ----------------------------------------------------------------------------
-def test_a_line_grows_from_its_latest_list_only() -> None:
-    a = DigestList(HEX[:2])
-    b = a.grown(HEX[2:4])
-    assert b.line is a.line and a.line.latest is b and b == HEX[:4] and a == HEX[:2]
+# -- shared lists ----------------------------------------------------------------------------
+def test_a_version_grows_from_the_end_of_its_backing_or_forks() -> None:
+    a = SharedList(HEX[:2])
+    b = a.extended(HEX[2:4])
+    assert b.extends(a) and b == HEX[:4] and a == HEX[:2]
     assert compress_digests(a, b) == {"keep": 2, "add": HEX[2:4]}
-    assert expand_digests(a, {"keep": 2, "add": HEX[2:4]}) is b  # the same list, not a copy
-    fork = a.grown(HEX[5:6])  # from an older list: a line of its own
-    assert fork.line is not a.line and b.line.latest is b
-    assert compress_digests(b, fork) == _reference_compress(b, fork)
+    assert expand_digests(a, {"keep": 2, "add": HEX[2:4]}).extends(b)  # b's backing, no copy
+    fork = a.extended(HEX[5:6])  # from an older version, other items: a backing of its own
+    assert not fork.extends(a) and b == HEX[:4]
+    assert compress_digests(b, fork) == _reference_compress(list(b), list(fork))
     assert expand_digests(a, {"keep": 2, "add": HEX[5:6]}) == HEX[:2] + HEX[5:6]
     assert expand_digests(b, {"keep": 1, "add": []}) == HEX[:1]
 
 
-def test_a_digest_list_is_written_and_copied_as_a_plain_list() -> None:
-    d = DigestList(HEX[:3]).grown(HEX[3:5])
-    assert orjson.dumps(d) == orjson.dumps(HEX[:5])
-    assert type(d[1:]) is list and type(copy.deepcopy(d)) is list
-    assert type(pickle.loads(pickle.dumps(d))) is list and copy.copy(d) == HEX[:5]
+def test_a_shared_list_is_handed_out_as_a_plain_list() -> None:
+    d = SharedList(HEX[:3]).extended(HEX[3:5])
+    assert orjson.dumps(d.tolist()) == orjson.dumps(HEX[:5]) and type(d.tolist()) is list
+    assert type(d[1:]) is list and d[1:] == HEX[1:5] and d[::2] == HEX[:5:2] and d[-1] == HEX[4]
+    assert type(copy.deepcopy(d)) is list and copy.copy(d) == HEX[:5]
+    assert type(pickle.loads(pickle.dumps(d))) is list and list(reversed(d)) == HEX[4::-1]
     assert d == HEX[:5] and HEX[:5] == d and d != HEX[:4] and (d != d) is False
+    assert plain({"h": d, "n": 1}) == {"h": HEX[:5], "n": 1} and d != tuple(HEX[:5])
+    state = FoldedState({"h": d})
+    assert state["h"] == HEX[:5] and type(state["h"]) is list and dict(state) == {"h": HEX[:5]}
+    assert folded(state)["h"] is d and state == {"h": HEX[:5]}
+
+
+shared_steps = st.lists(
+    st.tuples(st.integers(0, 20), st.lists(st.integers(0, 3), max_size=3), st.booleans()),
+    min_size=1,
+    max_size=25,
+)
+
+
+@given(start=st.lists(st.integers(0, 3), max_size=3), steps=shared_steps)
+def test_every_shared_list_version_keeps_its_items(
+    start: list[int], steps: list[tuple[int, list[int], bool]]
+) -> None:
+    """Versions extended from any version held (the newest, an older one: a fork), with new
+    objects or with the very objects its backing already holds next: each version reads, for
+    ever, exactly the objects it was made of, and one extends another only when it does."""
+    first = SharedList([{"n": i} for i in start])
+    held = [(first, list(first))]
+    for which, new, reuse in steps:
+        version, items = held[which % len(held)]
+        tail: list[Any] = [{"n": i} for i in new]
+        if reuse:  # what some other version grew it by, when there is one
+            longer = [v for v, _ in held if v.extends(version) and len(v) > len(version)]
+            if longer:
+                tail = longer[0][len(version) :]
+        grown = version.extended(tail)
+        held.append((grown, items + tail))
+        for kept, model in held:
+            assert len(kept) == len(model) and all(map(operator.is_, kept, model))
+        for one, one_items in held:
+            for other, other_items in held:
+                if one.extends(other):  # known a prefix: it is one, object for object
+                    assert all(map(operator.is_, one_items, other_items))
 
 
 steps = st.lists(
@@ -180,12 +220,12 @@ def test_versions_never_change_and_equal_the_fold(
     exactly its contents, and live state equals the fold of the recorded writes type for
     type."""
     first = {"h": [{"n": i} for i in start]}
-    # each version held: (live state, its snapshot, the folded state)
-    held = [(first, copy.deepcopy(first), copy.deepcopy(first))]
+    # each version held: (live state, its snapshot, the folded state, the verifier's fold)
+    held = [(first, copy.deepcopy(first), copy.deepcopy(first), copy.deepcopy(first))]
     for verb, which, value in steps:
         if not held:
-            held.append((first, copy.deepcopy(first), copy.deepcopy(first)))
-        live, _, folded = held[which % len(held)]
+            held.append((first, copy.deepcopy(first), copy.deepcopy(first), dict(first)))
+        live, _, fold_state, shared = held[which % len(held)]
         if verb == "drop":
             del held[which % len(held)]
             continue
@@ -210,11 +250,13 @@ def test_versions_never_change_and_equal_the_fold(
             assert lent == before and all(map(operator.is_, lent, before))
         writes = scope.net_writes("delta")
         new = scope.apply_to(writes)
-        refolded = dict(folded)
+        refolded, reshared = dict(fold_state), dict(shared)
         for write in writes:
             body = orjson.loads(orjson.dumps(write.body(0)))  # as the log holds it
             apply_write(refolded, body["path"], body["verb"], body.get("value"))
-        assert _same(new, refolded)
-        held.append((new, copy.deepcopy(new), refolded))
-        for state, snapshot, folded_state in held:
+            apply_write(reshared, body["path"], body["verb"], body.get("value"), shared=True)
+        assert _same(new, refolded) and _same(plain(reshared), refolded)
+        held.append((new, copy.deepcopy(new), refolded, reshared))
+        for state, snapshot, folded_state, shared_state in held:
             assert _same(state, snapshot) and _same(folded_state, snapshot)
+            assert _same(plain(shared_state), snapshot)

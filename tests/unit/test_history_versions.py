@@ -1,5 +1,6 @@
 """Nothing anybody was handed ever changes: every version of an append-grown list (a state's
-``history``, a receipt's digest list) is a list of its own, never mutated once made.
+``history``, a receipt's digest list) reads as it was made: a list of its own, never mutated,
+or a :class:`SharedList` version, whose backing only grows past it.
 
 A parent continued twice (a fork), a continuation from an older run, a replay, a provider
 that keeps every request it was served, the verifier's cache of parents shared by their
@@ -17,7 +18,8 @@ import orjson
 import pytest
 
 import agentfootprint as af
-from agentfootprint.logformat.fold import DigestList, ReceiptLists, continued_lists
+from agentfootprint.logformat.fold import ReceiptLists, continued_lists
+from agentfootprint.logformat.shared_lists import SharedList
 from agentfootprint.runtime.scope import Scope
 
 
@@ -28,22 +30,23 @@ def _same(a: Any, b: Any) -> bool:
 
 
 # -- lists --------------------------------------------------------------------------------------
-def test_a_digest_line_grows_new_lists_and_leaves_each_one_as_it_was() -> None:
+def test_a_shared_list_grows_new_versions_and_leaves_each_one_as_it_was() -> None:
     hexes = [f"{i:064x}" for i in range(20)]
-    a = DigestList(hexes[:2])
-    b = a.grown(hexes[2:3])
-    c = b.grown(hexes[3:4])
+    a = SharedList(hexes[:2])
+    b = a.extended(hexes[2:3])
+    c = b.extended(hexes[3:4])
     del b
-    d = c.grown(hexes[4:5])
-    assert d == hexes[:5] and d.line is a.line and a.line.latest is d
+    d = c.extended(hexes[4:5])
+    assert d == hexes[:5] and d.extends(a) and d.extends(c) and not c.extends(d)
     assert c == hexes[:4] and a == hexes[:2] and d is not c
-    fork = a.grown(hexes[9:10])  # from an older list: a copy on a new line
-    assert fork == hexes[:2] + hexes[9:10] and fork.line is not a.line and d == hexes[:5]
-    assert a.line.latest is d and fork.line.latest is fork
+    fork = a.extended(hexes[9:10])  # from an older version: a backing of its own
+    assert fork == hexes[:2] + hexes[9:10] and not fork.extends(a) and d == hexes[:5]
+    again = c.extended([str(hexes[4])])  # the same items next: the version that ends there
+    assert again == d and again.extends(d) and d.extends(again)
 
 
 def test_receipt_lists_are_tuples_when_read_and_the_lists_when_continued() -> None:
-    lists = {"system": DigestList(["a" * 64]), "messages": ["b" * 64]}
+    lists = {"system": SharedList(["a" * 64]), "messages": ["b" * 64]}
     frozen = ReceiptLists(lists)
     assert frozen["system"] == ("a" * 64,) and frozen["system"] is frozen["system"]
     assert dict(frozen) == {"system": ("a" * 64,), "messages": ("b" * 64,)}

@@ -9,7 +9,7 @@ never carry a value the vault opened).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -223,7 +223,7 @@ def _positions(indices: list[int], pieces: Any) -> str:
     return ", ".join(shown) + more
 
 
-def _membership(kind: str, want: list[str], got: list[str], before: Any, after: Any) -> str:
+def _membership(kind: str, want: Sequence[str], got: Sequence[str], before: Any, after: Any) -> str:
     """Which served pieces only one side has, by digest (a window that kept other messages
     names them: the original's served positions and the replay's)."""
     mine, theirs = set(got), set(want)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -77,7 +77,7 @@ class _Started:
 
     steps: list[_Step]
     state: dict[str, Any]
-    lists: dict[str, list[str]]
+    lists: dict[str, Sequence[str]]
     log_format: str
     projection: Projection
 
@@ -105,7 +105,7 @@ class RunReader:
         # the format and the projection are checked here (structure), so both are known below
         _, parent = self._verifier.check_open(run_id, opened)
         state: dict[str, Any] = {}
-        lists: dict[str, list[str]] = {kind: [] for kind in PIECE_KINDS}
+        lists: dict[str, Sequence[str]] = {kind: [] for kind in PIECE_KINDS}
         if parent is not None:
             verified = parent[0]
             state = dict(verified.final_state)
@@ -120,7 +120,7 @@ class RunReader:
 
     def _fold(
         self, run_id: str, started: _Started | None = None
-    ) -> Iterator[tuple[_Step, dict[str, Any], dict[str, list[str]]]]:
+    ) -> Iterator[tuple[_Step, dict[str, Any], dict[str, Sequence[str]]]]:
         """Yield each event with the state and receipt lists as they stand *before* it."""
         run = self._start(run_id) if started is None else started
         state, lists = run.state, run.lists

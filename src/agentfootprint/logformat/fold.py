@@ -17,16 +17,14 @@ hex digits each).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from agentfootprint.logformat.hashing import is_hex_digest
+from agentfootprint.logformat.shared_lists import SharedList
 
 __all__ = [
     "VERBS",
-    "DigestLine",
-    "DigestList",
     "FoldError",
     "ReceiptLists",
     "apply_write",
@@ -48,16 +46,29 @@ def apply_write(
     path: str,
     verb: str,
     value: Any,
+    *,
+    shared: bool = False,
 ) -> None:
     """Apply one write to ``state`` (top level replaced, nested values never mutated: an
-    ``append`` makes a new list, so every list anybody was handed keeps its contents)."""
+    ``append`` makes a new list, so every list anybody was handed keeps its contents).
+
+    ``shared``: an ``append`` makes a :class:`SharedList` version, O(new) (a plain list
+    appended to becomes one, copied once); an appended :class:`SharedList` grows as one
+    whatever ``shared`` says. Otherwise ``old + new``, O(list): state a caller mutates."""
     if verb == "set":
         state[path] = value
     elif verb == "append":
         current = state.get(path)
-        if not isinstance(current, list) or not isinstance(value, list):
+        if not isinstance(value, list):
             raise FoldError(f"append to {path!r} needs an array on both sides")
-        state[path] = current + value
+        if type(current) is SharedList:
+            state[path] = current.extended(value)
+        elif not isinstance(current, list):
+            raise FoldError(f"append to {path!r} needs an array on both sides")
+        elif shared:
+            state[path] = SharedList.adopt(current + value)
+        else:
+            state[path] = current + value
     elif verb == "merge":
         current = state.get(path)
         if not isinstance(current, dict) or not isinstance(value, dict):
@@ -71,80 +82,10 @@ def apply_write(
         raise FoldError(f"unknown write verb {verb!r}")
 
 
-class DigestLine:
-    """The lists one :class:`~agentfootprint.logformat.request.RequestHasher` grew from each
-    other by appends only: every list of a line is a prefix of every later one. ``latest``
-    is the newest (what a receipt that keeps all of an older list and adds the rest names),
-    held weakly."""
-
-    __slots__ = ("_latest",)
-
-    def __init__(self) -> None:
-        self._latest: weakref.ref[DigestList] | None = None
-
-    @property
-    def latest(self) -> DigestList | None:
-        return None if self._latest is None else self._latest()
-
-    @latest.setter
-    def latest(self, value: DigestList) -> None:
-        self._latest = weakref.ref(value)
-
-
-class DigestList(list[str]):
-    """A digest list of a served request on a :class:`DigestLine`, never mutated.
-
-    Knowing that an older list of the same line is its prefix, :func:`compress_digests`
-    finds the shared prefix and :func:`expand_digests` the expanded list without reading
-    the history (O(new) instead of O(list) per call); equal lists from one line are one
-    object, which compares equal at once. Its contents are plain ``str``, and its slices
-    plain lists, so nothing written or hashed depends on it being one.
-    """
-
-    __slots__ = ("__weakref__", "line")
-
-    def __init__(self, items: Sequence[str] = ()) -> None:
-        super().__init__(items)
-        self.line = DigestLine()  # a line of its own
-        self.line.latest = self
-
-    def grown(self, new: list[str]) -> DigestList:
-        """A new list of this line: this one's digests, then ``new``. Only from the line's
-        latest list (an older one would fork the line: a new line starts then, a copy).
-
-        The new list is a copy of this one (in C) with ``new`` after it: every list of a line
-        stays as it was made, so whoever holds one (a hasher, a verified run) sees it fixed.
-        """
-        out = DigestList()
-        out += self  # one copy, in C
-        out += new
-        line = self.line
-        if line.latest is self:  # on the line: out extends every list of it
-            out.line = line
-            line.latest = out
-        return out
-
-    def __eq__(self, other: object) -> bool:
-        return True if other is self else list.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return False if other is self else list.__ne__(self, other)
-
-    __hash__ = None
-
-    def __reduce__(self) -> tuple[Any, ...]:  # copies and pickles are plain lists
-        return (list, (list(self),))
-
-
 def _extends(previous: Sequence[str], current: Sequence[str]) -> bool:
     """``previous`` is known to be a prefix of ``current`` without comparing them: an older
-    (or the same) list of the same :class:`DigestLine`."""
-    return (
-        type(current) is DigestList
-        and type(previous) is DigestList
-        and previous.line is current.line
-        and len(previous) <= len(current)
-    )
+    (or the same) version of the same :class:`SharedList`."""
+    return type(current) is SharedList and current.extends(previous)
 
 
 def compress_digests(previous: Sequence[str], current: Sequence[str]) -> dict[str, Any]:
@@ -177,7 +118,7 @@ def digest_list_problem(stored: Any) -> str | None:
     return None
 
 
-def expand_digests(previous: Sequence[str], stored: Any) -> list[str]:
+def expand_digests(previous: Sequence[str], stored: Any) -> Sequence[str]:
     """Inverse of :func:`compress_digests`; refuses a malformed list or an overlong ``keep``."""
     problem = digest_list_problem(stored)
     if problem is not None:
@@ -186,15 +127,9 @@ def expand_digests(previous: Sequence[str], stored: Any) -> list[str]:
     if not 0 <= keep <= len(previous):
         raise FoldError(f"keep={keep} but the previous list has {len(previous)} digests")
     add = stored["add"]
-    if type(previous) is DigestList and keep == len(previous):
-        latest = previous.line.latest  # every list of the line extends previous
-        if (
-            latest is not None
-            and len(latest) == keep + len(add)
-            and latest[keep:] == add  # only what is new is read
-        ):
-            return latest
     if keep == len(previous):
+        if type(previous) is SharedList:  # the next version (shared when the hasher's is)
+            return previous.extended(add)
         out = list(previous)
         out.extend(add)
         return out
@@ -235,9 +170,12 @@ class ReceiptLists(Mapping[str, tuple[str, ...]]):
         return dict(self._lists)
 
 
-def continued_lists(lists: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+def continued_lists(lists: Mapping[str, Sequence[str]]) -> dict[str, Sequence[str]]:
     """The digest lists a continued run starts from: a :class:`ReceiptLists`' own lists
     (shared, never mutated: the child's receipts replace them), others copied."""
     if isinstance(lists, ReceiptLists):
-        return {kind: v if isinstance(v, list) else list(v) for kind, v in lists.lists().items()}
+        return {
+            kind: v if type(v) is SharedList or isinstance(v, list) else list(v)
+            for kind, v in lists.lists().items()
+        }
     return {kind: list(v) for kind, v in lists.items()}

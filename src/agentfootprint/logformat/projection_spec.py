@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.errors import AgentFootprintError, UsageError
+from agentfootprint.logformat.shared_lists import SharedList
 
 __all__ = ["Edit", "Field", "Projection", "ProjectionError", "json_kind"]
 
@@ -36,7 +37,7 @@ def json_kind(value: Any) -> str:
         return "null"
     if isinstance(value, dict):
         return "an object"
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple | SharedList):
         return "an array"
     if isinstance(value, str):
         return "a string"

@@ -19,10 +19,11 @@ from __future__ import annotations
 from typing import Final
 
 from agentfootprint.logformat.projection_spec import Field, Projection
+from agentfootprint.logformat.shared_lists import SharedList
 
 __all__ = ["FIELDS", "PROJECTION_V1"]
 
-_ARRAY: Final = (list, tuple)
+_ARRAY: Final = (list, tuple, SharedList)  # a SharedList: a list the verifier folded
 #: the five request fields of request shape 1, in served order
 FIELDS: Final = (
     Field(name="model", key="model", tag=None, kind=str, kind_name="a string", default=None),

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from agentfootprint.logformat.projection_spec import Edit, Projection, ProjectionError, json_kind
 from agentfootprint.logformat.projection_v1 import FIELDS
+from agentfootprint.logformat.shared_lists import SharedList
 
 __all__ = ["EDITS", "PROJECTION_V2"]
 
@@ -29,7 +30,7 @@ def _served_messages(history: Sequence[Any], segments: Any) -> list[Any]:
             '{"message": {...}}, with history slices in increasing, non-overlapping order',
         )
 
-    if not isinstance(segments, list | tuple):
+    if not isinstance(segments, list | tuple | SharedList):
         raise refuse(f"is {json_kind(segments)}, not an array")
     served: list[Any] = []
     floor = 0  # a history slice starts at or after the end of the one before it
@@ -95,7 +96,7 @@ def _served_tools(schemas: Sequence[Any], names: Any) -> list[Any]:
             "each the name of exactly one schema of tool_schemas ([] serves no tool)",
         )
 
-    if not isinstance(names, list | tuple):
+    if not isinstance(names, list | tuple | SharedList):
         raise refuse(f"is {json_kind(names)}, not an array")
     by_name: dict[str, Any] = {}
     for i, schema in enumerate(schemas):

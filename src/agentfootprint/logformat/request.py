@@ -29,7 +29,6 @@ from typing import Any, Final
 import orjson
 
 from agentfootprint.logformat.canonical import canon, canon_object
-from agentfootprint.logformat.fold import DigestList
 from agentfootprint.logformat.hashing import domain_prefix, hexdigest
 from agentfootprint.logformat.projection import (
     PROJECTION_V1,
@@ -42,6 +41,7 @@ from agentfootprint.logformat.projection import (
     projection,
     recorded_projection,
 )
+from agentfootprint.logformat.shared_lists import SharedList
 
 __all__ = [
     "PIECE_KINDS",
@@ -71,7 +71,7 @@ PROJECTION: Final = {f.name: (f.key, f.tag) for f in PROJECTION_V1.pieces}
 PIECE_KINDS: Final = PROJECTION_V1.piece_kinds
 
 
-def piece_mismatch(call: int, kind: str, claimed: list[str], actual: list[str]) -> str:
+def piece_mismatch(call: int, kind: str, claimed: Sequence[str], actual: Sequence[str]) -> str:
     """What a receipt's expanded digest list gets wrong against the rebuilt one."""
     for position, (want, got) in enumerate(zip(claimed, actual, strict=False)):
         if want != got:
@@ -127,6 +127,8 @@ def _identity_prefix(previous: Sequence[Any], current: Sequence[Any], *, spliced
     m = len(previous)
     if m == 0:
         return 0
+    if not spliced and type(current) is SharedList and current.extends(previous):
+        return m  # a version grown from previous: known without reading either
     if (
         not spliced
         and len(current) >= m
@@ -148,16 +150,16 @@ class RequestDigests:
     model: str
     params: Any
     request: str
-    system: list[str]
-    messages: list[str]
-    tools: list[str]
+    system: Sequence[str]
+    messages: Sequence[str]
+    tools: Sequence[str]
     #: ``canon(model)`` and ``canon(params)``, as the request digest hashed them (so a
     #: receipt check compares bytes without canonicalising the served values again)
     model_bytes: bytes = field(default=b"", compare=False, repr=False)
     params_bytes: bytes = field(default=b"", compare=False, repr=False)
 
-    def pieces(self, kind: str) -> list[str]:
-        digests: list[str] = getattr(self, kind)
+    def pieces(self, kind: str) -> Sequence[str]:
+        digests: Sequence[str] = getattr(self, kind)
         return digests
 
 
@@ -206,8 +208,9 @@ class RequestHasher:
     first) are hashed once, and the SHA-256 state after the digests already hashed is kept
     and extended by the new ones only.
 
-    The digest lists it returns are :class:`~agentfootprint.logformat.fold.DigestList` s, each
-    grown from the previous call's (a line), so storing a receipt's lists
+    The digest lists it returns are
+    :class:`~agentfootprint.logformat.shared_lists.SharedList` versions, each grown from the
+    previous call's (O(new), its prefix shared), so storing a receipt's lists
     (``compress_digests``) and expanding them again (``expand_digests``) read only what is
     new since that call.
     """
@@ -218,8 +221,8 @@ class RequestHasher:
         #: bytes: state values are never mutated in place, so the same object (kept alive
         #: here) is the same bytes
         self._encoded_of: dict[str, tuple[Any, Any, bytes]] = {}
-        self._objects: dict[str, list[Any]] = {name: [] for name, _, _ in self._pieces}
-        self._digests: dict[str, DigestList] = {name: DigestList() for name, _, _ in self._pieces}
+        self._objects: dict[str, Sequence[Any]] = {name: [] for name, _, _ in self._pieces}
+        self._digests: dict[str, SharedList] = {name: SharedList() for name, _, _ in self._pieces}
         self._grown_done = 0  # leading digests of the growing field already fed to _grown_sha
         self._grown_sha = hashlib.sha256(self._grown_head)
 
@@ -287,7 +290,7 @@ class RequestHasher:
                 twin._objects[name] = self._objects[name]  # lists are replaced, never mutated
                 twin._digests[name] = self._digests[name]
             else:
-                twin._objects[name], twin._digests[name] = [], DigestList()
+                twin._objects[name], twin._digests[name] = [], SharedList()
         if twin._grown_head == self._grown_head and twin.projection.grows == self.projection.grows:
             twin._grown_done = self._grown_done
             twin._grown_sha = self._grown_sha.copy()
@@ -297,7 +300,7 @@ class RequestHasher:
         return twin
 
     def digests(self, request: Mapping[str, Any]) -> RequestDigests:
-        lists: dict[str, list[str]] = {}
+        lists: dict[str, Sequence[str]] = {}
         kept_grown = 0
         grows = self.projection.grows
         for kind, tag, spliced in self._pieces:
@@ -316,16 +319,12 @@ class RequestHasher:
                 seen = {id(p): d for p, d in zip(previous[kept:], known[kept:], strict=True)}
                 new = [seen.get(id(p)) or hexdigest(tag, canon(p)) for p in current[kept:]]
             # state lists are replaced, never mutated, so keeping a reference is enough
-            self._objects[kind] = current if type(current) is list else list(current)
-            if kept < len(known):  # rewritten: a list of its own (a new line)
-                out = DigestList(known[:kept])
-                out += new
-            elif not new:
-                out = known  # unchanged: the same (never mutated) list
-            elif type(known) is DigestList:  # grown: the next list of known's line
-                out = known.grown(new)
-            else:
-                out = DigestList(known + new)
+            shared = type(current) is list or type(current) is SharedList
+            self._objects[kind] = current if shared else list(current)
+            if kept < len(known):  # rewritten: a list of its own
+                out = SharedList.adopt([*known[:kept], *new])
+            else:  # grown (or unchanged): the next version of known, O(new)
+                out = known.extended(new)
             self._digests[kind] = lists[kind] = out
             if kind == grows:
                 kept_grown = kept
@@ -354,7 +353,7 @@ class RequestHasher:
         return _encoding_of(name, self._scalars)
 
     def _encoded(
-        self, name: str, request: Mapping[str, Any], lists: Mapping[str, list[str]]
+        self, name: str, request: Mapping[str, Any], lists: Mapping[str, Sequence[str]]
     ) -> bytes:
         how = self._encoding(name)
         if how == _VERSION:
@@ -363,7 +362,7 @@ class RequestHasher:
             return self._canonical(name, request[name], canon)
         return self._canonical(name, lists[name], _hex_list)
 
-    def _head(self, request: Mapping[str, Any], lists: Mapping[str, list[str]]) -> bytes:
+    def _head(self, request: Mapping[str, Any], lists: Mapping[str, Sequence[str]]) -> bytes:
         """The bytes hashed before the growing field's first digest."""
         parts = [_member(name) + self._encoded(name, request, lists) for name in self._before]
         return (
@@ -371,7 +370,7 @@ class RequestHasher:
         )
 
     def _request_digest(
-        self, request: Mapping[str, Any], lists: Mapping[str, list[str]], kept: int
+        self, request: Mapping[str, Any], lists: Mapping[str, Sequence[str]], kept: int
     ) -> str:
         grown = lists[self.projection.grows]
         head = self._grown_head if not self._before else self._head(request, lists)

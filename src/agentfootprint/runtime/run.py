@@ -10,7 +10,7 @@ stage's writes, which is what the verifier has folded when it reaches them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,7 @@ class Lineage:
     events: int
     head: bytes
     state: dict[str, Any]
-    receipt_lists: dict[str, list[str]]
+    receipt_lists: dict[str, Sequence[str]]
     outcome: str
     hasher: RequestHasher | None = None
     #: the parent's final state as recorded (commitments in place of redacted values);
@@ -295,7 +295,7 @@ class RunState:
         else:
             base = lineage.committed if lineage and lineage.committed is not None else self.state
             self.committed = dict(base)
-        self.receipt_lists: dict[str, list[str]] = (
+        self.receipt_lists: dict[str, Sequence[str]] = (
             dict(lineage.receipt_lists)  # mint_receipt replaces a list, never mutates one
             if lineage
             else {kind: [] for kind in PIECE_KINDS}

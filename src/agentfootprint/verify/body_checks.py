@@ -13,7 +13,7 @@ section 12.5 (commitments, reuse, leaks under the run's policy).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
@@ -89,7 +89,7 @@ class RunCheck:
         self.initial: Mapping[str, Any] = {}  # the parent's final state (recorded form)
         self._inherited: set[str] | None = None
         self._hasher: RequestHasher | None = None  # made when first needed (usually given)
-        self.previous: dict[str, list[str]] = {kind: [] for kind in self.projection.piece_kinds}
+        self.previous: dict[str, Sequence[str]] = {kind: [] for kind in self.projection.piece_kinds}
         self.close: dict[str, Any] | None = None
 
     @property
@@ -222,7 +222,7 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     if check.pending:  # (most markers close a batch of no writes: nothing to fold)
         for write_seq, path, verb, value in check.pending:
             try:
-                apply_write(check.state, path, verb, value)
+                apply_write(check.state, path, verb, value, shared=True)
             except FoldError as exc:
                 raise check.fail(write_seq, str(exc), "fold") from exc
         check.pending = []

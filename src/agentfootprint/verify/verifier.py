@@ -37,7 +37,7 @@ import hashlib
 import itertools
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from agentfootprint.errors import (
@@ -61,6 +61,7 @@ from agentfootprint.logformat.chain import (
 from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.logformat.fold import ReceiptLists, continued_lists
 from agentfootprint.logformat.request import RequestHasher
+from agentfootprint.logformat.shared_lists import FoldedState, folded
 from agentfootprint.seal.signer import PublicKey
 from agentfootprint.verify.body_checks import (
     Opened,
@@ -107,7 +108,7 @@ _RowValues = tuple[Any, ...]
 
 #: one run verified: its verification, hasher, commitment sightings and last digest lists
 _Verified = tuple[
-    RunVerification, RequestHasher, list[tuple[str, int, str | None]], dict[str, list[str]]
+    RunVerification, RequestHasher, list[tuple[str, int, str | None]], dict[str, Sequence[str]]
 ]
 
 
@@ -153,7 +154,7 @@ class Verifier:
         #: each cached run's last receipt digest lists as verified (its receipt_lists are
         #: tuples of them): a continued run goes on from the lists themselves, which are
         #: never mutated, instead of copies (a copy is O(history) per run)
-        self._lists: dict[str, dict[str, list[str]]] = {}
+        self._lists: dict[str, dict[str, Sequence[str]]] = {}
         self._active: set[str] = set()
         #: failures seen during one verify or verify_all call (a failed parent is verified
         #: once, not once per child); None between calls
@@ -426,7 +427,7 @@ class Verifier:
                 policy_digest=witness.policy_digest,
                 receipts=check.receipts,
                 close=check.close,
-                final_state=check.state,
+                final_state=FoldedState(check.state),
             )
             outcome = Outcome.VALID if verdict.signed_by else Outcome.VALID_UNSIGNED
         listed = self._listing.finding(run_id, witness.envelope is not None)  # step 5
@@ -451,7 +452,7 @@ class Verifier:
             receipts=check.receipts,
             head=head,
             close=check.close,
-            final_state=check.state,
+            final_state=FoldedState(check.state),  # read as plain lists; pins no copy
             receipt_lists=ReceiptLists(check.previous),  # tuples made when read
             ancestors=ancestors,
             policy=check.policy,
@@ -476,7 +477,7 @@ class Verifier:
             check.hasher = RequestHasher(opened.projection.version)
         else:
             verified, parent_hasher = parent
-            check = RunCheck(run_id, dict(verified.final_state), opened.conversation_id)
+            check = RunCheck(run_id, folded(verified.final_state), opened.conversation_id)
             check.initial = verified.final_state
             # the child's own projection, starting from the parent's piece digests
             check.hasher = parent_hasher.fork(opened.projection.version)
