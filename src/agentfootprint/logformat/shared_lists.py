@@ -74,9 +74,9 @@ class SharedList(Sequence[Any]):
             if len(items) == n:  # the newest version: grow the backing in place
                 items.extend(tail)
                 return SharedList._version(items, n + k)
-            if len(items) >= n + k and all(map(_same, itertools.islice(items, n, n + k), tail)):
+            if len(items) >= n + k and all(map(_same, items[n : n + k], tail)):
                 return SharedList._version(items, n + k)  # grown the same way before
-        return SharedList._version([*itertools.islice(items, n), *tail], n + k)
+        return SharedList._version([*items[:n], *tail], n + k)
 
     def extends(self, other: Sequence[Any]) -> bool:
         """Whether ``other`` is known to be a prefix of this list without reading them: a
