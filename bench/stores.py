@@ -370,8 +370,35 @@ def print_appends(part: dict[str, Any], shape: dict[str, int], args: argparse.Na
             pg1, lite1 = ([r["events_s"] for r in cells[f"{k} {durability}"][1]] for k in KINDS)
             scale = f"{med(lite) / med(lite1):.2f}x | {med(pg) / med(pg1):.2f}x"
             print(f"| {writers} | {durability} | {fmt_ratios(pg, lite)} | {scale} |")
+    print()
+    print_cpu_per_run(cells, shape["events"])
     bad = {k: v for k, v in part["stored_vs_written"].items() if v[0] != v[1]}
     print(f"\nRUNS LOST OR EXTRA (stored, written): {bad}" if bad else "\nno run lost or extra")
+
+
+def print_cpu_per_run(cells: dict[str, dict[int, list[dict[str, float]]]], events: int) -> None:
+    """CPU per run, the writers' and (PostgreSQL) the server's: what a run costs the machine,
+    whichever process spends it; PG / SQLite per round at equal durability."""
+    table(
+        *("writers", "<durability", "SQLite ms/run", "PG ms/run (client + server)"),
+        *("PG client", "PG server", "PG / SQLite, CPU per run"),
+    )
+
+    def per_run(row: dict[str, float], *keys: str) -> float:
+        return sum(row.get(k, float("nan")) for k in keys) * events / 1000
+
+    both = ("cpu_us_per_event", "server_cpu_us_per_event")
+    for writers in WRITERS:
+        for durability in ("full", "normal"):
+            pg_rows = cells[f"postgres {durability}"][writers]
+            lite = [per_run(r, "cpu_us_per_event") for r in cells[f"sqlite {durability}"][writers]]
+            pg = [per_run(r, *both) for r in pg_rows]
+            client = med(per_run(r, both[0]) for r in pg_rows)
+            server = med(per_run(r, both[1]) for r in pg_rows)
+            print(
+                f"| {writers} | {durability} | {fmt_spread(lite, 2)} | {fmt_spread(pg, 2)} "
+                f"| {client:.2f} | {server:.2f} | {fmt_ratios(pg, lite)} |"
+            )
 
 
 # -- part 2: verification ----------------------------------------------------------------------
