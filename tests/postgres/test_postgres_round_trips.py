@@ -170,3 +170,36 @@ def test_a_sealing_flush_at_a_taken_position_is_a_conflict(pg_database: str) -> 
             with pytest.raises(af.StoreConflictError):
                 other.append(batches[-1])
         assert len(store.seal_log()) == 1
+
+
+def test_a_lone_run_appends_in_place_and_concurrent_runs_on_threads(pg_database: str) -> None:
+    """``run_sync`` (one task on its own loop) has nothing to serve while the database
+    answers: its flushes run in the loop's thread. Runs sharing a loop are served meanwhile:
+    their flushes go to the store's threads."""
+    import asyncio
+    import threading
+
+    with contextlib.closing(PostgresStore(pg_database)) as store:
+        threads: list[str] = []
+        append = store.append
+
+        def noting(events: Sequence[StoredEvent]) -> None:
+            threads.append(threading.current_thread().name)
+            append(events)
+
+        store.append = noting  # type: ignore[method-assign]
+        _record(store, 1)
+        assert threads and set(threads) == {threading.current_thread().name}
+        threads.clear()
+
+        async def two_runs() -> None:
+            agents = [
+                af.Agent(provider=af.MockProvider([q]), model="m", store=store) for q in ("a", "b")
+            ]
+            await asyncio.gather(*(agent.run("question") for agent in agents))
+            for agent in agents:
+                agent.close()
+
+        asyncio.run(two_runs())
+        assert any(name.startswith("af-pg") for name in threads), threads
+        assert len(store.runs()) == 3
