@@ -207,6 +207,7 @@ versions = st.lists(
 def _same(a: Any, b: Any) -> bool:
     """Equal as JSON, type for type (1 and 1.0 and True differ), as the log would say."""
     sort = orjson.OPT_SORT_KEYS
+    a, b = plain(a), plain(b)  # a list grown by appends is held as a SharedList
     return orjson.dumps(a, option=sort) == orjson.dumps(b, option=sort) and json_equal(a, b)
 
 

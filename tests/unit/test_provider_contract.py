@@ -17,6 +17,7 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.logformat.commitments import is_commitment
+from agentfootprint.logformat.shared_lists import SharedList
 from agentfootprint.runtime import provider_guard as guard
 from agentfootprint.runtime.provider import Message, Request, SystemPiece, ToolSchema
 
@@ -186,6 +187,11 @@ def test_a_request_is_a_read_only_mapping_over_the_served_dict() -> None:
     with pytest.raises(KeyError):
         request["nope"]
     assert repr(request) == "Request(model='m', messages=1, tools=0)"
+    # the history as the agent holds it (versions grown by appends) is read as a plain list
+    grown = Request.from_served({**served, "messages": SharedList(served["messages"])})
+    assert type(grown["messages"]) is list and grown["messages"] == served["messages"]
+    assert grown.to_json() == served and type(grown.to_json()["messages"]) is list
+    assert grown == served and grown.messages == request.messages
 
 
 @pytest.mark.parametrize("wrong", [None, "text", ["model"], 3])

@@ -25,6 +25,7 @@ from agentfootprint.logformat.commitments import (
     read_json_text,
 )
 from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests
+from agentfootprint.logformat.shared_lists import as_list
 from agentfootprint.verify.verifier import Row
 
 __all__ = [
@@ -175,7 +176,9 @@ def _masked_frame(frame: _Frame) -> tuple[Any, bool]:
 
 
 def _pretty(value: Any) -> list[str]:
-    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    text = orjson.dumps(
+        value, default=as_list, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+    ).decode()
     return (text + "\n").splitlines(keepends=True)
 
 

@@ -27,6 +27,7 @@ from agentfootprint.logformat.calls import commit_calls
 from agentfootprint.logformat.canonical import parse
 from agentfootprint.logformat.fold import FoldError, apply_write, expand_digests
 from agentfootprint.logformat.request import PIECE_KINDS, Projection, recorded_projection
+from agentfootprint.logformat.shared_lists import as_list
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 __all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]
@@ -43,7 +44,7 @@ def _detached(value: _V) -> _V:
     strings, doubles, integers within 53 bits). A value nested past orjson's limit is
     deep-copied."""
     try:
-        copied: _V = orjson.loads(orjson.dumps(value))
+        copied: _V = orjson.loads(orjson.dumps(value, default=as_list))
     except (orjson.JSONEncodeError, orjson.JSONDecodeError):
         return copy.deepcopy(value)
     return copied

@@ -30,6 +30,7 @@ import orjson
 import rfc8785
 
 from agentfootprint.errors import CanonicalFormError
+from agentfootprint.logformat.shared_lists import SharedList, as_list
 
 __all__ = [
     "MAX_DEPTH",
@@ -95,7 +96,7 @@ def _scan(value: Any, depth: int, limit: int) -> bool:
     kind = type(value)
     if kind is dict:
         items: Any = value.items()
-    elif kind is list or kind is tuple:
+    elif kind is list or kind is tuple or kind is SharedList:
         items = enumerate(value)
     else:
         return _scan_leaf(value, kind)
@@ -114,7 +115,12 @@ def _scan(value: Any, depth: int, limit: int) -> bool:
         if child_kind is str:
             if not child.isascii():
                 child.encode("utf-8")
-        elif child_kind is dict or child_kind is list or child_kind is tuple:
+        elif (
+            child_kind is dict
+            or child_kind is list
+            or child_kind is tuple
+            or child_kind is SharedList
+        ):
             if not _scan(child, depth + 1, limit):
                 fast = False
         elif not _scan_leaf(child, child_kind):
@@ -180,7 +186,7 @@ def _locate(value: Any, path: tuple[str | int, ...], max_depth: int) -> bool:
                 if key and max(key) >= _FAST_KEY_LIMIT:
                     fast = False
                 stack.append((child, (*where, key)))
-        elif kind is list or kind is tuple:
+        elif kind is list or kind is tuple or kind is SharedList:
             for index, child in enumerate(item):
                 stack.append((child, (*where, index)))
         elif kind is bool or item is None:
@@ -208,10 +214,20 @@ def canon(value: Any) -> bytes:
     """Return the RFC 8785 canonical bytes of ``value`` (refusing non-I-JSON)."""
     if check_ijson(value, max_depth=MAX_DEPTH + ENVELOPE_DEPTH):
         try:
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps(value, default=as_list, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:  # e.g. orjson's own nesting limit: take the slow path
             pass
-    return rfc8785.dumps(value)
+    return rfc8785.dumps(_without_shared_lists(value))
+
+
+def _without_shared_lists(value: Any) -> Any:
+    """``value`` with every :class:`SharedList` in it a plain list (rfc8785 takes lists)."""
+    kind = type(value)
+    if kind is SharedList or kind is list or kind is tuple:
+        return [_without_shared_lists(item) for item in value]
+    if kind is dict:
+        return {key: _without_shared_lists(item) for key, item in value.items()}
+    return value
 
 
 def canon_object(members: Mapping[str, bytes]) -> bytes:

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, TypeVar
 import orjson
 
 from agentfootprint.errors import UsageError
+from agentfootprint.logformat.shared_lists import as_list
 from agentfootprint.seal.facts import WIRE_EVENT
 
 __all__ = [
@@ -187,7 +188,7 @@ def detached(value: _T) -> _T:
     gives back equal and of the same types (a float stays a float); anything else is
     deep-copied."""
     try:
-        copied: _T = orjson.loads(orjson.dumps(value))
+        copied: _T = orjson.loads(orjson.dumps(value, default=as_list))
     except orjson.JSONEncodeError:  # not JSON (a set, an object, a huge integer)
         return copy.deepcopy(value)
     return copied
@@ -215,7 +216,7 @@ def _snapshot(event: AgentEvent) -> _Snapshot:
     for name, value in fields.items():
         if type(value) not in _SCALARS:
             try:
-                nested.append((name, orjson.dumps(value), None))
+                nested.append((name, orjson.dumps(value, default=as_list), None))
             except orjson.JSONEncodeError:  # not JSON: deep-copied for each listener
                 nested.append((name, None, value))
     return cls, plain, fields, nested

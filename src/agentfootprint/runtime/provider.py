@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from agentfootprint.errors import UsageError
+from agentfootprint.logformat.shared_lists import SharedList, as_list, plain
 
 __all__ = [
     "CacheMarkers",
@@ -291,8 +292,14 @@ class Request(Mapping[str, Any]):
         return cls(served=served)
 
     def to_json(self) -> Mapping[str, Any]:
-        """The served request itself (the dict the receipt hashes): read it, never mutate."""
-        return self.served
+        """The served request as JSON (what the receipt hashes): the served dict itself, or,
+        when the history in it is held as versions (a
+        :class:`~agentfootprint.logformat.shared_lists.SharedList`), a new top-level dict with
+        that list plain (O(list)). Read it, never mutate it."""
+        served = self.served
+        if any(type(value) is SharedList for value in served.values()):
+            return plain(served)
+        return served
 
     # -- typed fields --------------------------------------------------------------------
 
@@ -342,7 +349,7 @@ class Request(Mapping[str, Any]):
     # -- the read-only Mapping over the served JSON ------------------------------------------
 
     def __getitem__(self, key: str) -> Any:
-        return self.served[key]
+        return as_list(self.served[key])  # a SharedList (the history) read as a list
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.served)

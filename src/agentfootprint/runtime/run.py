@@ -425,7 +425,7 @@ class RunState:
         else:
             committed = dict(self.committed)
             for write in stored:
-                apply_write(committed, write.path, write.verb, write.value)
+                apply_write(committed, write.path, write.verb, write.value, shared=True)
             self.committed = committed
         self.commit_index += 1
         self.receipts += len(ctx.receipts)

@@ -16,7 +16,7 @@ types only and equals, type for type, what the verifier folds from the log.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ import orjson
 from agentfootprint.errors import RecordTooLargeError, UsageError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, check_ijson, json_path
+from agentfootprint.logformat.shared_lists import SharedList, as_list
 
 __all__ = ["CommitValues", "Scope", "Write", "json_equal", "to_json_value"]
 
@@ -63,7 +64,7 @@ def _detached(value: Any, path: tuple[str | int, ...]) -> tuple[Any, int]:
     value as recorded, up to number formatting: orjson writes ``1e20`` where JCS writes
     its 21 digits, a difference the write envelope's room absorbs)."""
     plain = check_ijson(value, path)
-    encoded = orjson.dumps(value)
+    encoded = orjson.dumps(value, default=as_list)
     copied = orjson.loads(encoded)
     return (copied if plain else _as_parsed(copied)), len(encoded)
 
@@ -101,6 +102,8 @@ def json_equal(a: Any, b: Any) -> bool:
     """Equality as JSON sees it: ``1`` and ``1.0`` and ``True`` are three different values."""
     if a is b:
         return True
+    if type(a) is SharedList or type(b) is SharedList:  # a list, held as versions
+        a, b = as_list(a), as_list(b)
     if type(a) is not type(b):
         return False
     if type(a) is dict:
@@ -110,7 +113,11 @@ def json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _is_prefix(base: list[Any], new: list[Any]) -> bool:
+def _is_list(value: Any) -> bool:
+    return type(value) is list or type(value) is SharedList
+
+
+def _is_prefix(base: Sequence[Any], new: Sequence[Any]) -> bool:
     if len(new) < len(base):
         return False
     if all(map(operator.is_, base, new)):  # appends keep the very objects: checked in C
@@ -126,7 +133,7 @@ class Scope:
         self._pending: dict[str, Any] = {}
         #: key -> the committed list its pending value extends by appends only (so the
         #: commit's ``append`` tail is known without comparing the history item by item)
-        self._extends: dict[str, list[Any]] = {}
+        self._extends: dict[str, Sequence[Any]] = {}
 
     @property
     def committed(self) -> Mapping[str, Any]:
@@ -148,16 +155,22 @@ class Scope:
         self._extends.pop(key, None)
 
     def append(self, key: str, items: list[Any]) -> None:
-        current = self.get(key, [])
-        if not isinstance(current, list) or not isinstance(items, list):
+        current: Sequence[Any] = self.get(key, [])
+        if not isinstance(items, list) or not (
+            type(current) is SharedList or isinstance(current, list)
+        ):
             raise UsageError(f"append to {key!r} needs a list value and a list of items")
-        base: list[Any] = current
         pending = key in self._pending
-        # a new list: committed lists are never mutated, and what get() lent is not either
         tail = self._recordable(key, items)
-        self._pending[self._key(key)] = base + tail
-        if not pending and base is self._committed.get(key):
-            self._extends[key] = base
+        # a new version, O(new): what get() lent, and committed state, read as they were
+        grown = (
+            current.extended(tail)
+            if type(current) is SharedList
+            else SharedList.adopt([*current, *tail])
+        )
+        self._pending[self._key(key)] = grown
+        if not pending and current is self._committed.get(key):
+            self._extends[key] = current
 
     def merge(self, key: str, members: Mapping[str, Any]) -> None:
         current = self.get(key, {})
@@ -199,7 +212,7 @@ class Scope:
                 # grown from the committed list by appends: its tail is the new part (O(1)
                 # to find, where comparing the prefix is O(history) on every commit)
                 if len(new) > len(grown_from):
-                    value = new[len(grown_from) :] if mode == "delta" else new
+                    value = new[len(grown_from) :] if mode == "delta" else as_list(new)
                     verb = "append" if mode == "delta" else "set"
                     writes.append(Write(path=key, verb=verb, value=value))
                 continue
@@ -211,7 +224,7 @@ class Scope:
     @staticmethod
     def _encode(key: str, old: Any, new: Any, mode: CommitValues) -> Write:
         if mode == "delta" and old is not _MISSING:
-            if type(old) is list and type(new) is list and _is_prefix(old, new):
+            if _is_list(old) and _is_list(new) and _is_prefix(old, new):
                 return Write(path=key, verb="append", value=new[len(old) :])
             if type(old) is dict and type(new) is dict and old.keys() <= new.keys():
                 changed = {
@@ -219,7 +232,7 @@ class Scope:
                 }
                 if len(changed) < len(new):
                     return Write(path=key, verb="merge", value=changed)
-        return Write(path=key, verb="set", value=new)
+        return Write(path=key, verb="set", value=as_list(new))  # what is written is plain
 
     def apply_to(self, writes: list[Write]) -> dict[str, Any]:
         """New committed state: the old top level copied, the written keys replaced."""

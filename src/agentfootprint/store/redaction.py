@@ -34,6 +34,7 @@ from agentfootprint.logformat.commitments import (
     re2_refusal,
     read_json_text,
 )
+from agentfootprint.logformat.shared_lists import SharedList
 from agentfootprint.store.pattern_subset import PatternRefused, check_pattern
 
 __all__ = [
@@ -240,6 +241,16 @@ def refuse_reserved_key(value: Any, where: str) -> None:
         )
 
 
+def _leaf(kind: type, child: Any) -> bool:
+    """A scalar, or text that holds no JSON: nothing in it to walk (a SharedList is a list)."""
+    return (
+        kind is not dict
+        and kind is not list
+        and kind is not SharedList
+        and (kind is not str or _plain(child))
+    )
+
+
 def _find_commit_key(value: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
     """Where ``$commit`` is used as a key (walkable JSON text included: the JSON-text rule of
     :func:`~agentfootprint.logformat.commitments.read_json_text`), or None. Iterative."""
@@ -255,7 +266,7 @@ def _find_commit_key(value: Any, path: tuple[str | int, ...]) -> tuple[str | int
             if COMMIT_KEY in item:
                 return (*where, COMMIT_KEY)
             stack.extend((v, (*where, k)) for k, v in reversed(item.items()))
-        elif kind is list or kind is tuple:
+        elif kind is list or kind is tuple or kind is SharedList:
             stack.extend((item[i], (*where, i)) for i in range(len(item) - 1, -1, -1))
     return None
 
@@ -414,6 +425,8 @@ class Boundary:
     ) -> tuple[Any, bool] | None:
         """A value's committed form, or None when a frame was pushed to walk it."""
         kind = type(value)
+        if kind is SharedList:  # a list held as versions (state): walked as the list it is
+            value, kind = value.tolist(), list
         if kind is dict or kind is list:
             if live:  # parsed JSON text is never seen twice: not looked up, not memoized
                 hit = self.memo.get(id(value))
@@ -459,7 +472,7 @@ class Boundary:
                     out[key] = new
                     continue
                 kind = type(child)
-                if kind is not dict and kind is not list and (kind is not str or _plain(child)):
+                if _leaf(kind, child):
                     out[key] = child  # a scalar, or text: nothing to walk
                     continue
                 found = self._visit(child, key, stack, frame[8])
@@ -476,7 +489,7 @@ class Boundary:
                 child = source[position]
                 position += 1
                 kind = type(child)
-                if kind is not dict and kind is not list and (kind is not str or _plain(child)):
+                if _leaf(kind, child):
                     out.append(child)
                     continue
                 found = self._visit(child, frame[2], stack, frame[8])
