@@ -23,6 +23,7 @@ Usage::
 
     python bench/replay.py                  # N = 50, 200, 800 (~2.5 minutes on 2 vCPU)
     python bench/replay.py --quick          # N = 50, 200
+    python bench/replay.py --sizes 200 800 5000
     python bench/replay.py --repeat 5 --json replay.json
     python bench/replay.py --profile 800    # only: cProfile of replaying and diffing N=800
 """
@@ -301,12 +302,14 @@ def profile(n: int, top: int, workdir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = bench_arguments(
+    parser = bench_arguments(
         __doc__,
         repeat_default=None,
         repeat_help="repetitions (default 3 for N<=200, 1 above)",
         profile_help="only profile replay and diff",
-    ).parse_args(argv)
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", help="N values (default 50 200 800)")
+    args = parser.parse_args(argv)
 
     env = environment()
     print_environment(env)
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             print(profile(args.profile, args.top, workdir))
             return 0
-        sizes = QUICK_SIZES if args.quick else SIZES
+        sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
         announce(sizes)
         results = []
         for n in sizes:
