@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 import agentfootprint as af
@@ -19,6 +20,7 @@ from agentfootprint.logformat.commitments import (
     iter_commitments,
     iter_leaks,
 )
+from agentfootprint.logformat.shared_lists import SharedList
 from agentfootprint.store.redaction import Boundary
 
 
@@ -307,3 +309,16 @@ def test_a_policy_key_on_error_records(tmp_path: Path) -> None:
 def test_a_policy_version_must_be_the_integer_one_or_two(version: Any) -> None:
     with pytest.raises(ValueError, match="version"):
         PolicyDocument.from_json({"v": version, "keys": ["a"], "patterns": []})
+
+
+def test_a_shared_list_anywhere_in_a_value_is_walked_like_the_list_it_is() -> None:
+    """State holds a grown history as a SharedList: a value carrying it (top level, in an
+    object, in a list) is redacted like the plain list, never recorded in clear."""
+    policy = af.RedactionPolicy(keys=["ssn"])
+    history = SharedList([{"role": "user", "ssn": "123-45-6789"}]).extended([{"ssn": "987"}])
+    for value in (history, {"copy": history}, [history], {"deep": [{"h": history}]}):
+        boundary = Boundary(policy)
+        committed = boundary.commit(value)
+        text = orjson.dumps(committed).decode()
+        assert "123-45-6789" not in text and '"987"' not in text
+        assert [d.key for d in boundary.take_disclosures()] == ["ssn", "ssn"]
