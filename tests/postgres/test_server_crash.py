@@ -102,8 +102,11 @@ def test_a_kill_during_a_tool_call_ends_the_run_with_a_typed_error_and_a_whole_p
     assert any(row.type == "write" and b"slow" in row.body for row in rows)  # the call's intent
     assert not any(b"late result" in row.body for row in rows)  # the result never landed
 
-    after = af.Agent(provider=af.MockProvider(["after"]), model="m", store=store).run_sync("q")
+    # the pool that saw the server die reconnects on its own backoff schedule (seconds that
+    # double while the server was down): a store opened now is what a restarted writer uses
     store.close()
+    with PostgresStore(database, timeout=30) as again:
+        after = af.Agent(provider=af.MockProvider(["after"]), model="m", store=again).run_sync("q")
     assert _outcomes(database)[after.run_id] is af.Outcome.VALID_UNSIGNED
 
 
