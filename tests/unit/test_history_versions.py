@@ -12,6 +12,7 @@ nobody held, found by reference counts; issue 25 removed that, and these tests s
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 import orjson
@@ -19,7 +20,7 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.logformat.fold import ReceiptLists, continued_lists
-from agentfootprint.logformat.shared_lists import SharedList
+from agentfootprint.logformat.shared_lists import SharedList, folded
 from agentfootprint.runtime.scope import Scope
 
 
@@ -202,3 +203,26 @@ def test_a_replay_records_the_same_and_changes_nothing_handed_out() -> None:
     assert _same(replayed.result.state, shown) and provider.unchanged()
     for result, snapshot in zip((first, second), snapshots, strict=True):
         assert _same(result.state, snapshot)
+
+
+def test_kept_verification_results_share_one_history() -> None:
+    """Results a caller keeps (``list(verify_all())``) pin no copy of the history each: every
+    run's final history is a version of one backing the conversation shares, read as a
+    plain list only when asked; and a forked run's history is a backing of its own."""
+    store = af.MemoryStore()
+    agent = _agent(store, af.MockProvider(_script(7)))
+    previous = agent.run_sync("turn 0")
+    for turn in range(1, 6):
+        previous = agent.run_sync(f"turn {turn}", continue_from=previous)
+    fork_parent = store.run_ids()[2]
+    fork = agent.run_sync("a fork", continue_from=fork_parent)
+    kept = [result for _, result in af.Verifier(store).verify_all()]
+    assert all(isinstance(r, af.RunVerification) for r in kept)
+    by_run = {r.run_id: r for r in kept if isinstance(r, af.RunVerification)}
+    line = [folded(by_run[run_id].final_state)["history"] for run_id in store.run_ids()[:6]]
+    assert all(type(h) is SharedList for h in line)
+    assert all(later.extends(earlier) for earlier, later in itertools.pairwise(line))
+    forked = folded(by_run[fork.run_id].final_state)["history"]
+    assert not forked.extends(line[2]) and forked[: len(line[2])] == line[2]
+    plain_history = by_run[previous.run_id].final_state["history"]
+    assert type(plain_history) is list and _same(plain_history, previous.state["history"])
