@@ -32,10 +32,10 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import orjson
 
@@ -48,6 +48,7 @@ from agentfootprint.errors import (
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.chain import open_body, stored_kind
+from agentfootprint.logformat.hashing import is_hex_digest
 from agentfootprint.logformat.rows import StoredEvent
 from agentfootprint.logformat.runs import RunInfo
 from agentfootprint.verify.bundle_json import (
@@ -97,6 +98,8 @@ _TRAILER_KEYS = frozenset({"end", "events", "sha256"})
 #: the version number right after the prefix (a JSON integer, then what may follow it)
 _VERSION = re.compile(rb"(0|[1-9][0-9]{0,17})(?:[,}\s]|\Z)")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+#: how much of a run's lines is read at once when they are read again
+_BLOCK = 1 << 18
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,19 +208,55 @@ def _row_of(item: Any) -> StoredEvent:
     )
 
 
-def _checked_row(line: bytes) -> StoredEvent | None:
-    """A line read again whose bytes were checked when the bundle was opened (the run's
-    digest is compared when the run's lines end), or None when it no longer parses."""
+def _written_members(line: bytes) -> Any:
+    """The line's value when the line is byte for byte what orjson writes of it (what every
+    writer of this library writes), parsed by orjson; else None, for the strict parser to
+    judge. Equal bytes mean no member name is twice (the value has each once) and no number
+    or escape is spelled in a way the strict parser reads otherwise: both parsers read the
+    same value, so the verdict is the strict parser's, at a fraction of its cost."""
     try:
         item = orjson.loads(line)
-        return StoredEvent(
-            run_id=item["run"],
-            seq=item["seq"],
-            type=item["type"],
-            ts=item["ts"],
-            body=item["body"].encode("utf-8"),
-            event_hash=bytes.fromhex(item["event_hash"]),
-            chain_hash=bytes.fromhex(item["chain_hash"]),
+        if orjson.dumps(item) + b"\n" == line:
+            return item
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        pass
+    return None
+
+
+def _written_row(item: Any) -> tuple[str, str, bytes] | None:
+    """``(run, type, chain_hash)`` of a value :func:`_written_members` gave, when it passes
+    every check of :func:`_row_of` (its strings are Unicode text: orjson wrote them back);
+    else None, and :func:`_row_of` says what is wrong. Nothing else of the row is built."""
+    if type(item) is not dict or item.keys() != _ROW_KEYS:
+        return None
+    run, type_, chain = item["run"], item["type"], item["chain_hash"]
+    if (
+        type(run) is str
+        and type(type_) is str
+        and type(item["body"]) is str
+        and _safe_int(item["seq"])
+        and _safe_int(item["ts"])
+        and is_hex_digest(item["event_hash"])
+        and is_hex_digest(chain)
+    ):
+        return run, type_, bytes.fromhex(chain)
+    return None
+
+
+def _checked_values(line: bytes) -> tuple[Any, ...] | None:
+    """A line read again whose bytes were checked when the bundle was opened (the run's
+    digest is compared when the run's lines end), as the 7 values of a row, or None when it
+    no longer parses."""
+    try:
+        item = orjson.loads(line)
+        return (
+            item["run"],
+            item["seq"],
+            item["type"],
+            item["ts"],
+            item["body"].encode("utf-8"),
+            bytes.fromhex(item["event_hash"]),
+            bytes.fromhex(item["chain_hash"]),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None
@@ -458,21 +497,25 @@ class _Opening:
         self.order = iter(self.expected.values())
 
     def row(self, number: int, offset: int, line: bytes) -> None:
+        item = _written_members(line)
+        written = None if item is None else _written_row(item)
         try:
-            row = _row_of(_parse(line))
+            if written is None:  # the strict parser and every check, to say what is wrong
+                row = _row_of(_parse(line) if item is None else item)
+                written = row.run_id, row.type, row.chain_hash
+            if written[0] != self.current_id:
+                self.start_run(number, offset, _row_of(_parse(line) if item is None else item))
+                if self.problem is not None:
+                    return
         except _LineError as exc:
             self.fail(f"line {number} is not an event row ({exc})")
             return
-        if row.run_id != self.current_id:
-            self.start_run(number, offset, row)
-            if self.problem is not None:
-                return
         span = self.current
         assert span is not None
         span.count += 1
         span.length += len(line)
         span.sha.update(line)
-        span.head, span.last_type = row.chain_hash, sys.intern(row.type)
+        span.head, span.last_type = written[2], sys.intern(written[1])
 
     def start_run(self, number: int, offset: int, row: StoredEvent) -> None:
         run_id = row.run_id
@@ -551,6 +594,36 @@ class _Opening:
             )
 
 
+class _RunRows(Sequence[tuple[Any, ...]]):
+    """One run's rows of an open bundle as a sequence that reads them from the file each
+    time it is iterated (memory holds one block, never the run)."""
+
+    __slots__ = ("_run_id", "_source", "_span")
+
+    def __init__(self, source: BundleSource, run_id: str, span: _Span) -> None:
+        self._source, self._run_id, self._span = source, run_id, span
+
+    def __len__(self) -> int:
+        return self._span.count
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return self._source._values(self._run_id, self._span, 0)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[Any, ...]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[Any, ...]]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return list(self)[index]
+        position = range(self._span.count)[index]  # IndexError out of range
+        found: Any = None
+        for at, row in enumerate(self):  # to the end: the run's bytes checked whole
+            if at == position:
+                found = row
+        return found
+
+
 class BundleSource:
     """A bundle opened for verification: ``read(run_id)`` like a store, plus ``run_ids()``,
     ``index_entries()``, ``runs()`` and ``run_info()``.
@@ -622,25 +695,67 @@ class BundleSource:
     def read(self, run_id: str, *, start: int = 0) -> Iterator[StoredEvent]:
         """The run's rows from position ``start`` on, parsed from the file as they are
         consumed; :class:`RunNotFoundError` for a run the bundle does not hold."""
-        return self._rows(run_id, self._span(run_id), start)
+        rows = self._values(run_id, self._span(run_id), start)
+        return (
+            StoredEvent(
+                run_id=r[0],
+                seq=r[1],
+                type=r[2],
+                ts=r[3],
+                body=r[4],
+                event_hash=r[5],
+                chain_hash=r[6],
+            )
+            for r in rows
+        )
 
-    def _rows(self, run_id: str, span: _Span, start: int) -> Iterator[StoredEvent]:
+    def chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]]:
+        """The run's rows as the verifier's loop takes them (the 7 values of each row
+        ``read`` yields, no row object): a sequence read from the file each time it is
+        iterated, never held whole. :class:`RunNotFoundError` for a run it does not hold."""
+        return _RunRows(self, run_id, self._span(run_id))
+
+    def _values(self, run_id: str, span: _Span, start: int) -> Iterator[tuple[Any, ...]]:
         """The lines were checked line by line when the bundle was opened and their SHA-256
-        kept: read again, they are parsed the fast way, and the iteration fails (before it
-        ends, so no verification of the run completes) unless their bytes hash the same."""
-        offset, sha = span.offset, hashlib.sha256()
-        for index in range(span.count):
-            line = self._line_at(offset, span.line + index)
-            offset += len(line)
-            sha.update(line)
-            if index < start:
-                continue
-            row = _checked_row(line)
-            if row is None or row.run_id != run_id:
-                raise self._changed(span.line + index)
-            yield row
-        if offset != span.offset + span.length or sha.digest() != span.sha:
-            raise self._changed(span.line + span.count - 1)
+        kept: read again (in blocks, each hashed whole), they are parsed the fast way, and
+        the iteration fails (before it ends, so no verification of the run completes) unless
+        they are as many lines as then and their bytes hash the same. The lock is held per
+        block, never across a yield, so runs can be read interleaved."""
+        offset, end = span.offset, span.offset + span.length
+        sha = hashlib.sha256()
+        tail = b""  # a line begun in an earlier block
+        index = 0
+        while offset < end:
+            block = self._block_at(offset, min(_BLOCK, end - offset))
+            if not block:
+                break
+            offset += len(block)
+            sha.update(block)
+            lines = block.split(b"\n")
+            if tail:
+                lines[0] = tail + lines[0]
+            tail = lines.pop()
+            if len(tail) > self._limit or index + len(lines) > span.count:
+                raise self._changed(span.line + min(index + len(lines), span.count - 1))
+            for line in lines:
+                if index >= start:
+                    row = _checked_values(line)
+                    if row is None or row[0] != run_id:
+                        raise self._changed(span.line + index)
+                    yield row
+                index += 1
+        if tail or index != span.count or offset != end or sha.digest() != span.sha:
+            raise self._changed(span.line + min(index, span.count - 1))
+
+    def _block_at(self, offset: int, size: int) -> bytes:
+        with self._lock:
+            if self._handle.closed:
+                raise UsageError(f"bundle {self.path} is closed")
+            try:
+                self._handle.seek(offset)
+                return self._handle.read(size)
+            except OSError as exc:
+                raise _file_error(exc, self.path, "read") from exc
 
     def run_ids(self) -> list[str]:
         """Every run the bundle's event lines hold, in file order (never the manifest's)."""
