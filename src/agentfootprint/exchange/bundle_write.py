@@ -1,10 +1,13 @@
 """Writing export bundles: runs' events as stored, streamed one run at a time.
 
 The format and its reader are in :mod:`agentfootprint.verify.bundle` (docs/log-format.md,
-section 13). Writing reads each run twice through its source (once for its manifest entry,
-once while its lines are written), so memory stays flat in the number and size of the runs;
-it writes ``OUT.partial``, syncs it and renames it, and removes the partial file on any
-error.
+section 13). Each run is read once, while its lines are written to a spill file next to the
+output, one row held at a time (the manifest, which comes first, is made of what that pass
+saw); then the bundle is written as ``OUT.partial`` (the manifest, the spilled lines, the
+trailer), synced and renamed. On any error nothing is left behind. Given the runs'
+verifications (:func:`~agentfootprint.exchange.transfer.export_runs`), the order comes from
+the verified ancestry and each run is written exactly as it was verified: its verified
+rows when the verifier kept them, else its first ``events`` rows, ending at its head.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import hashlib
 import itertools
 import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,31 +34,43 @@ from agentfootprint.errors import (
 )
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
-from agentfootprint.logformat.chain import open_body, stored_kind
+from agentfootprint.logformat.chain import (
+    DERIVED,
+    EVENT_TYPES,
+    GENESIS,
+    RawRow,
+    as_read,
+    chain_hash,
+    event_hash,
+    open_body,
+    row_values,
+    stored_kind,
+)
 from agentfootprint.verify.bundle import _SQLITE_MAGIC, _path_argument
 from agentfootprint.verify.bundle_json import _file_error, _safe_int
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.bundle_versions import MANIFEST_HEADER, written_shape
+from agentfootprint.verify.results import RunVerification
 from agentfootprint.verify.verifier import Row, RowSource
 
-__all__ = ["write_bundle"]
+__all__ = ["Verified", "write_bundle"]
+
+#: what the writer is told of a run it writes: its verification (the rows written are its
+#: ``events`` rows, ending at its ``head``) and the rows the verifier read, when it kept them
+#: (each the 7 values of :class:`~agentfootprint.logformat.chain.RawRow`, ``DERIVED`` where the
+#: store keeps none), else None: the run is read again
+Verified = Callable[[str], tuple[RunVerification, Sequence[tuple[Any, ...]] | None]]
+#: how much of the spilled lines is copied at once
+_COPY = 1 << 16
 
 
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _entry(source: RowSource, run_id: str, policies: dict[str, Any]) -> dict[str, Any]:
-    """The run's manifest entry, from one read of its rows (one row held at a time)."""
-    first: Row | None = None
-    last: Row | None = None
-    events = 0
-    for row in source.read(run_id):
-        if first is None:
-            first = row
-        last = row
-        events += 1
-    if first is None or last is None:
-        raise RunNotFoundError(f"no run {run_id!r} to export (it has no events)")
+def _entry(
+    run_id: str, first: RawRow, last: RawRow, events: int, policies: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's manifest entry, from its first and last rows as written."""
     body = open_body(first) or {}
     conversation, parent, digest = (
         body.get(k) for k in ("conversation_id", "parent", "policy_digest")
@@ -103,32 +119,79 @@ def _row_field(run_id: str, row: Row, name: str) -> bytes:
     return value
 
 
-def _plan(source: RowSource, run_ids: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The manifest entries of the runs and all their ancestors (named by each run's
-    ``run.open`` row, never an index), each once, parents before children."""
-    ordered: list[dict[str, Any]] = []
-    placed: set[str] = set()
-    policies: dict[str, Any] = {}
-    for run_id in run_ids:
-        chain: list[dict[str, Any]] = []  # run_id and its unplaced ancestors, nearest first
-        in_chain: set[str] = set()
-        current: str | None = run_id
-        while current is not None and current not in placed:
-            if current in in_chain:
-                raise VerificationError(
-                    current, 0, "run.open names a parent cycle", code="ancestry"
-                )
-            in_chain.add(current)
-            chain.append(_entry(source, current, policies))
-            current = chain[-1]["parent_run_id"]
-        for entry in reversed(chain):
-            placed.add(entry["run_id"])
-            ordered.append(entry)
-    return ordered, policies
+#: what bounds a run's written rows: its count and head (as verified, or as counted by a
+#: first read), and the rows the verifier read when it kept them
+_Bound = tuple[int, bytes, Sequence[tuple[Any, ...]] | None]
 
 
-def _event_line(run_id: str, row: Row) -> bytes:
+def _counted(source: RowSource, run_id: str) -> tuple[str | None, _Bound]:
+    """The parent its ``run.open`` row names, and the run's rows counted (one row held at a
+    time) for the writing pass to hold them to: a run that changes in between is refused."""
+    first: Row | None = None
+    last: Row | None = None
+    events = 0
+    for row in source.read(run_id):
+        if first is None:
+            first = row
+        last = row
+        events += 1
+    if first is None or last is None:
+        raise RunNotFoundError(f"no run {run_id!r} to export (it has no events)")
+    body = open_body(first) or {}
+    parent = body.get("parent")
+    named = parent.get("run_id") if isinstance(parent, dict) else None
+    head = _row_field(run_id, last, "chain_hash")
+    return (named if type(named) is str else None), (events, head, None)
+
+
+def _unverified_chain(source: RowSource, run_id: str, placed: set[str]) -> list[tuple[str, _Bound]]:
+    """The run and its ancestors not written yet, oldest first, each parent named by its
+    child's ``run.open`` row (never an index), each with its rows counted."""
+    chain: list[tuple[str, _Bound]] = []  # run_id and its unplaced ancestors, nearest first
+    seen: set[str] = set()
+    current: str | None = run_id
+    while current is not None and current not in placed:
+        if current in seen:
+            raise VerificationError(current, 0, "run.open names a parent cycle", code="ancestry")
+        seen.add(current)
+        parent, bound = _counted(source, current)
+        chain.append((current, bound))
+        current = parent
+    return chain[::-1]
+
+
+def _event_line(run_id: str, row: RawRow) -> bytes:
     """The bundle line of one row, refused when a bundle cannot carry it exactly."""
+    _, seq, type_, ts, body, event, link = row
+    if (
+        type(body) is bytes
+        and type(event) is bytes
+        and type(link) is bytes
+        and len(event) == 32
+        and len(link) == 32
+        and _safe_int(seq)
+        and _safe_int(ts)
+        and type(type_) is str
+    ):  # the shape of every sound row: written at once (else each value judged, below)
+        with contextlib.suppress(UnicodeDecodeError, orjson.JSONEncodeError):
+            line = orjson.dumps(
+                {
+                    "run": run_id,
+                    "seq": seq,
+                    "type": type_,
+                    "ts": ts,
+                    "body": body.decode("utf-8"),
+                    "event_hash": event.hex(),
+                    "chain_hash": link.hex(),
+                }
+            )
+            if len(line) <= limits.MAX_BUNDLE_LINE_BYTES:
+                return line + b"\n"
+    return _judged_line(run_id, row)
+
+
+def _judged_line(run_id: str, row: RawRow) -> bytes:
+    """:func:`_event_line` value by value, saying what a bundle cannot carry."""
     seq = row.seq
     body = _row_field(run_id, row, "body")
     if not (_safe_int(seq) and _safe_int(row.ts) and type(row.type) is str):
@@ -208,6 +271,7 @@ def write_bundle(
     *,
     library: str,
     checkpoint: ExportCheckpoint | None = None,
+    verified: Verified | None = None,
 ) -> dict[str, Any]:
     """Write the runs (ancestors included) to ``out``; returns the manifest.
 
@@ -218,12 +282,15 @@ def write_bundle(
 
     Built by reading events through the source, never by copying database files, so
     nothing but the log's own rows (no free pages, no WAL, no vault) can reach it. Each run
-    is read twice, once for its manifest entry and once while it is written, one run at a
-    time: memory does not grow with the runs' rows. A run that grew in between is written
-    as it was (its first ``events`` rows). The file is written as ``out + ".partial"`` and
-    renamed when complete; on any error the partial file is removed. An output that cannot
-    be written is a :class:`FileError`; a row no bundle can carry (over the size limit, a
-    body that is not UTF-8) is refused before the rename.
+    is read once, one run at a time, its lines spilled to a temporary file in the output's
+    folder: memory does not grow with the runs' rows. With ``verified`` (each run's
+    verification, and the rows the verifier read when it kept them) the runs' order comes
+    from their verified ancestry and a run is written as it was verified (a run that grew
+    since is written as it was; one that changed is a :class:`StoreError`); without it, the
+    parents are named by the runs' ``run.open`` rows. The file is written as ``out +
+    ".partial"`` and renamed when complete; on any error the partial file is removed. An
+    output that cannot be written is a :class:`FileError`; a row no bundle can carry (over
+    the size limit, a body that is not UTF-8) is refused before the rename.
     """
     if not callable(getattr(source, "read", None)):
         raise UsageError(
@@ -247,48 +314,37 @@ def write_bundle(
         )
     target = _path_argument(out, "out", "write_bundle")
     _check_output(target, source)
-    planned, policies = _plan(source, list(dict.fromkeys(run_ids)))
-    requested = set(run_ids)
-    for entry in planned:
-        entry["requested"] = entry["run_id"] in requested
-    if checkpoint is not None:
-        proofs = checkpoint.inclusions([entry["run_id"] for entry in planned])
-        for entry in planned:
-            entry["inclusion"] = proofs[entry["run_id"]]
-    total = sum(entry["events"] for entry in planned)
-    manifest = {
-        "agentfootprint_bundle": written_shape(checkpoint=checkpoint is not None).version,
-        **MANIFEST_HEADER,
-        "library": library,
-        "runs": planned,
-        "policies": policies,
-        "counts": {"runs": len(planned), "events": total},
-    }
-    if checkpoint is not None:
-        manifest["checkpoint"] = checkpoint.note.decode("utf-8")
-    # the manifest line starts with the magic: keys are written in this order
-    first = orjson.dumps(manifest) + b"\n"
-    if len(first) - 1 > limits.MAX_BUNDLE_LINE_BYTES:
-        raise UsageError(
-            f"the manifest of {len(planned)} runs would be {len(first) - 1} bytes, over the "
-            f"bundle line limit of {limits.MAX_BUNDLE_LINE_BYTES}: export fewer runs per bundle",
-            option="run",
-        )
     tmp = Path(f"{os.fspath(target)}.partial")
     created = False
     try:
-        with open(tmp, "wb") as handle:
-            created = True
-            digest = hashlib.sha256(first)
-            handle.write(first)
-            del first
-            for entry in planned:
-                _write_run(source, entry, handle, digest)
-            handle.write(
-                orjson.dumps({"end": True, "events": total, "sha256": digest.hexdigest()}) + b"\n"
-            )
-            handle.flush()
-            os.fsync(handle.fileno())
+        with tempfile.TemporaryFile(dir=target.parent, prefix=".afp-rows-") as spill:
+            planned, policies = _spill_runs(source, list(dict.fromkeys(run_ids)), spill, verified)
+            manifest = _manifest(planned, policies, set(run_ids), library, checkpoint)
+            # the manifest line starts with the magic: keys are written in this order
+            first = orjson.dumps(manifest) + b"\n"
+            if len(first) - 1 > limits.MAX_BUNDLE_LINE_BYTES:
+                raise UsageError(
+                    f"the manifest of {len(planned)} runs would be {len(first) - 1} bytes, over "
+                    f"the bundle line limit of {limits.MAX_BUNDLE_LINE_BYTES}: export fewer "
+                    "runs per bundle",
+                    option="run",
+                )
+            with open(tmp, "wb") as handle:
+                created = True
+                digest = hashlib.sha256(first)
+                handle.write(first)
+                del first
+                spill.seek(0)
+                while block := spill.read(_COPY):
+                    digest.update(block)
+                    handle.write(block)
+                total = manifest["counts"]["events"]
+                handle.write(
+                    orjson.dumps({"end": True, "events": total, "sha256": digest.hexdigest()})
+                    + b"\n"
+                )
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, target)  # nothing half-written is left under the final name
     except BaseException as exc:
         if created:
@@ -300,19 +356,114 @@ def write_bundle(
     return manifest
 
 
-def _write_run(source: RowSource, entry: dict[str, Any], handle: IO[bytes], digest: Any) -> None:
-    """The run's first ``events`` rows (a live run may have grown since it was counted)."""
-    run_id, events = entry["run_id"], entry["events"]
-    written = 0
-    head = b""
-    for row in itertools.islice(source.read(run_id), events):
-        line = _event_line(run_id, row)
-        digest.update(line)
-        handle.write(line)
-        written += 1
-        head = _row_field(run_id, row, "chain_hash")
-    if (written, head.hex()) != (events, entry["head"]):
+def _manifest(
+    planned: list[dict[str, Any]],
+    policies: dict[str, Any],
+    requested: set[str],
+    library: str,
+    checkpoint: ExportCheckpoint | None,
+) -> dict[str, Any]:
+    for entry in planned:
+        entry["requested"] = entry["run_id"] in requested
+    if checkpoint is not None:
+        proofs = checkpoint.inclusions([entry["run_id"] for entry in planned])
+        for entry in planned:
+            entry["inclusion"] = proofs[entry["run_id"]]
+    manifest = {
+        "agentfootprint_bundle": written_shape(checkpoint=checkpoint is not None).version,
+        **MANIFEST_HEADER,
+        "library": library,
+        "runs": planned,
+        "policies": policies,
+        "counts": {"runs": len(planned), "events": sum(entry["events"] for entry in planned)},
+    }
+    if checkpoint is not None:
+        manifest["checkpoint"] = checkpoint.note.decode("utf-8")
+    return manifest
+
+
+def _spill_runs(
+    source: RowSource, run_ids: list[str], spill: IO[bytes], verified: Verified | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every run and its ancestors not written yet, each once, parents before children,
+    their lines written to ``spill``; returns their manifest entries and the policies."""
+    planned: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    policies: dict[str, Any] = {}
+    for run_id in run_ids:
+        if run_id in placed:
+            continue
+        if verified is None:
+            chain = _unverified_chain(source, run_id, placed)
+        else:
+            asked, kept = verified(run_id)
+            # the verified ancestry, oldest first (the runs written already are a prefix)
+            chain = [
+                (r, _bound(verified(r)[0], None) if r != run_id else _bound(asked, kept))
+                for r in (*asked.ancestors, run_id)
+                if r not in placed
+            ]
+        for current, bound in chain:
+            planned.append(_write_run(source, current, bound, spill, policies))
+            placed.add(current)
+    return planned, policies
+
+
+def _bound(verification: RunVerification, kept: Sequence[tuple[Any, ...]] | None) -> _Bound:
+    return verification.events, verification.head, kept
+
+
+def _write_run(
+    source: RowSource, run_id: str, bound: _Bound, spill: IO[bytes], policies: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's first ``events`` rows (the verifier's, when it kept them) to ``spill``, held
+    to the head they must end at (a live run may have grown since; it must not have
+    changed); returns the run's manifest entry."""
+    expected, head, kept = bound
+    rows: Iterator[RawRow] = (
+        _completed(kept)
+        if kept is not None
+        else (RawRow(*row_values(row)) for row in source.read(run_id))
+    )
+    first: RawRow | None = None
+    last: RawRow | None = None
+    events = 0
+    for row in itertools.islice(rows, expected):
+        spill.write(_event_line(run_id, row))
+        if first is None:
+            first = row
+        last = row
+        events += 1
+    if first is None or last is None or (events, last.chain_hash) != (expected, head):
         raise StoreError(
-            f"run {run_id} changed while it was exported ({written} rows read where "
-            f"{events} were counted, or another head): export again"
+            f"run {run_id} changed while it was exported ({events} rows read where "
+            f"{expected} were counted, or another head): export again"
         )
+    return _entry(run_id, first, last, events, policies)
+
+
+def _completed(rows: Sequence[tuple[Any, ...]]) -> Iterator[RawRow]:
+    """Rows as the verifier read them, each value a store computes from the rows (a
+    ``DERIVED`` hash) computed as its ``read`` would: straight from the values for a row
+    of the sound shape a verified run has, else by :func:`as_read`, which judges nothing."""
+    previous = GENESIS
+    for raw in rows:
+        run_id, seq, type_, ts, body, event, link = raw
+        if (
+            type(run_id) is str
+            and type(type_) is str
+            and type(seq) is int
+            and type(ts) is int
+            and type(body) is bytes
+            and (event is not DERIVED or type_ in EVENT_TYPES)
+            and len(previous) == 32
+        ):
+            if event is DERIVED:
+                event = event_hash(run_id, seq, type_, ts, body)
+            if link is DERIVED:
+                link = chain_hash(previous, event)
+            row = RawRow(run_id, seq, type_, ts, body, event, link)
+        else:
+            row = as_read(raw, previous)
+        previous = row.chain_hash if type(row.chain_hash) is bytes else b""
+        yield row

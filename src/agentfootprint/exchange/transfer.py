@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from agentfootprint.errors import (
@@ -23,6 +23,7 @@ from agentfootprint.store.urls import StoreLocation, is_store_url, open_store_ur
 from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.checkpoint import leaves_of, sign_checkpoint_with
+from agentfootprint.verify.results import RunVerification
 from agentfootprint.verify.verifier import Verifier
 from agentfootprint.version import __version__
 
@@ -107,16 +108,52 @@ def export_runs(
             "export_runs(): a signer needs origin, the log's name in its checkpoints",
             option="origin",
         )
-    proven = None
+    library = f"agentfootprint {__version__}"
     if signer is not None or checkpoint is not None:  # verifies every run of the store
-        proven = _export_checkpoint(store, run_ids, signer, origin, checkpoint)
-    else:
-        verifier = Verifier(store)
-        for run_id in run_ids:
-            verifier.verify(run_id)
-    return write_bundle(
-        store, run_ids, out, library=f"agentfootprint {__version__}", checkpoint=proven
-    )
+        proven, verdicts = _export_checkpoint(store, run_ids, signer, origin, checkpoint)
+        return write_bundle(
+            store,
+            run_ids,
+            out,
+            library=library,
+            checkpoint=proven,
+            verified=lambda run_id: (verdicts[run_id], None),
+        )
+    return write_bundle(store, run_ids, out, library=library, verified=_ReadOnce(store).verified)
+
+
+class _ReadOnce:
+    """The store as export's verifier reads it: each run is verified as it comes to be
+    written, and the rows the verifier read for it (``chain_rows``) are handed to the
+    writer, so a run is read once for both. A run the verifier did not read (cached as an
+    ancestor) is read again by the writer."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+        self._verifier = Verifier(self)
+        self._wanted: str | None = None
+        self._kept: Sequence[tuple[Any, ...]] | None = None
+
+    def __getattr__(self, name: str) -> Any:  # the store's seal log and other reads
+        return getattr(self._store, name)
+
+    def read(self, run_id: str, *, start: int = 0) -> Iterable[StoredEvent]:
+        return self._store.read(run_id, start=start)
+
+    def chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]] | None:
+        fetch = getattr(self._store, "chain_rows", None)
+        rows: Sequence[tuple[Any, ...]] | None = fetch(run_id) if callable(fetch) else None
+        if run_id == self._wanted:
+            self._kept = rows
+        return rows
+
+    def verified(self, run_id: str) -> tuple[RunVerification, Sequence[tuple[Any, ...]] | None]:
+        """The run verified (a failure raises), with the rows its verification read."""
+        self._wanted, self._kept = run_id, None
+        try:
+            return self._verifier.verify(run_id), self._kept
+        finally:
+            self._wanted, self._kept = None, None
 
 
 def _export_checkpoint(
@@ -125,8 +162,9 @@ def _export_checkpoint(
     signer: Signer | None,
     origin: str | None,
     note: bytes | None,
-) -> ExportCheckpoint:
-    """The checkpoint a version 2 bundle carries, over the store's whole verified log."""
+) -> tuple[ExportCheckpoint, dict[str, RunVerification]]:
+    """The checkpoint a version 2 bundle carries, over the store's whole verified log, and
+    every run's verification."""
     order = [str(run_id) for _, run_id in store.seal_log() or ()]
     if not set(run_ids) & set(order):
         raise UsageError(
@@ -149,7 +187,8 @@ def _export_checkpoint(
         signed = Checkpoint(origin, len(leaves), tree.root_of(len(leaves)))
         note = sign_checkpoint_with(signed, checked_signer(signer))
     assert note is not None
-    return tree.adopt(note)
+    verified = {r: v for r, v in results if isinstance(v, RunVerification)}
+    return tree.adopt(note), verified
 
 
 def copy_runs(
