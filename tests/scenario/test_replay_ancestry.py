@@ -98,3 +98,36 @@ def test_a_run_held_past_a_missing_ancestor_is_checked_once_the_ancestor_is_copi
         assert [r.chain_hash for r in target.read(run_id)] == [
             r.chain_hash for r in original.read(run_id)
         ]
+
+
+def test_a_replay_reads_two_runs_of_the_store_it_copies_into_whatever_its_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which runs of the chain the agent's store holds is learnt from its newest run back
+    (a read each: the parent, missing, then the grandparent), never from a listing of the
+    store, whose size grows with every replay."""
+    original = af.MemoryStore()
+    ids = _conversation(original)
+    agent = _replayer()
+    target = agent.store
+    assert isinstance(target, af.MemoryStore)
+    looked_up: list[str] = []
+    read = af.MemoryStore.read
+
+    def counted(self: Any, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        if self is target:
+            looked_up.append(run_id)
+        return read(self, run_id, *args, **kwargs)
+
+    def listed(self: Any) -> list[str]:
+        raise AssertionError("the agent's store was listed")
+
+    monkeypatch.setattr(af.MemoryStore, "read", counted)
+    monkeypatch.setattr(af.MemoryStore, "run_ids", listed)
+    per_replay = []
+    for k, run_id in enumerate(ids):
+        del looked_up[:]
+        af.replay_sync(agent, original, run_id)
+        per_replay.append(looked_up.count(ids[k - 2]) if k >= 2 else 0)
+        assert all(ids.index(r) >= k - 2 for r in looked_up if r in ids), (k, looked_up)
+    assert per_replay[2:] == [per_replay[2]] * (RUNS - 2), per_replay

@@ -50,6 +50,7 @@ from agentfootprint.errors import (
     ContinuationError,
     FileError,
     ReplayDivergence,
+    RunNotFoundError,
     UsageError,
     VerificationError,
 )
@@ -540,20 +541,42 @@ def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
     evidence), and a run ``target`` already holds must be that very run (same events, same
     head): a replay never continues another run of the same id.
 
-    Of the runs ``target`` holds from the root on without a gap (the usual case: all it
-    holds of the chain), only the newest is verified there and compared: its ``run.open``
-    names its parent's events and head, which its verification checks against ``target``'s
-    parent, and so on to the root, so that one comparison covers every older one. A replay of
-    run ``k`` of a conversation so makes O(1) verifications, not O(k) in both stores. That
-    check comes before anything is copied; a run held past a missing ancestor (a store that
-    took a child without its parent) is checked once the ancestor is copied, as before.
+    The usual store holds the chain from the root up to some run without a gap (a replay of
+    run ``k`` finds every run but its parent). The chain is looked up from its newest run
+    back to the first one ``target`` holds (one read each: a replay of run ``k`` makes two,
+    however large the store), and only that run is verified there and compared: its
+    ``run.open`` names its parent's events and head, which its verification checks against
+    ``target``'s parent, and so on to the root, so one comparison covers every older one. A
+    replay of run ``k`` so costs O(1) reads and verifications, not O(k) (nor a listing of
+    the store). That check comes before anything is copied. When it fails because an older
+    ancestor is missing (a store that took a child without its parent), every run of the
+    chain is looked up, the missing ones are copied oldest first, and each run held past a
+    gap is checked once its ancestors are there.
     """
     verifier = shared_verifier(source)
     verified = verifier.verify(run_id)
     chain = (*verified.ancestors, run_id)
-    present = set(target.run_ids())  # from the events, one listing (not a read per run)
-    held = [ancestor in present for ancestor in chain]
-    prefix = held.index(False) if False in held else len(held)
+    newest = next((i for i in range(len(chain) - 1, -1, -1) if _holds(target, chain[i])), -1)
+    if newest >= 0:
+        try:
+            _check_same_run(verifier, target, chain[newest])
+        except ContinuationError:
+            if all(_holds(target, ancestor) for ancestor in chain[:newest]):
+                raise  # no gap below it: the run held is not the original's
+            _copy_past_gaps(verifier, source, target, chain)
+            return
+    for ancestor in chain[newest + 1 :]:
+        target.append([StoredEvent.copy_of(row) for row in source.read(ancestor)])
+
+
+def _copy_past_gaps(
+    verifier: Verifier, source: RowSource, target: EventStore, chain: tuple[str, ...]
+) -> None:
+    """The chain into a store that holds some of it with gaps: the runs held from the root
+    on are checked with one comparison (their newest), then each missing run is copied and
+    each run held past a gap checked once its ancestors are in ``target``."""
+    held = [_holds(target, ancestor) for ancestor in chain]
+    prefix = held.index(False)  # a gap exists: some run is missing
     if prefix:
         _check_same_run(verifier, target, chain[prefix - 1])
     for index, (ancestor, there) in enumerate(zip(chain, held, strict=True)):
@@ -561,6 +584,15 @@ def copy_ancestry(source: RowSource, target: EventStore, run_id: str) -> None:
             target.append([StoredEvent.copy_of(row) for row in source.read(ancestor)])
         elif index >= prefix:
             _check_same_run(verifier, target, ancestor)
+
+
+def _holds(target: EventStore, run_id: str) -> bool:
+    """Whether ``target`` holds events of ``run_id`` (from the events: a read, never the
+    run index)."""
+    try:
+        return next(iter(target.read(run_id)), None) is not None
+    except RunNotFoundError:
+        return False
 
 
 def _check_same_run(verifier: Verifier, target: EventStore, run_id: str) -> None:
