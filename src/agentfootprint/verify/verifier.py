@@ -206,6 +206,7 @@ class Verifier:
         self._failed = {}  # the whole file's failures: a failed parent is verified once
         try:
             self._listing.start()  # before the runs are listed: a run it names has its rows
+            logged = self._listing.log is not None  # else no run's leaf is ever asked for
             run_ids = list(list_runs())
             for run_id in run_ids:
                 try:
@@ -215,8 +216,13 @@ class Verifier:
                     yield shown(run_id), exc
                 else:
                     parent = verified.ancestors[-1] if verified.ancestors else None
-                    facts[run_id] = (verified.conversation_id, parent, verified.opened_at)
-                    sealed[run_id] = SealedRun(verified.events, verified.head, verified.seal_digest)
+                    conversation = verified.conversation_id  # a root's: its id, kept once
+                    conversation = run_id if conversation == run_id else conversation
+                    facts[run_id] = (conversation, parent, verified.opened_at)
+                    if logged:
+                        sealed[run_id] = SealedRun(
+                            verified.events, verified.head, verified.seal_digest
+                        )
                     yield run_id, verified
         finally:
             self._failed = None
