@@ -48,6 +48,7 @@ from agentfootprint.errors import (
 )
 from agentfootprint.store.base import EventStore, IndexEntry, RunInfo, StoredEvent
 from agentfootprint.store.seal_log import read_seal_log, record_seal, sealed_in
+from agentfootprint.store.sqlite_appends import PAGE_SIZE, SCHEMA_V4, SchemaV4Layout
 from agentfootprint.store.sqlite_files import (
     DURABILITY,
     SQLITE_HEADER,
@@ -202,6 +203,10 @@ class SqliteStore(EventStore):
                     )
                 if kind.is_log:
                     check_newer(schema_version_of(conn, path), path)
+                elif NEW_FILE_SCHEMA == 4:
+                    # before the first page is written (the WAL switch writes it); a file
+                    # created empty elsewhere keeps its own page size
+                    conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
                 switch_to_wal(conn, timeout)
                 conn.execute(f"PRAGMA synchronous={synchronous}")
                 self._migrate(conn)
@@ -227,11 +232,11 @@ class SqliteStore(EventStore):
                     "CREATE TABLE schema_version "
                     "(version INTEGER PRIMARY KEY, name TEXT, applied_at INTEGER)"
                 )
-                if NEW_FILE_SCHEMA == 2:  # a new file gets the newest layout whole
-                    self._apply(conn, *SCHEMA_V2)
+                if NEW_FILE_SCHEMA in (2, 4):  # a new file gets a leaner layout whole
+                    self._apply(conn, *(SCHEMA_V4 if NEW_FILE_SCHEMA == 4 else SCHEMA_V2))
                     return
             if current >= 2:
-                return  # schema 2 has no later migration yet
+                return  # schemas 2 and 4 have no later migration yet (3 is the seal log)
             for version, name, statements in MIGRATIONS:
                 if version > current:
                     self._apply(conn, version, name, statements)
@@ -252,24 +257,29 @@ class SqliteStore(EventStore):
         name, which the tables must be (else the file is not a log this library wrote)."""
         version = schema_version_of(conn, self.path)
         check_newer(version, self.path)
-        tables = DatabaseKind.of(conn).layout
-        # migration 2 is the leaner layout; 3 (the seal log) applies to either layout
-        with_v2 = conn.execute("SELECT 1 FROM schema_version WHERE version = 2").fetchone()
-        recorded = 2 if with_v2 else 1
-        if recorded == 1 and tables == 1:
-            return SchemaV1Layout()
-        elif recorded == 2 and tables == 2:
-            return SchemaV2Layout()
-        else:
-            raise NotALogError(
-                f"{self.path}: schema version {version} but the tables of schema {tables}: "
-                "not an agentfootprint log (or a damaged one)",
-                path=str(self.path),
-            )
+        kind = DatabaseKind.of(conn)
+        # migrations 2 and 4 are the leaner layouts; 3 (the seal log) applies to any layout
+        held = {
+            int(row[0])
+            for row in conn.execute("SELECT version FROM schema_version WHERE version IN (2, 4)")
+        }
+        recorded = 4 if 4 in held else 2 if 2 in held else 1
+        if recorded in kind.layouts:
+            layouts: dict[int, type[Layout]] = {
+                1: SchemaV1Layout,
+                2: SchemaV2Layout,
+                4: SchemaV4Layout,
+            }
+            return layouts[recorded]()
+        raise NotALogError(
+            f"{self.path}: schema version {version} but the tables of schema {kind.layout}: "
+            "not an agentfootprint log (or a damaged one)",
+            path=str(self.path),
+        )
 
     @property
     def layout(self) -> int:
-        """The storage schema this file's rows are kept in (1 or 2)."""
+        """The storage schema this file's rows are kept in (1, 2 or 4)."""
         return self._layout.number
 
     def _fresh(self) -> None:

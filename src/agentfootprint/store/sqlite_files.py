@@ -65,6 +65,14 @@ _LOG_COLUMNS_V2 = {
     "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
     "schema_version": {"version"},
 }
+_LOG_COLUMNS_V4 = {
+    "appends": {"pos", "count", "ts", "head", "data"},
+    "run_keys": {"run_key", "run_id"},
+    "names": {"id", "text"},
+    "opens": {"id", "prefix", "middle", "suffix"},
+    "runs": {"run_id", "conversation_id", "parent_run_id", "opened_at"},
+    "schema_version": {"version"},
+}
 _VAULT_COLUMNS = {"disclosures": {"commitment", "run_id", "key", "salt", "value"}}
 #: ``durability`` -> SQLite's ``synchronous``: "full" syncs every transaction (a committed
 #: flush survives power loss), "normal" survives a killed process but not power loss (WAL)
@@ -209,8 +217,11 @@ class DatabaseKind:
     tables: tuple[str, ...]
     is_log: bool
     is_vault: bool
-    #: which log layout the tables are (1: ``events``; 2: ``rows``), 0 for none
+    #: which log layout the tables are (1: ``events``; 2: ``rows``; 4: ``appends``), 0 for
+    #: none; the highest when the file holds the tables of several
     layout: int = 0
+    #: every log layout whose tables the file holds
+    layouts: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, conn: sqlite3.Connection) -> DatabaseKind:
@@ -231,13 +242,18 @@ class DatabaseKind:
                     return False
             return True
 
-        layout = 2 if has(_LOG_COLUMNS_V2) else 1 if has(_LOG_COLUMNS) else 0
-        is_log = layout > 0
+        layouts = frozenset(
+            number
+            for number, columns in ((1, _LOG_COLUMNS), (2, _LOG_COLUMNS_V2), (4, _LOG_COLUMNS_V4))
+            if has(columns)
+        )
+        is_log = bool(layouts)
         return cls(
             tables=tables,
             is_log=is_log,
             is_vault=not is_log and has(_VAULT_COLUMNS),
-            layout=layout,
+            layout=max(layouts, default=0),
+            layouts=layouts,
         )
 
     @property

@@ -5,8 +5,9 @@ keeps the same rows with nothing a reader cannot rebuild byte for byte: an integ
 type codes, a chain head per batch, compact empty commit markers. This module holds what
 defines the layouts, turns schema-2 rows back into :class:`StoredEvent` s, and
 :class:`SchemaV1Layout` / :class:`SchemaV2Layout`, each one layout's inserts, reads and run
-index query behind :class:`Layout`; :mod:`agentfootprint.store.sqlite` holds the store, which
-picks one layout when it opens a file and never asks which again.
+index query behind :class:`Layout` (schema 4, one row per append, is
+:mod:`agentfootprint.store.sqlite_appends`); :mod:`agentfootprint.store.sqlite` holds the
+store, which picks one layout when it opens a file and never asks which again.
 """
 
 from __future__ import annotations
@@ -102,13 +103,15 @@ SCHEMA_V2: tuple[int, str, tuple[str, ...]] = (
         ),
     ),
 )
-#: The highest schema this library reads and continues.
-#: (3 is the seal log, :mod:`agentfootprint.store.seal_log`, added by a file's first sealed
-#: append whatever its layout.)
-SCHEMA_VERSION = 3
-#: The schema a new (missing, empty or tableless) file is created with: the leaner layout.
-#: Schema-1 files are read, continued and verified as they are; a test about schema-1 bytes
-#: creates its files with ``agentfootprint.testing.tamper.new_file_schema(1)``.
+#: The highest schema this library reads and continues: 4, one row per append
+#: (:mod:`agentfootprint.store.sqlite_appends`). (3 is the seal log,
+#: :mod:`agentfootprint.store.seal_log`, added by a file's first sealed append whatever its
+#: layout.)
+SCHEMA_VERSION = 4
+#: The schema a new (missing, empty or tableless) file is created with: the leaner layout
+#: (2), or schema 4's one row per append. Files of the others are read, continued and
+#: verified as they are; a test about one layout's bytes creates its files with
+#: ``agentfootprint.testing.tamper.new_file_schema(n)``.
 NEW_FILE_SCHEMA = 2
 #: ``rows.type`` of schema 2.
 TYPE_CODES: dict[str, int] = {

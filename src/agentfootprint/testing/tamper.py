@@ -6,10 +6,12 @@ and chain link (what someone who can recompute hashes does), so that only the ch
 that bind content (receipts, commitments, structure) are left to catch the change;
 ``verification_error(path, run_id)`` returns the error verification must raise.
 
-They work on both storage schemas (docs/log-format.md section 4): :func:`read_rows` yields
+They work on every storage schema (docs/log-format.md section 4): :func:`read_rows` yields
 the rows a reader rebuilds, and :func:`rewrite` stores a run's rows in the file's own
 layout. A test about the bytes of one layout (a flipped stored ``event_hash``, a row of the
-``events`` table) records its file with :func:`new_file_schema` ``(1)``.
+``events`` table) records its file with :func:`new_file_schema` ``(1)``. In schema 4,
+:func:`appends_of` gives a run's ``appends`` rows and :func:`set_append` changes one (a
+record, a count, a head), the way a forger edits that layout's bytes.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from agentfootprint.errors import VerificationError
 from agentfootprint.logformat.canonical import canon, parse
 from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.store.sqlite import SqliteStore
+from agentfootprint.store.sqlite_appends import _Lookups, decode_append, encode_whole
 from agentfootprint.store.sqlite_layout import TYPE_CODES, _decoded, _whole
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = [
     "TRIGGERS",
+    "Append",
     "Row",
+    "appends_of",
     "layout_of",
     "new_file_schema",
     "plain",
@@ -42,22 +47,24 @@ __all__ = [
     "resealed",
     "rewrite",
     "scratch_copy",
+    "set_append",
     "tampering",
     "verification_error",
 ]
 
-#: the append-only triggers of both schemas and the seal log (a file has those of its own)
+#: the append-only triggers of every schema and the seal log (a file has those of its own)
 TRIGGERS = tuple(
     f"{table}_no_{verb}"
-    for table in ("events", "rows", "run_keys", "runs", "seal_log")
+    for table in ("events", "rows", "appends", "names", "opens", "run_keys", "runs", "seal_log")
     for verb in ("update", "delete")
 )
 _SEQ_BITS = 32
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
 
 
 @contextmanager
 def new_file_schema(schema: int) -> Iterator[None]:
-    """New files created inside get storage schema ``schema`` (1 or 2), for a test about
+    """New files created inside get storage schema ``schema`` (1, 2 or 4), for a test about
     one layout's bytes; the default is restored on exit."""
     store_globals = vars(sqlite_store)  # SqliteStore._migrate reads this module's global
     saved = store_globals["NEW_FILE_SCHEMA"]
@@ -69,11 +76,12 @@ def new_file_schema(schema: int) -> Iterator[None]:
 
 
 def layout_of(conn: sqlite3.Connection) -> int:
-    """The storage schema of the log ``conn`` is open on: 2 if it has a ``rows`` table."""
-    found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rows'"
-    ).fetchone()
-    return 2 if found else 1
+    """The storage schema of the log ``conn`` is open on: 4 if it has an ``appends`` table,
+    2 if it has a ``rows`` table, else 1."""
+    tables = {
+        str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    return 4 if "appends" in tables else 2 if "rows" in tables else 1
 
 
 def _run_key(conn: sqlite3.Connection, run_id: str) -> int | None:
@@ -111,7 +119,17 @@ def scratch_copy(path: Path, copy: Path) -> Iterator[Path]:
 def read_rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
     """A run's rows in seq order, read with a raw connection (in schema 2, rebuilt as a
     reader rebuilds them: section 4)."""
-    if layout_of(conn) == 2:
+    layout = layout_of(conn)
+    if layout == 4:
+        key = _run_key(conn, run_id)
+        if key is None:
+            return []
+        tables = _Lookups(conn)
+        decoded: list[tuple[Any, ...]] = []
+        for append in appends_of(conn, run_id):
+            decoded += decode_append(run_id, append.seq, *append[1:], tables)
+        return [Row(*row[1:]) for row in _whole(run_id, decoded, GENESIS)]
+    if layout == 2:
         key = _run_key(conn, run_id)
         if key is None:
             return []
@@ -148,8 +166,13 @@ def tampering(path: Path) -> Iterator[sqlite3.Connection]:
 def rewrite(conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]) -> None:
     """Replace a run's rows by ``(type, ts, body)`` rows, renumbered and re-chained. In
     schema 2 every row keeps its ``ts`` and body as given and the last row the head (one
-    batch: what the chain recomputes is not stored)."""
-    if layout_of(conn) == 2:
+    batch: what the chain recomputes is not stored). In schema 4 the rows become one
+    ``appends`` row, each body whole (form 0), with the last row's chain hash as its head."""
+    layout = layout_of(conn)
+    if layout == 4:
+        _rewrite_v4(conn, run_id, rows)
+        return
+    if layout == 2:
         _rewrite_v2(conn, run_id, rows)
         return
     conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
@@ -186,6 +209,73 @@ def _rewrite_v2(
                 head if seq == len(rows) - 1 else None,
             ),
         )
+
+
+def _rewrite_v4(
+    conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]
+) -> None:
+    key = _run_key(conn, run_id)
+    if key is None:
+        key = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,)).lastrowid
+        assert key is not None
+    base = key << _SEQ_BITS
+    conn.execute("DELETE FROM appends WHERE pos BETWEEN ? AND ?", (base, base | _SEQ_MASK))
+    if not rows:
+        return
+    head, records, previous = GENESIS, [], rows[0][1]
+    for seq, (type_, ts, body) in enumerate(rows):
+        if type_ not in TYPE_CODES:
+            raise ValueError(
+                f"schema 4 records only the seven row types, not {type_!r}: record this "
+                "test's file with new_file_schema(2)"
+            )
+        head = chain_hash(head, event_hash(run_id, seq, type_, ts, body))
+        records.append(encode_whole(TYPE_CODES[type_], ts - previous, body))
+        previous = ts
+    conn.execute(
+        "INSERT INTO appends VALUES (?, ?, ?, ?, ?)",
+        (base, len(rows), rows[0][1], head, b"".join(records)),
+    )
+
+
+class Append(NamedTuple):
+    """One ``appends`` row of a schema-4 file, as stored."""
+
+    pos: int
+    count: Any
+    ts: Any
+    head: Any
+    data: Any
+
+    @property
+    def seq(self) -> int:
+        """The seq of its first row."""
+        return self.pos & _SEQ_MASK
+
+
+def appends_of(conn: sqlite3.Connection, run_id: str) -> list[Append]:
+    """A schema-4 run's ``appends`` rows in ``pos`` order (a raw connection)."""
+    key = _run_key(conn, run_id)
+    if key is None:
+        return []
+    base = key << _SEQ_BITS
+    return [
+        Append(*row)
+        for row in conn.execute(
+            "SELECT pos, count, ts, head, data FROM appends WHERE pos BETWEEN ? AND ? ORDER BY pos",
+            (base, base | _SEQ_MASK),
+        )
+    ]
+
+
+def set_append(conn: sqlite3.Connection, at: int, **columns: Any) -> None:
+    """Change columns (``pos``, ``count``, ``ts``, ``head``, ``data``) of the ``appends`` row
+    at position ``at``, nothing recomputed (inside :func:`tampering`)."""
+    known = {"pos", "count", "ts", "head", "data"}
+    if not columns or not set(columns) <= known:
+        raise ValueError(f"set_append: columns among {sorted(known)}, not {sorted(columns)}")
+    assignments = ", ".join(f"{name} = ?" for name in columns)
+    conn.execute(f"UPDATE appends SET {assignments} WHERE pos = ?", (*columns.values(), at))
 
 
 def plain(rows: Sequence[Row]) -> list[tuple[str, int, bytes]]:
