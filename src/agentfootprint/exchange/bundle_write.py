@@ -13,14 +13,16 @@ rows when the verifier kept them, else its first ``events`` rows, ending at its 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import os
 import sys
 import tempfile
+from binascii import hexlify
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import orjson
 
@@ -160,8 +162,9 @@ def _unverified_chain(source: RowSource, run_id: str, placed: set[str]) -> list[
     return chain[::-1]
 
 
-def _event_line(run_id: str, row: RawRow) -> bytes:
-    """The bundle line of one row, refused when a bundle cannot carry it exactly."""
+def _event_line(run_id: str, row: RawRow, run_json: bytes = b"") -> bytes:
+    """The bundle line of one row, refused when a bundle cannot carry it exactly
+    (``run_json``: the run id as JSON, when the caller made it once for the run)."""
     _, seq, type_, ts, body, event, link = row
     if (
         type(body) is bytes
@@ -174,20 +177,29 @@ def _event_line(run_id: str, row: RawRow) -> bytes:
         and type(type_) is str
     ):  # the shape of every sound row: written at once (else each value judged, below)
         with contextlib.suppress(UnicodeDecodeError, orjson.JSONEncodeError):
-            line = orjson.dumps(
-                {
-                    "run": run_id,
-                    "seq": seq,
-                    "type": type_,
-                    "ts": ts,
-                    "body": body.decode("utf-8"),
-                    "event_hash": event.hex(),
-                    "chain_hash": link.hex(),
-                }
+            # byte for byte orjson.dumps of the row's object, its members in this order
+            line = _LINE % (
+                run_json or orjson.dumps(run_id),
+                seq,
+                _json_text(type_),
+                ts,
+                orjson.dumps(body.decode("utf-8")),
+                hexlify(event),
+                hexlify(link),
             )
-            if len(line) <= limits.MAX_BUNDLE_LINE_BYTES:
-                return line + b"\n"
+            if len(line) - 1 <= limits.MAX_BUNDLE_LINE_BYTES:
+                return line
     return _judged_line(run_id, row)
+
+
+_LINE: Final = (
+    b'{"run":%s,"seq":%d,"type":%s,"ts":%d,"body":%s,"event_hash":"%s","chain_hash":"%s"}\n'
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _json_text(text: str) -> bytes:
+    return orjson.dumps(text)
 
 
 def _judged_line(run_id: str, row: RawRow) -> bytes:
@@ -398,10 +410,14 @@ def _spill_runs(
         else:
             asked, kept = verified(run_id)
             # the verified ancestry, oldest first (the runs written already are a prefix)
+            unplaced = [run_id]
+            for ancestor in reversed(asked.ancestors):
+                if ancestor in placed:
+                    break
+                unplaced.append(ancestor)
             chain = [
                 (r, _bound(verified(r)[0], None) if r != run_id else _bound(asked, kept))
-                for r in (*asked.ancestors, run_id)
-                if r not in placed
+                for r in reversed(unplaced)
             ]
         for current, bound in chain:
             planned.append(_write_run(source, current, bound, spill, policies))
@@ -428,8 +444,11 @@ def _write_run(
     first: RawRow | None = None
     last: RawRow | None = None
     events = 0
+    run_json = b""  # a run id JSON cannot carry: each line says so
+    with contextlib.suppress(orjson.JSONEncodeError):
+        run_json = orjson.dumps(run_id) if type(run_id) is str else b""
     for row in itertools.islice(rows, expected):
-        spill.write(_event_line(run_id, row))
+        spill.write(_event_line(run_id, row, run_json))
         if first is None:
             first = row
         last = row
