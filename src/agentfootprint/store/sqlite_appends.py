@@ -146,6 +146,9 @@ class _Reader:
 
     def u(self) -> int:
         data, i = self.data, self.i
+        if i < len(data) and data[i] < 0x80:  # most values fit in one byte
+            self.i = i + 1
+            return data[i]
         value = shift = 0
         for _ in range(10):
             if i >= len(data):
@@ -257,10 +260,6 @@ def encode_whole(code: int, dts: int, body: bytes) -> bytes:
 
 def _zigzag(value: int) -> int:
     return value << 1 if value >= 0 else (-value << 1) - 1
-
-
-def _unzigzag(value: int) -> int:
-    return value >> 1 if not value & 1 else -((value + 1) >> 1)
 
 
 class _Names:
@@ -510,11 +509,18 @@ def _name_text(text: Any) -> bytes | None:
 
 
 class _Lookups:
-    """``names``, ``opens`` and ``run_keys`` rows a read needs, fetched once per read (as
-    stored: a value of the wrong type or size makes the record naming it undecodable)."""
+    """What the records of one run's read refer to: ``names``, ``opens`` and ``run_keys``
+    rows, each fetched once (as stored: a value of the wrong type or size makes the record
+    naming it undecodable), and the run's own id as JSON (None: not text JSON can hold).
+    ``known``: names found by earlier reads of the same file (a ``names`` row never changes:
+    the append-only triggers), shared so each is fetched once per store."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, run_id: str, known: dict[int, bytes] | None = None
+    ) -> None:
         self.conn = conn
+        self.own_id = _canon_text(run_id)
+        self.known = {} if known is None else known
         self.names: dict[int, bytes | None] = {}
         self.opens: dict[int, tuple[bytes, bytes, bytes] | None] = {}
         self.keys: dict[int, bytes | None] = {}
@@ -524,9 +530,14 @@ class _Lookups:
         return tuple(found[0]) if found else None
 
     def name(self, id_: int) -> bytes:
+        found = self.known.get(id_)
+        if found is not None:
+            return found
         if id_ not in self.names:
             row = self._row("SELECT text FROM names WHERE id = ?", id_)
             self.names[id_] = _name_text(row[0]) if row else None
+            if self.names[id_] is not None and len(self.known) < MAX_NAMES:
+                self.known[id_] = self.names[id_]  # type: ignore[assignment]
         found = self.names[id_]
         if found is None:
             raise _Undecodable(f"no name {id_}")
@@ -555,7 +566,7 @@ class _Lookups:
         return found
 
 
-def _body(reader: _Reader, code: int, seq: int, own_id: bytes | None, tables: _Lookups) -> bytes:
+def _body(reader: _Reader, code: int, seq: int, tables: _Lookups) -> bytes:
     """The body a form-1 record of type ``code`` rebuilds."""
     if code == _WRITE:
         number, name, verb = reader.safe(), reader.u(), reader.u()
@@ -566,19 +577,14 @@ def _body(reader: _Reader, code: int, seq: int, own_id: bytes | None, tables: _L
     if code == _COMMIT:
         number, name, k, writes = reader.safe(), reader.u(), reader.safe(), reader.safe()
         said = reader.opt()
-        decision = None
-        if said is not None:
-            try:
-                decision = canon(said.decode("utf-8"))
-            except (UnicodeDecodeError, TypeError, ValueError):
-                raise _Undecodable("a decision that is not UTF-8 text") from None
-        return _commit_body(number, tables.name(name), k, writes, decision)
+        return _commit_body(number, tables.name(name), k, writes, _decision(said))
     if code == _RECEIPT:
         number, name, call = reader.safe(), reader.u(), reader.safe()
         return _receipt_body(number, tables.name(name), call, reader.blob())
     if code == _OPEN:
         template, events, parent = reader.u(), reader.safe(), reader.u()
         head = reader.take(32)
+        own_id = tables.own_id
         if seq != 0 or own_id is None:
             raise _Undecodable("a compact run.open that is not the run's first row")
         prefix, middle, suffix = tables.template(template)
@@ -586,6 +592,17 @@ def _body(reader: _Reader, code: int, seq: int, own_id: bytes | None, tables: _L
             prefix + _parent_value(events, head, tables.parent(parent)) + middle + own_id + suffix
         )
     raise _Undecodable("form 1 of a type that has none")
+
+
+@functools.lru_cache(maxsize=256)
+def _decision(said: bytes | None) -> bytes | None:
+    """``canon`` of a stored decision (None for none)."""
+    if said is None:
+        return None
+    try:
+        return canon(said.decode("utf-8"))
+    except (UnicodeDecodeError, TypeError, ValueError):
+        raise _Undecodable("a decision that is not UTF-8 text") from None
 
 
 def decode_append(
@@ -607,26 +624,25 @@ def decode_append(
     )
     if not sound:
         return [(run_id, first, None, None, None, DERIVED, None)]
-    own_id = _canon_text(run_id)
     reader = _Reader(data)
+    u, blob, add, names, derived = reader.u, reader.blob, out.append, _TYPE_NAMES, DERIVED
     now = ts
-    for index in range(count):
-        seq = first + index
-        try:
-            tag = reader.u()
-            delta = reader.u()
-            code, compact = tag >> 1, tag & 1
-            if code not in _TYPE_NAMES:
+    seq = first
+    try:  # each record takes 2 bytes or more: the loop ends with the data
+        for seq in range(first, first + count):
+            tag, delta = u(), u()
+            type_ = names.get(tag >> 1)
+            if type_ is None:
                 raise _Undecodable(f"unknown tag {tag}")
-            if index:
-                now += _unzigzag(delta)
+            if seq != first:
+                now += delta >> 1 if not delta & 1 else -((delta + 1) >> 1)
             elif delta:
                 raise _Undecodable("a first record with a ts delta")
-            body = _body(reader, code, seq, own_id, tables) if compact else reader.blob()
-        except _Undecodable:
-            out.append((run_id, seq, None, None, None, DERIVED, None))
-            return out
-        out.append((run_id, seq, _TYPE_NAMES[code], now, body, DERIVED, DERIVED))
+            body = _body(reader, tag >> 1, seq, tables) if tag & 1 else blob()
+            add((run_id, seq, type_, now, body, derived, derived))
+    except _Undecodable:
+        add((run_id, seq, None, None, None, derived, None))
+        return out
     last = out[-1]
     if reader.i != len(data):  # bytes after the last record: the append does not end there
         out[-1] = (*last[:4], None, DERIVED, None)
@@ -687,6 +703,8 @@ class SchemaV4Layout(SchemaV2Layout):
     def __init__(self) -> None:
         super().__init__()
         self._names = _Names()
+        #: ``names`` rows this store has read (the reader's side of the same table)
+        self._known_names: dict[int, bytes] = {}
 
     def appended(self, events: Sequence[StoredEvent], pending: Pending) -> None:
         super().appended(events, pending)
@@ -816,7 +834,7 @@ class SchemaV4Layout(SchemaV2Layout):
             "SELECT pos, count, ts, head, data FROM appends WHERE pos BETWEEN ? AND ? ORDER BY pos",
             (begin, base | _SEQ_MASK),
         )
-        tables = _Lookups(conn)
+        tables = _Lookups(conn, run_id, self._known_names)
         rows: list[tuple[Any, ...]] = []
         for pos, count, ts, head, data in stored:
             rows += decode_append(

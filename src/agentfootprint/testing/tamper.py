@@ -124,7 +124,7 @@ def read_rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
         key = _run_key(conn, run_id)
         if key is None:
             return []
-        tables = _Lookups(conn)
+        tables = _Lookups(conn, run_id)
         decoded: list[tuple[Any, ...]] = []
         for append in appends_of(conn, run_id):
             decoded += decode_append(run_id, append.seq, *append[1:], tables)
