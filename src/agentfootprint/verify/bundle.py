@@ -37,8 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, overload
 
-import orjson
-
 from agentfootprint.errors import (
     NewerVersionError,
     RunNotFoundError,
@@ -48,10 +46,11 @@ from agentfootprint.errors import (
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.chain import open_body, stored_kind
-from agentfootprint.logformat.hashing import is_hex_digest
 from agentfootprint.logformat.rows import StoredEvent
 from agentfootprint.logformat.runs import RunInfo
 from agentfootprint.verify.bundle_json import (
+    _ROW_KEYS,
+    _checked_values,
     _file_error,
     _hex,
     _LineError,
@@ -63,6 +62,8 @@ from agentfootprint.verify.bundle_json import (
     _safe_int,
     _sound_text,
     _text_of,
+    _written_members,
+    _written_row,
 )
 from agentfootprint.verify.bundle_proofs import InclusionClaim, check_note_text, claim_of
 from agentfootprint.verify.bundle_versions import (
@@ -93,7 +94,6 @@ _INDEXED = ("run_id", "conversation_id", "parent_run_id", "opened_at")
 #: then call for): an entry is checked as it is parsed, before the version is known
 _ENTRY_KEYS_OF = {shape.entry_inclusion: shape.entry_keys for shape in BUNDLE_SHAPES}
 _ENTRY_KEY_SETS = tuple(_ENTRY_KEYS_OF.values())
-_ROW_KEYS = frozenset(["run", "seq", "type", "ts", "body", "event_hash", "chain_hash"])
 _TRAILER_KEYS = frozenset({"end", "events", "sha256"})
 #: the version number right after the prefix (a JSON integer, then what may follow it)
 _VERSION = re.compile(rb"(0|[1-9][0-9]{0,17})(?:[,}\s]|\Z)")
@@ -206,60 +206,6 @@ def _row_of(item: Any) -> StoredEvent:
     return StoredEvent(
         run_id=run, seq=seq, type=type_, ts=ts, body=data, event_hash=event, chain_hash=chain
     )
-
-
-def _written_members(line: bytes) -> Any:
-    """The line's value when the line is byte for byte what orjson writes of it (what every
-    writer of this library writes), parsed by orjson; else None, for the strict parser to
-    judge. Equal bytes mean no member name is twice (the value has each once) and no number
-    or escape is spelled in a way the strict parser reads otherwise: both parsers read the
-    same value, so the verdict is the strict parser's, at a fraction of its cost."""
-    try:
-        item = orjson.loads(line)
-        if orjson.dumps(item) + b"\n" == line:
-            return item
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        pass
-    return None
-
-
-def _written_row(item: Any) -> tuple[str, str, bytes] | None:
-    """``(run, type, chain_hash)`` of a value :func:`_written_members` gave, when it passes
-    every check of :func:`_row_of` (its strings are Unicode text: orjson wrote them back);
-    else None, and :func:`_row_of` says what is wrong. Nothing else of the row is built."""
-    if type(item) is not dict or item.keys() != _ROW_KEYS:
-        return None
-    run, type_, chain = item["run"], item["type"], item["chain_hash"]
-    if (
-        type(run) is str
-        and type(type_) is str
-        and type(item["body"]) is str
-        and _safe_int(item["seq"])
-        and _safe_int(item["ts"])
-        and is_hex_digest(item["event_hash"])
-        and is_hex_digest(chain)
-    ):
-        return run, type_, bytes.fromhex(chain)
-    return None
-
-
-def _checked_values(line: bytes) -> tuple[Any, ...] | None:
-    """A line read again whose bytes were checked when the bundle was opened (the run's
-    digest is compared when the run's lines end), as the 7 values of a row, or None when it
-    no longer parses."""
-    try:
-        item = orjson.loads(line)
-        return (
-            item["run"],
-            item["seq"],
-            item["type"],
-            item["ts"],
-            item["body"].encode("utf-8"),
-            bytes.fromhex(item["event_hash"]),
-            bytes.fromhex(item["chain_hash"]),
-        )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        return None
 
 
 def _expected_of(item: Any) -> _Entry:
