@@ -8,6 +8,7 @@ import pytest
 from feature_support import calls, events_of, fixed_ports, lookup, record, rows
 
 import agentfootprint as af
+from agentfootprint.testing.replay import NoModel
 
 
 @pytest.mark.parametrize(
@@ -59,3 +60,48 @@ def test_the_budget_changes_no_row() -> None:
     tight, a = record(script, [lookup()], context_budget={"messages": 1})
     loose, b = record(script, [lookup()])
     assert rows(tight.store, a.run_id) == rows(loose.store, b.run_id)
+
+
+def test_a_replayed_conversation_counts_each_message_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replay serves each run its parent's history as parsed from the log (other objects
+    than the previous run's): the part still identical is found by bisection, so the
+    messages counted per call stay bounded by what is new, however long the conversation,
+    and every figure equals a full count."""
+    from agentfootprint.features import context_budget as module
+
+    turns = 12
+    options: dict[str, Any] = {"model": "m", "context_budget": {"messages": 10**9}}
+    store = af.MemoryStore()
+    agent = af.Agent(
+        provider=af.MockProvider([f"answer {i}" for i in range(turns)]), store=store, **options
+    )
+    previous: af.RunResult | None = None
+    for turn in range(turns):
+        previous = agent.run_sync(f"question {turn}", continue_from=previous)
+    counted: list[Any] = []
+    chars = module._chars
+
+    def counting(message: Any) -> int:
+        counted.append(message)
+        return chars(message)
+
+    measured: list[tuple[int, int]] = []
+    measure = module._Meter.measure
+
+    def checked(self: Any, served: Any, appends_only: bool) -> dict[str, int]:
+        figures = measure(self, served, appends_only)
+        measured.append((figures["messages"], sum(map(chars, served["messages"]))))
+        return figures
+
+    monkeypatch.setattr(module, "_chars", counting)
+    monkeypatch.setattr(module._Meter, "measure", checked)
+    replayer = af.Agent(provider=NoModel(), store=af.MemoryStore(), **options)
+    per_replay = []
+    for run_id in store.run_ids():
+        del counted[:]
+        af.replay_sync(replayer, store, run_id)
+        per_replay.append(len(counted))
+    assert all(got == full for got, full in measured), measured
+    assert max(per_replay) <= 4, per_replay  # the new messages, not the history (24 by then)

@@ -16,7 +16,7 @@ texts joined by a blank line); ``messages``, the sum over served messages of the
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -81,12 +81,20 @@ def used(served: Mapping[str, Any]) -> dict[str, int]:
 class _Meter:
     """:func:`used`, call after call, without measuring again what was measured: served
     lists grow by appends of the very objects of the previous call (committed state is
-    replaced, never mutated), so the messages counted are kept with their total, and the
-    tools' size is kept for the list object it was measured on."""
+    replaced, never mutated), so the messages counted are kept with the running total after
+    each, and the tools' size is kept for the list object it was measured on.
+
+    A run continued from a verified parent (a replay, a continuation by id) serves the
+    parent's history as parsed from the log: the same messages, other objects from some
+    position on. The part still identical is found by bisection on identity (the history
+    grows by appends only, so a message identical at a position is identical at every one
+    before it), and only the rest is counted: O(log history + new) per call, never
+    O(history)."""
 
     def __init__(self) -> None:
-        self.messages: list[Any] = []
-        self.total = 0
+        self.messages: Sequence[Any] = []
+        #: totals[i]: the characters of the first i messages counted
+        self.totals: list[int] = [0]
         self.tools: Any = None
         self.tools_size = 0
 
@@ -95,21 +103,37 @@ class _Meter:
         as projection 1); otherwise the served list may be spliced, and the messages are
         counted again."""
         current = served["messages"]
-        seen = len(self.messages)
-        if not appends_only or not (
-            len(current) >= seen
-            and (
-                seen == 0
-                or (current[0] is self.messages[0] and current[seen - 1] is self.messages[-1])
-            )
-        ):
-            seen, self.total = 0, 0
-        self.total += sum(map(_chars, current[seen:]))
+        kept = _identical_prefix(self.messages, current) if appends_only else 0
+        totals = self.totals
+        del totals[kept + 1 :]
+        running = totals[kept]
+        for message in current[kept:]:
+            running += _chars(message)
+            totals.append(running)
         self.messages = current
         tools = served["tools"]
         if tools is not self.tools:
             self.tools, self.tools_size = tools, len(canon(list(tools)))
-        return {"messages": self.total, "tools": self.tools_size}
+        return {"messages": running, "tools": self.tools_size}
+
+
+def _identical_prefix(previous: Sequence[Any], current: Sequence[Any]) -> int:
+    """How many leading messages of ``current`` are the very objects of ``previous``, for
+    lists grown by appends (identity holds on a prefix): O(1) when ``current`` grew from
+    ``previous``, O(log n) by bisection otherwise."""
+    m = min(len(previous), len(current))
+    if m == 0 or current[0] is not previous[0]:
+        return 0
+    if current[m - 1] is previous[m - 1]:
+        return m
+    low, high = 1, m - 1  # current[low - 1] is identical, current[high] is not
+    while low < high:
+        middle = (low + high + 1) // 2
+        if current[middle - 1] is previous[middle - 1]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 @dataclass(slots=True)
