@@ -9,8 +9,9 @@ the operation alone, imports and setup excluded):
    run (a tool call, then an answer, from ``af.MockProvider``) under a new run id, hashed
    by ``RunWriter`` and stored in SQLite: every copy verifies. Cases: ``export`` (what
    ``agentfootprint export`` does: ``af.export_runs``, which verifies each run, then writes
-   the bundle), ``write`` (``write_bundle`` alone) and ``verify`` (open the bundle with
-   ``BundleSource`` and ``Verifier.verify_all`` every run, as ``agentfootprint verify``).
+   the bundle), ``write`` (``write_bundle`` alone), ``verify`` (open the bundle with
+   ``BundleSource`` and ``Verifier.verify_all`` every run, as ``agentfootprint verify``)
+   and ``verify-db`` (``Verifier.verify_all`` over the database itself, for comparison).
    The figure to read is how the peak grows with N against how the bundle grows: what
    grows is each run's manifest entry and place in the file (the format keeps the run list
    in one line), not its rows.
@@ -55,6 +56,8 @@ RESULT_MB = 50
 QUICK_RESULT_MB = 10
 RECORD_LIMIT = 5.0  # peak / tool result size, at most
 CHUNK = 500  # runs per atomic append while building the log
+#: the bundle cases, and the database's own verify of the same runs to compare them with
+CASES = ("export", "write", "verify", "verify-db")
 MiB = 1024 * 1024
 
 
@@ -133,6 +136,13 @@ def _case(case: str, args: list[str]) -> None:
 
             def work() -> None:
                 write_bundle(store, ids, out, library="bench")
+    elif case == "verify-db":
+        db = Path(args[0])
+
+        def work() -> None:
+            with af.SqliteStore(db, readonly=True) as store:
+                bad = [r for _, r in af.Verifier(store).verify_all() if not _valid(r)]
+            assert not bad, bad[:3]
     elif case == "verify":
         path = Path(args[0])
 
@@ -226,6 +236,8 @@ def bundles(sizes: tuple[int, ...], folder: Path, baseline: dict[str, Any]) -> d
             print(f"... {n} runs: {case}", flush=True)
             figures[case] = measure(case, str(db), str(out))
         figures["bundle_bytes"] = out.stat().st_size
+        print(f"... {n} runs: verify-db", flush=True)
+        figures["verify-db"] = measure("verify-db", str(db))
         print(f"... {n} runs: verify", flush=True)
         figures["verify"] = measure("verify", str(out))
         results["by_n"][n] = figures
@@ -244,7 +256,7 @@ def bundles(sizes: tuple[int, ...], folder: Path, baseline: dict[str, Any]) -> d
     print(header)
     print("-" * len(header))
     for n, f in results["by_n"].items():
-        for case in ("export", "write", "verify"):
+        for case in CASES:
             c = f[case]
             print(
                 f"{n:>6} {_mb(f['bundle_bytes'])} {case:>7} {c['seconds']:>8.2f} "
@@ -255,7 +267,7 @@ def bundles(sizes: tuple[int, ...], folder: Path, baseline: dict[str, Any]) -> d
     ratios: dict[str, Any] = {"bundle": big["bundle_bytes"] / small["bundle_bytes"]}
     print()
     print(f"From {sizes[0]} to {sizes[1]} runs (bundle x{ratios['bundle']:.1f}):")
-    for case in ("export", "write", "verify"):
+    for case in CASES:
         peak = big[case]["traced_peak"] / small[case]["traced_peak"]
         rss = (big[case]["maxrss"] - base) / max(small[case]["maxrss"] - base, 1)
         grown = big[case]["traced_peak"] - small[case]["traced_peak"]
