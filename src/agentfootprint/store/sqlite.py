@@ -48,7 +48,7 @@ from agentfootprint.errors import (
 )
 from agentfootprint.store.base import EventStore, IndexEntry, RunInfo, StoredEvent
 from agentfootprint.store.seal_log import read_seal_log, record_seal, sealed_in
-from agentfootprint.store.sqlite_appends import PAGE_SIZE, SCHEMA_V4, SchemaV4Layout
+from agentfootprint.store.sqlite_appends import SchemaV4Layout
 from agentfootprint.store.sqlite_files import (
     DURABILITY,
     SQLITE_HEADER,
@@ -68,7 +68,9 @@ from agentfootprint.store.sqlite_files import (
 from agentfootprint.store.sqlite_layout import (
     MIGRATIONS,
     NEW_FILE_SCHEMA,
+    PAGE_SIZE,
     SCHEMA_V2,
+    SCHEMA_V4,
     SCHEMA_VERSION,
     Layout,
     Pending,

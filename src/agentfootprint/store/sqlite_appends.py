@@ -29,7 +29,6 @@ from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
 from agentfootprint.logformat.chain import DERIVED, GENESIS
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.sqlite_layout import (
-    _APPEND_ONLY,
     TYPE_CODES,
     Pending,
     SchemaV2Layout,
@@ -44,42 +43,12 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PARENT_ID_BYTES",
     "MAX_TEMPLATE_BYTES",
-    "PAGE_SIZE",
-    "SCHEMA_V4",
     "SchemaV4Layout",
     "decode_append",
     "encode_whole",
     "uvarint",
 ]
 
-#: Schema 4 (docs/log-format.md section 4): created whole in a new file, never migrated to.
-SCHEMA_V4: Final[tuple[int, str, tuple[str, ...]]] = (
-    4,
-    "appends: one row per append, compact records",
-    (
-        "CREATE TABLE run_keys (run_key INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE)",
-        """CREATE TABLE runs (
-            run_id TEXT PRIMARY KEY,
-            conversation_id TEXT NOT NULL,
-            parent_run_id TEXT,
-            opened_at INTEGER NOT NULL
-        )""",
-        "CREATE INDEX runs_by_conversation ON runs (conversation_id, opened_at)",
-        "CREATE TABLE names (id INTEGER PRIMARY KEY, text TEXT NOT NULL)",
-        "CREATE TABLE opens (id INTEGER PRIMARY KEY, prefix BLOB NOT NULL, "
-        "middle BLOB NOT NULL, suffix BLOB NOT NULL)",
-        "CREATE TABLE appends (pos INTEGER PRIMARY KEY, count INTEGER NOT NULL, "
-        "ts INTEGER NOT NULL, head BLOB NOT NULL, data BLOB NOT NULL)",
-        *(
-            f"""CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table}
-                BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END"""
-            for table in ("appends", "run_keys", "runs", "names", "opens")
-            for verb in ("UPDATE", "DELETE")
-        ),
-    ),
-)
-#: the page size a new schema-4 file is created with (set before its first table)
-PAGE_SIZE: Final = 8192
 #: a ``names`` text a record may name, in UTF-8 bytes (longer: the row is kept whole)
 MAX_NAME_BYTES: Final = 256
 #: a parent run id a ``run.open`` record may name, in UTF-8 bytes

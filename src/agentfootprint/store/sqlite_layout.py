@@ -103,6 +103,35 @@ SCHEMA_V2: tuple[int, str, tuple[str, ...]] = (
         ),
     ),
 )
+#: Schema 4, one row per append (docs/log-format.md section 4; its records are
+#: :mod:`agentfootprint.store.sqlite_appends`): created whole in a new file, never migrated to.
+SCHEMA_V4: tuple[int, str, tuple[str, ...]] = (
+    4,
+    "appends: one row per append, compact records",
+    (
+        "CREATE TABLE run_keys (run_key INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE)",
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            parent_run_id TEXT,
+            opened_at INTEGER NOT NULL
+        )""",
+        "CREATE INDEX runs_by_conversation ON runs (conversation_id, opened_at)",
+        "CREATE TABLE names (id INTEGER PRIMARY KEY, text TEXT NOT NULL)",
+        "CREATE TABLE opens (id INTEGER PRIMARY KEY, prefix BLOB NOT NULL, "
+        "middle BLOB NOT NULL, suffix BLOB NOT NULL)",
+        "CREATE TABLE appends (pos INTEGER PRIMARY KEY, count INTEGER NOT NULL, "
+        "ts INTEGER NOT NULL, head BLOB NOT NULL, data BLOB NOT NULL)",
+        *(
+            f"""CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table}
+                BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY}'); END"""
+            for table in ("appends", "run_keys", "runs", "names", "opens")
+            for verb in ("UPDATE", "DELETE")
+        ),
+    ),
+)
+#: the page size a new schema-4 file is created with (set before its first table)
+PAGE_SIZE = 8192
 #: The highest schema this library reads and continues: 4, one row per append
 #: (:mod:`agentfootprint.store.sqlite_appends`). (3 is the seal log,
 #: :mod:`agentfootprint.store.seal_log`, added by a file's first sealed append whatever its
