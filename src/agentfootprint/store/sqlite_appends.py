@@ -83,6 +83,9 @@ _RECEIPT_KEYS = frozenset(
 )
 
 
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
+
+
 class _Undecodable(Exception):
     """A record that does not decode (docs/log-format.md section 4, schema 4)."""
 
@@ -92,6 +95,8 @@ class _Undecodable(Exception):
 
 def uvarint(value: int) -> bytes:
     """Unsigned LEB128: 7 bits a byte, low first, the high bit set on all but the last."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -306,28 +311,11 @@ class _Encoder:
         return uvarint(number) + uvarint(name) + uvarint(verb) + _opt(value)
 
     def _commit(self, body: bytes) -> bytes | None:
-        parsed = _parsed(body)
-        if parsed is None or set(parsed) - {"decision"} != _MARKER_KEYS:
+        # a conversation's runs repeat their markers: the small ones are looked up once
+        fields = _cached_marker(body) if len(body) <= 512 else _marker_fields(body)
+        if fields is None:
             return None
-        stage, number, run, writes = map(
-            parsed.__getitem__, ("stage", "commit", "stage_run", "writes")
-        )
-        decision = parsed.get("decision")
-        quoted = _name_text(stage)
-        if not (quoted is not None and isinstance(run, str) and _safe(number) and _safe(writes)):
-            return None
-        prefix, _, k_text = run.rpartition("#")
-        if prefix != stage or not k_text.isascii() or not k_text.isdigit():
-            return None
-        k = int(k_text)
-        said = rebuilt = None
-        if decision is not None:
-            rebuilt = _canon_text(decision)
-            if rebuilt is None:  # not text, or not text UTF-8 can hold
-                return None
-            said = decision.encode("utf-8")
-        if k > MAX_SAFE_INT or _commit_body(number, quoted, k, writes, rebuilt) != body:
-            return None
+        number, stage, k, writes, said = fields
         name = self.names.id_of(self.conn, stage)
         if name is None:
             return None
@@ -442,6 +430,35 @@ class _Encoder:
         ).lastrowid
         assert new is not None
         return new
+
+
+def _marker_fields(body: bytes) -> tuple[int, str, int, int, bytes | None] | None:
+    """``(commit, stage, k, writes, decision as UTF-8)`` of a commit marker that form 1
+    rebuilds exactly; None for any other body (stored whole)."""
+    parsed = _parsed(body)
+    if parsed is None or set(parsed) - {"decision"} != _MARKER_KEYS:
+        return None
+    stage, number, run, writes = map(parsed.__getitem__, ("stage", "commit", "stage_run", "writes"))
+    decision = parsed.get("decision")
+    quoted = _name_text(stage)
+    if not (quoted is not None and isinstance(run, str) and _safe(number) and _safe(writes)):
+        return None
+    prefix, _, k_text = run.rpartition("#")
+    if prefix != stage or not k_text.isascii() or not k_text.isdigit():
+        return None
+    k = int(k_text)
+    said = rebuilt = None
+    if decision is not None:
+        rebuilt = _canon_text(decision)
+        if rebuilt is None:  # not text, or not text UTF-8 can hold
+            return None
+        said = decision.encode("utf-8")
+    if k > MAX_SAFE_INT or _commit_body(number, quoted, k, writes, rebuilt) != body:
+        return None
+    return number, stage, k, writes, said
+
+
+_cached_marker = functools.lru_cache(maxsize=1024)(_marker_fields)
 
 
 def _parsed(body: bytes) -> dict[str, Any] | None:
