@@ -6,13 +6,17 @@ reported identical, a redacted value printed or recorded in clear, or a crash.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import agentfootprint as af
+from agentfootprint.audit.divergence import compare
+from agentfootprint.audit.read import Receipt
 from agentfootprint.logformat.commitments import Disclosure, b64url, commitment_digest
+from agentfootprint.logformat.request import RequestHasher
 from agentfootprint.runtime.provider import LLMResponse, ToolCall
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.redaction import ReplayCommitments
@@ -386,3 +390,44 @@ def test_the_close_is_compared_too() -> None:
     assert error.kind == "record" and "the close" in str(error)
     closed = [row for row in agent.store.read(error.run_id) if row.type == "run.close"]
     assert len(closed) == 1 and b'"failed"' in closed[0].body  # one close, the failed one
+
+
+class _Unread(list[str]):
+    """A digest list that must not be read: the request digest already says it matched."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("a matching call's digest lists were read")
+
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("a matching call's digest lists were compared")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_a_call_whose_request_digest_matches_is_not_compared_piece_by_piece() -> None:
+    """Each replayed call is compared with its receipt by the whole request's digest first:
+    O(1) per call, where the piece lists (O(history)) are read only to locate a difference."""
+    message = {"role": "user", "content": "q"}
+    request = {"model": "m", "params": {}, "system": [], "messages": [message], "tools": []}
+    digests = RequestHasher().digests(request)
+    unread = Receipt(
+        call=0,
+        commit=0,
+        model="m",
+        params={},
+        request=digests.request,
+        system=_Unread(),
+        messages=_Unread(),
+        tools=_Unread(),
+    )
+    assert compare(0, (request, unread), digests, request, "r") is None
+    # a request digest that differs where every piece matches: the shape, said as such
+    other = dataclasses.replace(
+        unread,
+        request="0" * 64,
+        system=list(digests.system),
+        messages=list(digests.messages),
+        tools=list(digests.tools),
+    )
+    found = compare(0, (request, other), digests, request, "r")
+    assert found is not None and found.kind == "request"

@@ -160,7 +160,7 @@ def _differences(
 def _digests(receipt: Receipt | None, kind: str, served: dict[str, Any]) -> Sequence[str]:
     """Piece digests from the receipt, or (no receipts kept) the canonical pieces."""
     if receipt is not None:
-        digests: tuple[str, ...] = getattr(receipt, kind)
+        digests: Sequence[str] = getattr(receipt, kind)
         return digests
     return tuple(canon(piece).decode("utf-8") for piece in served[kind])
 

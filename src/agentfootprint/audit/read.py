@@ -14,6 +14,7 @@ on the way (a read never trusts an ancestor it has not checked).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from agentfootprint.audit.sources import check_index, check_run_id, naming_run, 
 from agentfootprint.errors import RunNotFoundError, UsageError, VerificationError
 from agentfootprint.logformat.calls import commit_calls
 from agentfootprint.logformat.canonical import parse
-from agentfootprint.logformat.fold import FoldError, apply_write, expand_digests
+from agentfootprint.logformat.fold import FoldError, apply_write, continued_lists, expand_digests
 from agentfootprint.logformat.request import PIECE_KINDS, Projection, recorded_projection
-from agentfootprint.logformat.shared_lists import as_list
+from agentfootprint.logformat.shared_lists import SharedList, as_list
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 __all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]
@@ -59,9 +60,11 @@ class Receipt:
     model: str
     params: Any
     request: str
-    system: tuple[str, ...]
-    messages: tuple[str, ...]
-    tools: tuple[str, ...]
+    #: the digest lists, by kind: tuples from :func:`receipt_at`; inside the library, the
+    #: reader's own versions (grown call to call in O(new), read only)
+    system: Sequence[str]
+    messages: Sequence[str]
+    tools: Sequence[str]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,11 +109,12 @@ class RunReader:
         # the format and the projection are checked here (structure), so both are known below
         _, parent = self._verifier.check_open(run_id, opened)
         state: dict[str, Any] = {}
-        lists: dict[str, Sequence[str]] = {kind: [] for kind in PIECE_KINDS}
+        # versions grown receipt to receipt: each call's full lists in O(new), not O(history)
+        lists: dict[str, Sequence[str]] = {kind: SharedList() for kind in PIECE_KINDS}
         if parent is not None:
             verified = parent[0]
             state = dict(verified.final_state)
-            lists = {kind: list(verified.receipt_lists[kind]) for kind in PIECE_KINDS}
+            lists = continued_lists(verified.receipt_lists)
         return _Started(
             steps=steps,
             state=state,
@@ -181,7 +185,7 @@ class RunReader:
             elif step.type == "receipt":
                 batch_receipts += 1
                 b = step.body
-                full = {kind: tuple(expand_digests(lists[kind], b[kind])) for kind in PIECE_KINDS}
+                full = {kind: expand_digests(lists[kind], b[kind]) for kind in PIECE_KINDS}
                 receipt = Receipt(
                     call=b["call"],
                     commit=b["commit"],
@@ -215,8 +219,17 @@ class RunReader:
         return _detached(self._call(run_id, k)[0])
 
     def receipt_at(self, run_id: str, k: int) -> Receipt | None:
-        """Call ``k``'s receipt with full digest lists (None when receipts were off)."""
-        return self._call(run_id, k)[1]
+        """Call ``k``'s receipt with full digest lists, as tuples (None when receipts were
+        off)."""
+        receipt = self._call(run_id, k)[1]
+        if receipt is None:
+            return None
+        return dataclasses.replace(
+            receipt,
+            system=tuple(receipt.system),
+            messages=tuple(receipt.messages),
+            tools=tuple(receipt.tools),
+        )
 
 
 def state_at(
