@@ -677,6 +677,8 @@ class SchemaV4Layout(SchemaV2Layout):
     (:func:`decode_append`) and leaves every hash but the appends' heads :data:`DERIVED`."""
 
     number = 4
+    shown_as = "schema 4"
+    head_holder = "append"
     #: column 5 is the last append's ``data``, its last row named by :meth:`type_name`
     info_query = (
         "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
@@ -734,19 +736,7 @@ class SchemaV4Layout(SchemaV2Layout):
             self._names.begin()  # ids a rolled-back transaction wrote are not named
         first = events[0]
         run_id = first.run_id
-        key, count, head = self._tail(conn, run_id, pending)
-        self._check_at_end(first, count)
-        if events[-1].seq > _SEQ_MASK:
-            raise StoreError(f"run {run_id}: seq {events[-1].seq} is past schema 4's 2**32 - 1")
-        if first.seq == 0:
-            cursor = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,))
-            key, head = cursor.lastrowid, GENESIS
-            self._index_run(conn, first)
-        if key is None or head is None:
-            raise StoreError(
-                f"run {run_id}: its last stored append holds no chain head: the file is "
-                "damaged or was altered (verify it)"
-            )
+        key, head = self._begin_append(conn, events, pending)
         encoder = _Encoder(conn, self._names)
         parts: list[bytes] = []
         size = 0

@@ -537,6 +537,34 @@ class SchemaV2Layout(Layout):
         #: each run's key and head after this store's last append to it
         self._heads: dict[str, tuple[int, bytes]] = {}
 
+    #: what the layout's messages call it, and the stored unit that ends with a chain head
+    shown_as = "schema 2"
+    head_holder = "row"
+
+    def _begin_append(
+        self, conn: sqlite3.Connection, events: Sequence[StoredEvent], pending: Pending
+    ) -> tuple[int, bytes]:
+        """The run's key and chain head before ``events``, after the checks every append
+        makes (a new run is keyed and indexed here)."""
+        first = events[0]
+        run_id = first.run_id
+        key, count, head = self._tail(conn, run_id, pending)
+        self._check_at_end(first, count)
+        if events[-1].seq > _SEQ_MASK:
+            raise StoreError(
+                f"run {run_id}: seq {events[-1].seq} is past {self.shown_as}'s 2**32 - 1"
+            )
+        if first.seq == 0:
+            cursor = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,))
+            key, head = cursor.lastrowid, GENESIS
+            self._index_run(conn, first)
+        if key is None or head is None:
+            raise StoreError(
+                f"run {run_id}: its last stored {self.head_holder} holds no chain head: the "
+                "file is damaged or was altered (verify it)"
+            )
+        return key, head
+
     def appended(self, events: Sequence[StoredEvent], pending: Pending) -> None:
         """The next seq, and the run's key and head (forgotten once it closed)."""
         super().appended(events, pending)
@@ -581,19 +609,7 @@ class SchemaV2Layout(Layout):
     ) -> None:
         first = events[0]
         run_id = first.run_id
-        key, count, head = self._tail(conn, run_id, pending)
-        self._check_at_end(first, count)
-        if events[-1].seq > _SEQ_MASK:
-            raise StoreError(f"run {run_id}: seq {events[-1].seq} is past schema 2's 2**32 - 1")
-        if first.seq == 0:
-            cursor = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,))
-            key, head = cursor.lastrowid, GENESIS
-            self._index_run(conn, first)
-        if key is None or head is None:
-            raise StoreError(
-                f"run {run_id}: its last stored row holds no chain head: the file is damaged "
-                "or was altered (verify it)"
-            )
+        key, head = self._begin_append(conn, events, pending)
         rows = []
         previous_ts: Any = None
         for offset, event in enumerate(events):
