@@ -37,6 +37,21 @@ class StoredEvent:
         return parse(self.body)
 
     @classmethod
+    def of_values(cls, values: Any) -> StoredEvent:
+        """The row of its 7 values in :class:`~agentfootprint.logformat.chain.RawRow`'s order
+        (what ``chain_rows`` gives, and ``row_values`` takes apart), as they are."""
+        run_id, seq, type_, ts, body, event, link = values
+        return cls(
+            run_id=run_id,
+            seq=seq,
+            type=type_,
+            ts=ts,
+            body=body,
+            event_hash=event,
+            chain_hash=link,
+        )
+
+    @classmethod
     def copy_of(cls, row: Any) -> StoredEvent:
         """A row of another source (a store, a bundle), exact bytes, ready to append."""
         return cls(

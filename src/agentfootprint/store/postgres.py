@@ -414,18 +414,7 @@ class PostgresStore(EventStore):
         rows = self._fetch(f"reading run {run_id}", self._ROWS, (run_id, start))
         if not rows and start == 0:
             raise RunNotFoundError(f"no run {run_id!r} in {self.shown}")
-        return (
-            StoredEvent(
-                run_id=r[0],
-                seq=r[1],
-                type=r[2],
-                ts=r[3],
-                body=r[4],
-                event_hash=r[5],
-                chain_hash=r[6],
-            )
-            for r in rows
-        )
+        return map(StoredEvent.of_values, rows)
 
     _INFO: Final = (
         "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "

@@ -375,18 +375,7 @@ class SqliteStore(EventStore):
         """The rows of :meth:`stored_rows` as :class:`StoredEvent` s, every value given:
         schema 2's event hashes and chain links computed from the rows."""
         rows = self._layout.completed(run_id, self.stored_rows(run_id, start))
-        return (
-            StoredEvent(
-                run_id=r[0],
-                seq=r[1],
-                type=r[2],
-                ts=r[3],
-                body=r[4],
-                event_hash=r[5],
-                chain_hash=r[6],
-            )
-            for r in rows
-        )
+        return map(StoredEvent.of_values, rows)
 
     def chain_rows(self, run_id: str) -> list[tuple[Any, ...]]:
         """The run's rows for the verifier's loop

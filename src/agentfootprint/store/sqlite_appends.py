@@ -34,7 +34,6 @@ from agentfootprint.store.sqlite_layout import (
     SchemaV2Layout,
     _bytes_or_as_stored,
     _checked_links,
-    _orphan_name,
     _whole,
     fetch_all,
 )
@@ -679,6 +678,7 @@ class SchemaV4Layout(SchemaV2Layout):
     number = 4
     shown_as = "schema 4"
     head_holder = "append"
+    positions = "appends"
     #: column 5 is the last append's ``data``, its last row named by :meth:`type_name`
     info_query = (
         "SELECT r.run_id, r.conversation_id, r.parent_run_id, r.opened_at, "
@@ -831,12 +831,3 @@ class SchemaV4Layout(SchemaV2Layout):
 
     def type_name(self, stored: Any) -> Any:
         return last_type(_bytes_or_as_stored(stored))
-
-    def run_ids(self, conn: sqlite3.Connection) -> list[str]:
-        keys = fetch_all(
-            conn,
-            f"SELECT k.key, r.run_id FROM (SELECT pos >> {_SEQ_BITS} AS key, "
-            f"MIN(pos) AS first FROM appends GROUP BY pos >> {_SEQ_BITS}) k "
-            "LEFT JOIN run_keys r ON r.run_key = k.key ORDER BY k.first",
-        )
-        return [row[1] if row[1] is not None else _orphan_name(row[0]) for row in keys]

@@ -540,6 +540,8 @@ class SchemaV2Layout(Layout):
     #: what the layout's messages call it, and the stored unit that ends with a chain head
     shown_as = "schema 2"
     head_holder = "row"
+    #: the table keyed by ``pos`` (run key << 32 | seq): the runs are found from it
+    positions = "rows"
 
     def _begin_append(
         self, conn: sqlite3.Connection, events: Sequence[StoredEvent], pending: Pending
@@ -707,7 +709,7 @@ class SchemaV2Layout(Layout):
         keys = fetch_all(
             conn,
             f"SELECT k.key, r.run_id FROM (SELECT pos >> {_SEQ_BITS} AS key, "
-            f"MIN(pos) AS first FROM rows GROUP BY pos >> {_SEQ_BITS}) k "
+            f"MIN(pos) AS first FROM {self.positions} GROUP BY pos >> {_SEQ_BITS}) k "
             "LEFT JOIN run_keys r ON r.run_key = k.key ORDER BY k.first",
         )
         return [row[1] if row[1] is not None else _orphan_name(row[0]) for row in keys]

@@ -186,15 +186,22 @@ def rewrite(conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int
         )
 
 
-def _rewrite_v2(
-    conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]
-) -> None:
+def _emptied(conn: sqlite3.Connection, run_id: str, table: str) -> int:
+    """The first ``pos`` of ``run_id`` (keyed now when it has no key), its rows in ``table``
+    (``rows``, schema 2, or ``appends``, schema 4) deleted."""
     key = _run_key(conn, run_id)
     if key is None:
         key = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,)).lastrowid
         assert key is not None
-    base = key << _SEQ_BITS
-    conn.execute("DELETE FROM rows WHERE pos BETWEEN ? AND ?", (base, base + (1 << _SEQ_BITS) - 1))
+    base: int = key << _SEQ_BITS
+    conn.execute(f"DELETE FROM {table} WHERE pos BETWEEN ? AND ?", (base, base | _SEQ_MASK))
+    return base
+
+
+def _rewrite_v2(
+    conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]
+) -> None:
+    base = _emptied(conn, run_id, "rows")
     head = GENESIS
     for seq, (type_, ts, body) in enumerate(rows):
         head = chain_hash(head, event_hash(run_id, seq, type_, ts, body))
@@ -214,12 +221,7 @@ def _rewrite_v2(
 def _rewrite_v4(
     conn: sqlite3.Connection, run_id: str, rows: Sequence[tuple[str, int, bytes]]
 ) -> None:
-    key = _run_key(conn, run_id)
-    if key is None:
-        key = conn.execute("INSERT INTO run_keys (run_id) VALUES (?)", (run_id,)).lastrowid
-        assert key is not None
-    base = key << _SEQ_BITS
-    conn.execute("DELETE FROM appends WHERE pos BETWEEN ? AND ?", (base, base | _SEQ_MASK))
+    base = _emptied(conn, run_id, "appends")
     if not rows:
         return
     head, records, previous = GENESIS, [], rows[0][1]

@@ -642,18 +642,7 @@ class BundleSource:
         """The run's rows from position ``start`` on, parsed from the file as they are
         consumed; :class:`RunNotFoundError` for a run the bundle does not hold."""
         rows = self._values(run_id, self._span(run_id), start)
-        return (
-            StoredEvent(
-                run_id=r[0],
-                seq=r[1],
-                type=r[2],
-                ts=r[3],
-                body=r[4],
-                event_hash=r[5],
-                chain_hash=r[6],
-            )
-            for r in rows
-        )
+        return map(StoredEvent.of_values, rows)
 
     def chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]]:
         """The run's rows as the verifier's loop takes them (the 7 values of each row
