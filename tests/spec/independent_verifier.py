@@ -9,6 +9,8 @@ bundle whose framing is wrong gives the one verdict ``(None, "bundle", None)``. 
 is not a log, or is newer than this reader knows, gives ``(None, "usage", None)``, a missing
 or unreadable path ``(None, "file", None)``: neither is a verification verdict (section 4).
 :func:`explain_file` adds a reason to each verdict. Section numbers in comments are the page's.
+A database is read in any of SQLite storage schemas 1, 2 and 4 (section 4; schema 4's records
+are decoded in ``independent_schema4.py``, written from the same page).
 
 Keys: ``keys`` (raw 32-byte Ed25519 public keys) pin the signers of seals and checkpoints: a
 sealed run whose seal verifies under a pinned key is ``"VALID"`` (section 9.2 step 4.4), a
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import independent_schema4 as schema4
 import re2
 import regex
 import rfc8785
@@ -57,7 +60,7 @@ KINDS = (
     ("messages", "history", "piece/message"),
     ("tools", "tool_schemas", "piece/tool"),
 )
-KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 3, 2  # 3: the seal log (section 4.1); 2: 13.4
+KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 4, 2  # 4: one row per append (section 4); 2: 13.4
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUNDLE_PREFIX = b'{"agentfootprint_bundle":'
 BUNDLE_VERSION = re.compile(rb'\{"agentfootprint_bundle":(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
@@ -480,6 +483,17 @@ LOG_TABLES_2 = {  # schema 2 (section 4, "Schema version 2")
     "run_keys": {"run_key", "run_id"},
     "runs": RUNS_COLUMNS,
 }
+LOG_TABLES_4 = {  # schema 4 (section 4, "Schema version 4")
+    "schema_version": {"version"},
+    "appends": {"pos", "count", "ts", "head", "data"},
+    "run_keys": {"run_key", "run_id"},
+    "names": {"id", "text"},
+    "opens": {"id", "prefix", "middle", "suffix"},
+    "runs": RUNS_COLUMNS,
+}
+LAYOUTS = {1: LOG_TABLES, 2: LOG_TABLES_2, 4: LOG_TABLES_4}
+KEYED = {2: "rows", 4: "appends"}  # the table whose pos >> 32 keys the runs of a layout
+MAX_SQLITE_INT = 2**63 - 1
 TYPE_CODES = {i + 1: t for i, t in enumerate(TYPES)}  # 1 run.open ... 6 run.close, 7 run.seal
 SEQ_BITS = 32
 VAULT_COLUMNS = {"commitment", "run_id", "key", "salt", "value"}
@@ -490,6 +504,7 @@ class DbSource:
 
     def __init__(self, path: Path) -> None:
         self.conn = open_readonly(path)
+        self._lookups: schema4.Lookups | None = None
         try:
             self.check_kind()
         except BaseException:
@@ -508,7 +523,7 @@ class DbSource:
         def has(want: dict[str, set[str]]) -> bool:
             return all(t in tables and c <= self.columns(t) for t, c in want.items())
 
-        layouts = {n for n, want in ((1, LOG_TABLES), (2, LOG_TABLES_2)) if has(want)}
+        layouts = {n for n, want in LAYOUTS.items() if has(want)}
         if not layouts:
             if "disclosures" in tables and self.columns("disclosures") >= VAULT_COLUMNS:
                 raise usage("a disclosure vault, not a log")
@@ -521,7 +536,8 @@ class DbSource:
         top = max(v for _, v in versions)
         if top > KNOWN_SCHEMA_VERSION:
             raise usage(f"schema version {top}, newer than {KNOWN_SCHEMA_VERSION}")
-        self.layout = 2 if any(v == 2 for _, v in versions) else 1  # 3 adds the seal log only
+        held = {v for _, v in versions}  # 3 adds the seal log only, to any layout
+        self.layout = 4 if 4 in held else 2 if 2 in held else 1
         if self.layout not in layouts:
             raise usage(f"schema version {top} without the tables of schema {self.layout}")
 
@@ -529,24 +545,26 @@ class DbSource:
         self.conn.close()
 
     def run_keys(self) -> list[Any]:
-        if self.layout == 2:
-            return [name for name, _ in self.runs_v2()]
+        if self.layout in KEYED:
+            return [name for name, _ in self.keyed_runs()]
         q = "SELECT typeof(run_id), run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
         return [typed(k, v) for k, v in self.conn.execute(q)]
 
-    def runs_v2(self) -> list[tuple[Any, int]]:
-        """Schema 2: ``(run id, run_key)`` of each run found from ``rows``, in the order of
-        section 4; a key with no ``run_keys`` row names a run whose id is not text."""
+    def keyed_runs(self) -> list[tuple[Any, int]]:
+        """Schemas 2 and 4: ``(run id, run_key)`` of each run found from ``rows`` (schema
+        4: ``appends``), in the order of section 4; a key with no ``run_keys`` row names a run
+        whose id is not text (the orphan rule of schema 2)."""
+        table = KEYED[self.layout]
         q = (f"SELECT k, (SELECT typeof(run_id) FROM run_keys WHERE run_key = k), "
              f"(SELECT run_id FROM run_keys WHERE run_key = k) FROM "
-             f"(SELECT pos >> {SEQ_BITS} AS k, MIN(pos) AS f FROM rows GROUP BY pos >> {SEQ_BITS})"
-             " ORDER BY f")  # fmt: skip
+             f"(SELECT pos >> {SEQ_BITS} AS k, MIN(pos) AS f FROM {table} "
+             f"GROUP BY pos >> {SEQ_BITS}) ORDER BY f")  # fmt: skip
         return [(("no run_keys row", k) if kind is None else typed(kind, v), k)
                 for k, kind, v in self.conn.execute(q).fetchall()]  # fmt: skip
 
     def rows_v2(self, run: Any) -> list[Row]:
         """Schema 2: a run's rows rebuilt as section 4 says, in ``pos`` order."""
-        keys = [k for name, k in self.runs_v2() if name == run]
+        keys = [k for name, k in self.keyed_runs() if name == run]
         if not keys:
             return []
         base = keys[0] << SEQ_BITS
@@ -581,8 +599,74 @@ class DbSource:
                 ts = None  # a head ends a batch
         return out
 
+    def rows_v4(self, run: Any, limit: int) -> list[Row]:
+        """Schema 4: a run's rows rebuilt from its ``appends`` rows, in ``pos`` order (section
+        4, "Reading"), up to ``limit`` rows (all when negative) or the first that does not
+        decode (verification stops there)."""
+        keys = [k for name, k in self.keyed_runs() if name == run]
+        if not keys or not is_str(run):
+            return []
+        base = keys[0] << SEQ_BITS
+        q = (f"SELECT {select_typed(('pos', 'count', 'ts', 'head', 'data'))} FROM appends "
+             "WHERE pos BETWEEN ? AND ? ORDER BY pos")  # fmt: skip
+        out: list[Row] = []
+        previous = bytes(32)  # c_{-1}
+        for r in self.conn.execute(q, (base, base + 2**SEQ_BITS - 1)):
+            pos, count, ts, head, data = (typed(r[i], r[i + 1]) for i in range(0, 10, 2))
+            decoded, why = schema4.decode_append(run, pos - base, count, ts, head, data,
+                                                 self.lookups)  # fmt: skip
+            for i, (seq, type_, at, body) in enumerate(decoded):
+                if body is None:  # a NULL body: the verifier fails it (rows), and stops
+                    out.append((run, seq, ("not decoded", why), at, None, None, None))
+                    return out[: None if limit < 0 else limit]
+                e: Any = None
+                if is_int(at) and abs(at) <= MAX_SAFE_INT:
+                    e = event_hash(run, seq, type_, at, body)
+                c: Any = head if i == count - 1 else None
+                if c is None and e is not None:
+                    c = H("chain", previous + e)
+                out.append((run, seq, type_, at, body, e, c))
+                previous = c if isinstance(c, bytes) else b""
+                if 0 <= limit <= len(out):
+                    return out[:limit]
+        return out
+
+    @property
+    def lookups(self) -> schema4.Lookups:
+        """Schema 4: what records name (``names``, ``opens``, ``run_keys``), each read once."""
+        if self._lookups is None:
+            found: dict[tuple[str, int], Any] = {}
+
+            def one(table: str, key_column: str, columns: tuple[str, ...], key: int) -> Any:
+                if key > MAX_SQLITE_INT:  # a uvarint no SQLite integer holds names no row
+                    return None
+                if (table, key) not in found:
+                    q = f"SELECT {select_typed(columns)} FROM {table} WHERE {key_column} = ?"
+                    found[table, key] = self.conn.execute(q, (key,)).fetchone()
+                return found[table, key]
+
+            def name(key: int) -> str | None:
+                got = one("names", "id", ("text",), key)
+                return None if got is None else schema4.text_within(*got, schema4.MAX_NAME_BYTES)
+
+            def template(key: int) -> tuple[bytes, bytes, bytes] | None:
+                got = one("opens", "id", ("prefix", "middle", "suffix"), key)
+                if got is None or any(got[i] != b"blob" for i in (0, 2, 4)):
+                    return None
+                parts = (bytes(got[1]), bytes(got[3]), bytes(got[5]))
+                return parts if sum(map(len, parts)) <= schema4.MAX_TEMPLATE_BYTES else None
+
+            def parent(key: int) -> str | None:
+                got = one("run_keys", "run_key", ("run_id",), key)
+                return None if got is None else schema4.text_within(*got, schema4.MAX_PARENT_BYTES)
+
+            self._lookups = schema4.Lookups(name, template, parent)
+        return self._lookups
+
     def rows(self, run: Any, limit: int = -1) -> list[Row]:
-        """A run's rows ordered by seq, as stored (schema 2: as rebuilt)."""
+        """A run's rows ordered by seq, as stored (schemas 2 and 4: as rebuilt)."""
+        if self.layout == 4:
+            return self.rows_v4(run, limit)
         if self.layout == 2:
             return self.rows_v2(run)[: None if limit < 0 else limit]
         if not isinstance(run, str | bytes | int | float):

@@ -135,6 +135,35 @@ def test_vector(entry: dict[str, Any]) -> None:
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
 
 
+SCHEMA4 = VECTORS / "schema4"
+SCHEMA4_ENTRIES = json.loads((SCHEMA4 / "schema4.json").read_text())
+
+
+def test_every_schema4_vector_is_listed() -> None:
+    assert sorted(p.name for p in SCHEMA4.glob("*.db")) == sorted(
+        e["file"] for e in SCHEMA4_ENTRIES
+    )
+
+
+@pytest.mark.parametrize("entry", SCHEMA4_ENTRIES, ids=[e["file"] for e in SCHEMA4_ENTRIES])
+def test_schema4_vector(entry: dict[str, Any]) -> None:
+    """Storage schema 4 (section 4), damaged the way a holder of the file edits its bytes
+    (tests/vectors/build_schema4.py): the damaged run alone gives the listed code and seq, the
+    whole file the listed codes, and both verifiers agree on every verdict."""
+    path = SCHEMA4 / entry["file"]
+    beside = [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
+    before = [p.exists() for p in beside]
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    code = iv.VALID if entry["code"] == "VALID" else entry["code"]
+    seq = None if entry["seq"] == -1 else entry["seq"]
+    alone = iv.verify_runs(path, [entry["run"]])
+    assert alone == [(entry["run"], code, seq)], iv.explain_file(path)
+    assert iv.failure_codes(iv.verify_file(path)) == set(entry["codes"]), iv.explain_file(path)
+    assert mine(path) == reference(path), iv.explain_file(path)
+    assert [p.exists() for p in beside] == before
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+
+
 def test_worked_example_digests() -> None:
     """Section 11's hand computation, with the verifier's own functions."""
     body = b'{"commit":0,"path":"agent","value":{"id":"agent","name":"Agent"},"verb":"set"}'
