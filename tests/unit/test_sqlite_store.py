@@ -651,3 +651,36 @@ def test_import_orders_parents_first_whatever_the_listing() -> None:
     listing = Listing({"g": "c", "c": "p", "p": "held", "x": None})
     order = _parents_first(listing, ["g", "x", "c", "p"])  # type: ignore[arg-type]
     assert order == ["p", "c", "g", "x"]
+
+
+def test_the_index_is_read_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole-file verification reads the index lazily, in pages by rowid: every entry once, in
+    order, whatever the page size; an index row gone or added between runs is still found."""
+    from agentfootprint.store import sqlite as sqlite_store
+
+    path = tmp_path / "log.db"
+    with SqliteStore(path) as store:
+        for i in range(7):
+            RunWriter(store, f"run-{i}", clock=lambda: 1_700_000_000_000).append(
+                [("run.open", open_body(f"run-{i}"))]
+            )
+    monkeypatch.setattr(sqlite_store, "INDEX_PAGE", 2)
+    with SqliteStore(path, readonly=True) as store:
+        entries = store.index_entries()
+        assert [e.run_id for e in entries] == [f"run-{i}" for i in range(7)]
+        assert list(store.iter_index_entries()) == entries
+        assert [type(r) for _, r in Verifier(store).verify_all()] == [af.RunVerification] * 7
+    with sqlite3.connect(path) as conn:  # a crafted file: one index row gone, one added
+        conn.execute("DROP TRIGGER runs_no_delete")
+        conn.execute("DELETE FROM runs WHERE run_id = 'run-3'")
+        conn.execute("INSERT INTO runs VALUES ('ghost', 'ghost', NULL, 1)")
+    conn.close()
+    with SqliteStore(path, readonly=True) as store:
+        results = [r for _, r in Verifier(store).verify_all()]
+    index = [(r.run_id, r.reason) for r in results if isinstance(r, af.VerificationError)]
+    assert index == [
+        ("ghost", "the index lists this run but the log holds no event of it"),
+        ("run-3", "the log holds events of this run but the index has no row for it"),
+    ]

@@ -7,19 +7,18 @@ with ``c_{-1}`` = 32 zero bytes.
 Rows as stored are read, not trusted: :func:`row_problem` checks a row's envelope before
 anything is hashed (a TEXT body from a crafted SQLite file, a hash of the wrong length is a
 finding about that row, never an exception); :func:`open_body` reads what a first row names
-before it is verified; :func:`index_findings` compares a run index (a store's ``runs``
-table, a bundle's manifest: never evidence) with the events.
+before it is verified (:mod:`agentfootprint.logformat.index_check` compares a run index with
+the events).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
-from agentfootprint.errors import VerificationError
-from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon, parse
+from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon, compact, parse
 from agentfootprint.logformat.hashing import ZERO, domain_prefix
 from agentfootprint.logformat.limits import MAX_BODY_BYTES
 
@@ -37,7 +36,6 @@ __all__ = [
     "chain_hash",
     "event_envelope",
     "event_hash",
-    "index_findings",
     "is_text",
     "open_body",
     "parent_named",
@@ -190,7 +188,7 @@ def event_hash(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes
 
 @functools.lru_cache(maxsize=1024)
 def _canon_text(text: str) -> bytes:
-    return canon(text)
+    return compact(canon(text))
 
 
 def event_envelope(run_id: str, seq: int, type_: str, ts: int, body: bytes) -> bytes:
@@ -314,68 +312,3 @@ def is_text(value: Any) -> bool:
 def shown(run_id: Any) -> str:
     """A run id as messages show it (an id that is not UTF-8 text is shown as its repr)."""
     return run_id if is_text(run_id) else repr(run_id)
-
-
-def _same(index_value: Any, event_value: Any) -> bool:
-    """Equal and of the same type (``1 == 1.0 == True`` does not make an index agree)."""
-    return type(index_value) is type(event_value) and index_value == event_value
-
-
-_INDEXED = ("conversation_id", "parent_run_id", "opened_at")
-
-
-def index_findings(
-    run_ids: Sequence[Any], facts: Mapping[Any, tuple[Any, Any, Any] | None], entries: Sequence[Any]
-) -> Iterator[VerificationError]:
-    """One ``index`` finding per index entry that disagrees with the events, in index order,
-    then one per run with events and no entry.
-
-    ``facts[run_id]`` is ``(conversation_id, parent run id, ts)`` of a run that verified, as
-    its ``run.open`` row records them (None: the run failed, and its verdict says why).
-    """
-    listed: set[Any] = set()
-    with_events = set(run_ids)
-    for entry in entries:
-        run_id = entry.run_id
-        if not is_text(run_id):
-            kind = "text that is not UTF-8" if type(run_id) is str else stored_kind(run_id)
-            yield VerificationError(
-                shown(run_id), None, f"index row's run id is {kind}, not text", code="index"
-            )
-            continue
-        if run_id in listed:
-            yield VerificationError(run_id, None, "the index lists this run twice", code="index")
-            continue
-        listed.add(run_id)
-        if run_id not in with_events:
-            yield VerificationError(
-                run_id,
-                None,
-                "the index lists this run but the log holds no event of it",
-                code="index",
-            )
-            continue
-        recorded = facts.get(run_id)
-        if recorded is None:
-            continue
-        indexed = (entry.conversation_id, entry.parent_run_id, entry.opened_at)
-        differ = [
-            f"{name} {have!r} where run.open says {want!r}"
-            for name, have, want in zip(_INDEXED, indexed, recorded, strict=True)
-            if not _same(have, want)
-        ]
-        if differ:
-            yield VerificationError(
-                run_id,
-                0,
-                "the index row disagrees with the events: " + "; ".join(differ),
-                code="index",
-            )
-    for run_id in run_ids:
-        if run_id not in listed:
-            yield VerificationError(
-                shown(run_id),
-                None,
-                "the log holds events of this run but the index has no row for it",
-                code="index",
-            )

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import orjson
 
-from agentfootprint.logformat.canonical import canon, canon_object
+from agentfootprint.logformat.canonical import canon, canon_object, compact
 from agentfootprint.logformat.hashing import domain_prefix, hexdigest
 from agentfootprint.logformat.projection import (
     PROJECTION_V1,
@@ -345,7 +345,7 @@ class RequestHasher:
         known = self._encoded_of.get(name)
         if known is not None and known[0] is value and known[1] is encode:
             return known[2]
-        data: bytes = encode(value)
+        data = compact(encode(value))  # kept as long as the hasher
         self._encoded_of[name] = (value, encode, data)
         return data
 

@@ -121,6 +121,11 @@ class EventReader(abc.ABC):
     def index_entries(self) -> list[IndexEntry]:
         """The run index as stored, for checking against the events."""
 
+    def iter_index_entries(self) -> Iterator[IndexEntry]:
+        """:meth:`index_entries` as an iterator; a store whose index can be long reads it a
+        part at a time (whole-file verification then holds a part, not the whole index)."""
+        return iter(self.index_entries())
+
     @abc.abstractmethod
     def run_info(self, run_id: str) -> RunInfo:
         """One run's index entry; :class:`RunNotFoundError` when absent."""

@@ -117,6 +117,10 @@ def _validated(path: Any, readonly: Any, durability: Any, timeout: Any) -> Path:
     return checked
 
 
+#: index rows read at a time by :meth:`SqliteStore.iter_index_entries`
+INDEX_PAGE = 1024
+
+
 class SqliteStore(EventStore):
     """A log in one SQLite file.
 
@@ -426,16 +430,31 @@ class SqliteStore(EventStore):
             return self._layout.run_ids(self._conn)
 
     def index_entries(self) -> list[IndexEntry]:
-        with self._lock, translate_errors("reading the run index", path=self.path):
-            self._fresh()
-            rows = fetch_all(
-                self._conn,
-                "SELECT run_id, conversation_id, parent_run_id, opened_at FROM runs ORDER BY rowid",
-            )
-        return [
-            IndexEntry(run_id=r[0], conversation_id=r[1], parent_run_id=r[2], opened_at=r[3])
-            for r in rows
-        ]
+        return list(self.iter_index_entries())
+
+    def iter_index_entries(self) -> Iterator[IndexEntry]:
+        """:meth:`index_entries` read :data:`INDEX_PAGE` rows at a time (by ``rowid``, so pages
+        never overlap or skip): whole-file verification holds a page, not the whole index.
+        Inside a :meth:`snapshot` every page is of the same moment."""
+        page = INDEX_PAGE
+        after = None
+        while True:
+            with self._lock, translate_errors("reading the run index", path=self.path):
+                self._fresh()
+                rows = fetch_all(
+                    self._conn,
+                    "SELECT rowid, run_id, conversation_id, parent_run_id, opened_at FROM runs "
+                    + ("" if after is None else "WHERE rowid > ? ")
+                    + "ORDER BY rowid LIMIT ?",
+                    (page,) if after is None else (after, page),
+                )
+            for r in rows:
+                yield IndexEntry(
+                    run_id=r[1], conversation_id=r[2], parent_run_id=r[3], opened_at=r[4]
+                )
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
 
     def runs(self) -> list[RunInfo]:
         with self._lock, translate_errors("listing runs", path=self.path):

@@ -16,7 +16,7 @@ import abc
 import functools
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import orjson
@@ -362,24 +362,44 @@ def _bytes_or_as_stored(value: Any) -> Any:
     return bytes(value) if isinstance(value, bytes | memoryview) else value
 
 
+def _first(row: tuple[Any, ...]) -> Any:
+    return row[0]
+
+
+def _named_run(row: tuple[Any, Any]) -> Any:
+    """A run's id from ``(run_key, run_keys.run_id)``; an orphan key's reference name."""
+    return row[1] if row[1] is not None else _orphan_name(row[0])
+
+
 def _undecodable_text(data: bytes) -> str:
     """TEXT as Python reads it when it is not UTF-8: its bytes kept as lone surrogates."""
     return data.decode("utf-8", "surrogateescape")
 
 
-def fetch_all(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
-    """Rows as stored. A TEXT value that is not UTF-8 (a crafted file) makes the driver
-    refuse the whole query; it is read again with such text decoded with
-    ``surrogateescape``, so the value reaches the verifier (which fails that row, code
+def fetch_all(
+    conn: sqlite3.Connection,
+    sql: str,
+    args: tuple[Any, ...] = (),
+    each: Callable[[Any], Any] | None = None,
+) -> list[Any]:
+    """Rows as stored (or ``each`` of every row, taken as the cursor gives it: a long listing
+    holds its results, not every row tuple too). A TEXT value that is not UTF-8 (a crafted
+    file) makes the driver refuse the whole query; it is read again with such text decoded
+    with ``surrogateescape``, so the value reaches the verifier (which fails that row, code
     ``rows``) instead of failing every run of the file."""
+
+    def read() -> list[Any]:
+        cursor = conn.execute(sql, args)
+        return cursor.fetchall() if each is None else [each(row) for row in cursor]
+
     try:
-        return conn.execute(sql, args).fetchall()
+        return read()
     except sqlite3.OperationalError as exc:
         if "decode to UTF-8" not in str(exc):
             raise
     conn.text_factory = _undecodable_text
     try:
-        return conn.execute(sql, args).fetchall()
+        return read()
     finally:
         conn.text_factory = str
 
@@ -513,8 +533,9 @@ class SchemaV1Layout(Layout):
         return fetch_all(conn, self._ROWS, (run_id, start))
 
     def run_ids(self, conn: sqlite3.Connection) -> list[str]:
-        rows = fetch_all(conn, "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)")
-        return [row[0] for row in rows]
+        return fetch_all(
+            conn, "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)", each=_first
+        )
 
 
 class SchemaV2Layout(Layout):
@@ -706,10 +727,10 @@ class SchemaV2Layout(Layout):
         return _TYPE_NAMES.get(stored) if type(stored) is int else None
 
     def run_ids(self, conn: sqlite3.Connection) -> list[str]:
-        keys = fetch_all(
+        return fetch_all(
             conn,
             f"SELECT k.key, r.run_id FROM (SELECT pos >> {_SEQ_BITS} AS key, "
             f"MIN(pos) AS first FROM {self.positions} GROUP BY pos >> {_SEQ_BITS}) k "
             "LEFT JOIN run_keys r ON r.run_key = k.key ORDER BY k.first",
+            each=_named_run,
         )
-        return [row[1] if row[1] is not None else _orphan_name(row[0]) for row in keys]

@@ -150,6 +150,15 @@ class StoreContract:
         assert r2.opened_at == 1_800_000_000_000 and not r2.closed
         assert r2.head == writer.head
 
+    def test_index_entries_read_lazily_are_the_index(self, store: EventStore) -> None:
+        for run_id in ("zz-parent", "aa-child", "mm-grandchild"):
+            RunWriter(store, run_id, clock=lambda: 1_700_000_000_000).append(
+                [("run.open", open_body(run_id))]
+            )
+        entries = store.index_entries()
+        assert [e.run_id for e in entries] == ["zz-parent", "aa-child", "mm-grandchild"]
+        assert list(store.iter_index_entries()) == entries
+
     def test_runs_keep_opening_order(self, store: EventStore) -> None:
         for run_id in ("zz-parent", "aa-child", "mm-grandchild"):
             RunWriter(store, run_id, clock=lambda: 1_700_000_000_000).append(

@@ -80,7 +80,8 @@ class CanonicalBodies:
 
     Whether bytes are a canonical JSON object is a function of the bytes alone, and the runs
     of a conversation repeat many (commit markers, settings): a body seen again is parsed
-    without being proven again. Bounded: cleared when full. The value kept is whether the
+    without being proven again. A ``run.open`` names its own run, so it never repeats and is
+    not kept. Bounded: cleared when full. The value kept is whether the
     bytes may hold a commitment (:func:`may_commit`), or, for a commit marker that holds
     none, its parsed body: a marker is only read (``check_commit``), never kept or changed,
     so one parse serves every repeat of it.
@@ -107,7 +108,7 @@ class CanonicalBodies:
             return orjson.loads(data), bool(seen)
         body, proven = _canonical(check, seq, data)
         scan = may_commit(data)
-        if proven and len(data) <= _PROVEN_BODY_BYTES:
+        if proven and len(data) <= _PROVEN_BODY_BYTES and type_ != "run.open":  # never repeats
             if len(known) >= _PROVEN_BODIES:
                 known.clear()
             known[data] = body if type_ == "commit" and not scan else scan
@@ -115,10 +116,17 @@ class CanonicalBodies:
 
 
 def sound_row(
-    check: RunCheck, seq: int, row: Sequence[Any], head: bytes, bodies: CanonicalBodies
+    check: RunCheck,
+    seq: int,
+    row: Sequence[Any],
+    head: bytes,
+    bodies: CanonicalBodies,
+    hashes: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[dict[str, Any], bool, bytes]:
     """Steps 2.1 to 2.4 for row ``seq`` of ``check``'s run, the chain head before it being
-    ``head``: the row's body, whether it may hold a commitment, and the new head."""
+    ``head``: the row's body, whether it may hold a commitment, and the new head. The row's
+    event and chain hash, once checked, are appended to ``hashes`` when given (export writes
+    them: one computation serves both)."""
     # 2.1: the envelope as stored (types, the run, the seq, a known type, sizes)
     problem = row_problem(row, check.run_id, seq)
     if problem is not None:
@@ -134,4 +142,6 @@ def sound_row(
     head = chain_hash(head, event)
     if stored_chain is not DERIVED and head != stored_chain:
         raise check.fail(seq, CHAIN_MISMATCH, "chain")
+    if hashes is not None:
+        hashes.append((event, head))
     return body, scan, head

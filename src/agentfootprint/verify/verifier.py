@@ -37,8 +37,8 @@ import hashlib
 import itertools
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, cast
 
 from agentfootprint.errors import (
     RunNotFoundError,
@@ -51,7 +51,6 @@ from agentfootprint.logformat.chain import (
     Row,
     RowSource,
     RunSource,
-    index_findings,
     is_text,
     parent_named,
     row_values,
@@ -60,6 +59,7 @@ from agentfootprint.logformat.chain import (
 )
 from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.logformat.fold import ReceiptLists, continued_lists
+from agentfootprint.logformat.index_check import IndexCheck
 from agentfootprint.logformat.request import RequestHasher
 from agentfootprint.logformat.shared_lists import FoldedState, folded
 from agentfootprint.seal.signer import PublicKey
@@ -87,7 +87,7 @@ from agentfootprint.verify.seal_check import (
     witness_open,
     witness_row,
 )
-from agentfootprint.verify.seal_log_check import SealedRun, SealListing, log_findings
+from agentfootprint.verify.seal_log_check import SealListing, log_findings
 
 __all__ = [
     "Outcome",
@@ -166,6 +166,9 @@ class Verifier:
         self._proven = CanonicalBodies()
         #: the source's seal log as one call reads it (each run is checked against it)
         self._listing = SealListing(source)
+        #: set by a caller that writes the runs it verifies (export): the list, or None, that
+        #: each row's event and chain hash of a run verified (its id given) are appended to
+        self.hashes_for: Callable[[str], list[tuple[bytes, bytes]] | None] | None = None
 
     def verify(self, run_id: str) -> RunVerification:
         """Verify one run (and, as needed, its ancestors); raise on the first failure."""
@@ -201,43 +204,41 @@ class Verifier:
                 f"{type(self.source).__name__} cannot list its runs (no run_ids()); "
                 "verify runs one by one with verify(run_id)"
             )
-        facts: dict[Any, tuple[Any, Any, Any] | None] = {}
-        sealed: dict[Any, SealedRun | None] = {}
         self._failed = {}  # the whole file's failures: a failed parent is verified once
         try:
             self._listing.start()  # before the runs are listed: a run it names has its rows
-            logged = self._listing.log is not None  # else no run's leaf is ever asked for
             run_ids = list(list_runs())
+            index = IndexCheck(run_ids, self._index_entries())
             for run_id in run_ids:
                 try:
                     verified = self._verified(run_id)[0]  # ids as stored: not text is rows
                 except VerificationError as exc:
-                    facts[run_id] = sealed[run_id] = None  # INVALID already: not compared
+                    index.verdict(run_id, None)  # INVALID already: its entry is not compared
                     yield shown(run_id), exc
                 else:
                     parent = verified.ancestors[-1] if verified.ancestors else None
-                    conversation = verified.conversation_id  # a root's: its id, kept once
-                    conversation = run_id if conversation == run_id else conversation
-                    facts[run_id] = (conversation, parent, verified.opened_at)
-                    if logged:
-                        sealed[run_id] = SealedRun(
-                            verified.events, verified.head, verified.seal_digest
-                        )
+                    index.verdict(run_id, (verified.conversation_id, parent, verified.opened_at))
                     yield run_id, verified
         finally:
             self._failed = None
             stored = self._listing.log
             self._listing.end()
-        entries = getattr(self.source, "index_entries", None)
-        if callable(entries):
-            for finding in index_findings(run_ids, facts, list(entries())):
-                yield finding.run_id, finding
+        yield from ((finding.run_id, finding) for finding in index.findings())
         if stored is not None:  # each run was checked against it: now the log's own rows
-            for finding in log_findings(stored, sealed):
+            for finding in log_findings(stored, index.runs):
                 yield finding.run_id, finding
         judge = self._inclusions
         if judge is not None and judge.error is not None and not judge.used:
             yield "", judge.error  # a checkpoint no run's proof relied on, that cannot be used
+
+    def _index_entries(self) -> Iterable[Any] | None:
+        """The source's run index in its order, read lazily where the source can (a store's
+        ``iter_index_entries``), else as ``index_entries()`` gives it; None with no index."""
+        lazy = getattr(self.source, "iter_index_entries", None)
+        if callable(lazy):
+            return cast("Iterable[Any]", lazy())
+        entries = getattr(self.source, "index_entries", None)
+        return cast("Iterable[Any]", entries()) if callable(entries) else None
 
     def hasher_after(self, run_id: str) -> RequestHasher:
         """A hasher primed with the pieces of a verified run's last request (for its children),
@@ -362,11 +363,12 @@ class Verifier:
         ancestors: tuple[str, ...] = ()
         witness = SealWitness()  # what the seal is judged against (step 4)
         bodies = self._proven
+        kept = None if self.hashes_for is None else self.hashes_for(run_id)
         for row in rows:  # step 2, for each row in seq order
             seq = expect
             where = RunCheck(run_id, {}) if check is None else check
             # 2.1-2.4: envelope, canonical body, event hash, chain link
-            body, scan, head = sound_row(where, seq, row, head, bodies)
+            body, scan, head = sound_row(where, seq, row, head, bodies, kept)
             type_ = row[2]
             if sealing(where, witness, seq, type_, body):  # 2.6: a run.seal row, kept aside
                 expect += 1
