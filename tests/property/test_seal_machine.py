@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import agentfootprint as af
 from agentfootprint.testing.seals import SIGNER
-from agentfootprint.testing.tamper import TRIGGERS
+from agentfootprint.testing.tamper import TRIGGERS, layout_of
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of, make_checkpoint
 from examples_budget import scaled
 
@@ -211,15 +211,22 @@ class SealedEvidence(RuleBasedStateMachine):
             for trigger in TRIGGERS:
                 conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
             where = data.draw(st.sampled_from(["rows", "seal_log"]))
-            if where == "rows":
-                positions = [p for (p,) in conn.execute("SELECT pos FROM rows WHERE body NOT NULL")]
+            if where == "rows":  # a stored body (schema 4: a byte of an append's records)
+                table, column = ("appends", "data") if layout_of(conn) == 4 else ("rows", "body")
+                positions = [
+                    p for (p,) in conn.execute(f"SELECT pos FROM {table} WHERE {column} NOT NULL")
+                ]
                 pos = data.draw(st.sampled_from(positions))
-                (body,) = conn.execute("SELECT body FROM rows WHERE pos = ?", (pos,)).fetchone()
+                (body,) = conn.execute(
+                    f"SELECT {column} FROM {table} WHERE pos = ?", (pos,)
+                ).fetchone()
                 at = data.draw(st.integers(0, len(body) - 1))
                 flip = data.draw(st.integers(1, 255))
                 changed = bytearray(body)
                 changed[at] ^= flip
-                conn.execute("UPDATE rows SET body = ? WHERE pos = ?", (bytes(changed), pos))
+                conn.execute(
+                    f"UPDATE {table} SET {column} = ? WHERE pos = ?", (bytes(changed), pos)
+                )
             else:
                 leaves = conn.execute("SELECT leaf, run_id FROM seal_log").fetchall()
                 leaf, run_id = data.draw(st.sampled_from(leaves))

@@ -23,6 +23,7 @@ from agentfootprint.errors import VerificationError
 from agentfootprint.seal import Ed25519Signer, generate_key_file
 from agentfootprint.seal.merkle import root
 from agentfootprint.seal.note import parse_checkpoint, parse_note
+from agentfootprint.store import sqlite_layout
 from agentfootprint.testing.seals import OTHER, SIGNER
 from agentfootprint.testing.tamper import (
     new_file_schema,
@@ -164,7 +165,7 @@ def test_reading_never_creates_the_seal_log(tmp_path: Path) -> None:
         agent.run_sync("no signer")
     before = path.read_bytes()
     store = af.SqliteStore(path, readonly=True)
-    assert store.seal_log() == [] and store.schema_version() == 2
+    assert store.seal_log() == [] and store.schema_version() == sqlite_layout.NEW_FILE_SCHEMA
     list(af.Verifier(store).verify_all())
     store.close()
     assert path.read_bytes() == before

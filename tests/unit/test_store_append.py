@@ -1,5 +1,5 @@
 """A store has one append path, ``append``, for the run writer and everyone else (issue 25: no
-``append_hashed`` beside it, chosen by checking for overrides). A schema 2 store, which keeps
+``append_hashed`` beside it, chosen by checking for overrides). A schema 2 or 4 store, which keeps
 neither event hashes nor most chain hashes, recomputes every row's and refuses a batch whose
 dropped values do not follow from its rows; the writer's rows go through the same checks, and
 a subclass's own ``append`` is the one the writer calls."""
@@ -17,6 +17,7 @@ from agentfootprint.errors import StoreError
 from agentfootprint.logformat.chain import chain_hash
 from agentfootprint.store.base import StoredEvent
 from agentfootprint.testing.store_contract import hashed_batch, open_body
+from agentfootprint.testing.tamper import new_file_schema
 
 
 def _batches() -> tuple[list[StoredEvent], list[StoredEvent]]:
@@ -29,10 +30,12 @@ def _batches() -> tuple[list[StoredEvent], list[StoredEvent]]:
     return first, second
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[af.SqliteStore]:
-    store = af.SqliteStore(tmp_path / "log.db")
-    assert store.layout == 2
+@pytest.fixture(params=[2, 4])
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[af.SqliteStore]:
+    """A store of each layout that keeps neither event hashes nor most chain hashes."""
+    with new_file_schema(request.param):
+        store = af.SqliteStore(tmp_path / "log.db")
+    assert store.layout == request.param
     yield store
     store.close()
 
