@@ -42,7 +42,14 @@ from agentfootprint.seal.note import Checkpoint
 from agentfootprint.seal.signer import key_id_of
 from agentfootprint.seal.statement import SealFacts, parse_statement
 from agentfootprint.testing.seals import OTHER, SIGNER
-from agentfootprint.testing.tamper import plain, read_rows, reencoded, rewrite, tampering
+from agentfootprint.testing.tamper import (
+    new_file_schema,
+    plain,
+    read_rows,
+    reencoded,
+    rewrite,
+    tampering,
+)
 from agentfootprint.verify.checkpoint import log_leaves, make_checkpoint, sign_checkpoint_with
 
 HERE = Path(__file__).resolve().parent
@@ -738,7 +745,8 @@ def build(target: Path = HERE, only: set[str] | None = None) -> list[Entry]:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         base = work / "base.db"
-        runs = record(base)
+        with new_file_schema(2):  # the vectors' layout (their damage edits schema 2's rows)
+            runs = record(base)
         _compact(base)
         for entry, damage in VECTORS:
             if only is not None and entry.file not in only:
