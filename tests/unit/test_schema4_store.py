@@ -23,7 +23,7 @@ from agentfootprint.logformat.chain import DERIVED, GENESIS, chain_hash, event_h
 from agentfootprint.store import sqlite_appends
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.sqlite_appends import _Reader, uvarint
+from agentfootprint.store.sqlite_records import _Reader, uvarint
 from agentfootprint.testing.store_contract import StoreContract, hashed_batch, open_body
 from agentfootprint.testing.tamper import (
     appends_of,

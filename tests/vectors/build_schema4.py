@@ -32,7 +32,7 @@ import orjson
 import agentfootprint as af
 from agentfootprint.errors import VerificationError
 from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.sqlite_appends import _Reader, uvarint
+from agentfootprint.store.sqlite_records import _Reader, uvarint
 from agentfootprint.testing.tamper import Append, appends_of, new_file_schema, set_append, tampering
 from agentfootprint.verify.verifier import Verifier
 

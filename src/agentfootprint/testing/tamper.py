@@ -30,8 +30,8 @@ from agentfootprint.errors import VerificationError
 from agentfootprint.logformat.canonical import canon, parse
 from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.sqlite_appends import _Lookups, decode_append, encode_whole
 from agentfootprint.store.sqlite_layout import TYPE_CODES, _decoded, _whole
+from agentfootprint.store.sqlite_records import RecordTables, decode_append, encode_whole
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = [
@@ -124,7 +124,7 @@ def read_rows(conn: sqlite3.Connection, run_id: str) -> list[Row]:
         key = _run_key(conn, run_id)
         if key is None:
             return []
-        tables = _Lookups(conn, run_id)
+        tables = RecordTables(conn, run_id)
         decoded: list[tuple[Any, ...]] = []
         for append in appends_of(conn, run_id):
             decoded += decode_append(run_id, append.seq, *append[1:], tables)
