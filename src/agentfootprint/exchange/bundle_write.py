@@ -6,8 +6,10 @@ output, one row held at a time (the manifest, which comes first, is made of what
 saw); then the bundle is written as ``OUT.partial`` (the manifest, the spilled lines, the
 trailer), synced and renamed. On any error nothing is left behind. Given the runs'
 verifications (:func:`~agentfootprint.exchange.transfer.export_runs`), the order comes from
-the verified ancestry and each run is written exactly as it was verified: its verified
-rows when the verifier kept them, else its first ``events`` rows, ending at its head.
+the verified ancestry and each run is written exactly as it was verified: the rows its
+verification read, with the event and chain hashes the verifier computed of them (nothing is
+hashed here), when the verifier kept them, else its first ``events`` rows as the source reads
+them, ending at its head.
 """
 
 from __future__ import annotations
@@ -36,18 +38,7 @@ from agentfootprint.errors import (
 )
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
-from agentfootprint.logformat.chain import (
-    DERIVED,
-    EVENT_TYPES,
-    GENESIS,
-    RawRow,
-    as_read,
-    chain_hash,
-    event_hash,
-    open_body,
-    row_values,
-    stored_kind,
-)
+from agentfootprint.logformat.chain import RawRow, open_body, row_values, stored_kind
 from agentfootprint.verify.bundle import _SQLITE_MAGIC, _path_argument
 from agentfootprint.verify.bundle_json import _file_error, _safe_int
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
@@ -55,13 +46,16 @@ from agentfootprint.verify.bundle_versions import MANIFEST_HEADER, written_shape
 from agentfootprint.verify.results import RunVerification
 from agentfootprint.verify.verifier import Row, RowSource
 
-__all__ = ["Verified", "write_bundle"]
+__all__ = ["Kept", "Verified", "write_bundle"]
 
+#: the rows a run's verification read (each the 7 values of
+#: :class:`~agentfootprint.logformat.chain.RawRow`, ``DERIVED`` where the store keeps none),
+#: and each row's event and chain hash as the verifier computed them
+Kept = tuple[Sequence[tuple[Any, ...]], Sequence[tuple[bytes, bytes]]]
 #: what the writer is told of a run it writes: its verification (the rows written are its
-#: ``events`` rows, ending at its ``head``) and the rows the verifier read, when it kept them
-#: (each the 7 values of :class:`~agentfootprint.logformat.chain.RawRow`, ``DERIVED`` where the
-#: store keeps none), else None: the run is read again
-Verified = Callable[[str], tuple[RunVerification, Sequence[tuple[Any, ...]] | None]]
+#: ``events`` rows, ending at its ``head``) and what that verification read, when it kept it,
+#: else None: the run is read again
+Verified = Callable[[str], tuple[RunVerification, Kept | None]]
 #: how much of the spilled lines is copied at once
 _COPY = 1 << 16
 
@@ -122,8 +116,8 @@ def _row_field(run_id: str, row: Row, name: str) -> bytes:
 
 
 #: what bounds a run's written rows: its count and head (as verified, or as counted by a
-#: first read), and the rows the verifier read when it kept them
-_Bound = tuple[int, bytes, Sequence[tuple[Any, ...]] | None]
+#: first read), and the rows the verifier read with their hashes, when it kept them
+_Bound = tuple[int, bytes, Kept | None]
 
 
 def _counted(source: RowSource, run_id: str) -> tuple[str | None, _Bound]:
@@ -162,7 +156,7 @@ def _unverified_chain(source: RowSource, run_id: str, placed: set[str]) -> list[
     return chain[::-1]
 
 
-def _event_line(run_id: str, row: RawRow, run_json: bytes = b"") -> bytes:
+def _event_line(run_id: str, row: tuple[Any, ...], run_json: bytes = b"") -> bytes:
     """The bundle line of one row, refused when a bundle cannot carry it exactly
     (``run_json``: the run id as JSON, when the caller made it once for the run)."""
     _, seq, type_, ts, body, event, link = row
@@ -189,7 +183,7 @@ def _event_line(run_id: str, row: RawRow, run_json: bytes = b"") -> bytes:
             )
             if len(line) - 1 <= limits.MAX_BUNDLE_LINE_BYTES:
                 return line
-    return _judged_line(run_id, row)
+    return _judged_line(run_id, RawRow(*row))
 
 
 _LINE: Final = (
@@ -425,7 +419,7 @@ def _spill_runs(
     return planned, policies
 
 
-def _bound(verification: RunVerification, kept: Sequence[tuple[Any, ...]] | None) -> _Bound:
+def _bound(verification: RunVerification, kept: Kept | None) -> _Bound:
     return verification.events, verification.head, kept
 
 
@@ -436,53 +430,39 @@ def _write_run(
     to the head they must end at (a live run may have grown since; it must not have
     changed); returns the run's manifest entry."""
     expected, head, kept = bound
-    rows: Iterator[RawRow] = (
-        _completed(kept)
+    rows: Iterator[tuple[Any, ...]] = (
+        _verified_rows(*kept)
         if kept is not None
-        else (RawRow(*row_values(row)) for row in source.read(run_id))
+        else (row_values(row) for row in source.read(run_id))
     )
-    first: RawRow | None = None
-    last: RawRow | None = None
+    first: tuple[Any, ...] | None = None
+    last: tuple[Any, ...] | None = None
     events = 0
     run_json = b""  # a run id JSON cannot carry: each line says so
     with contextlib.suppress(orjson.JSONEncodeError):
         run_json = orjson.dumps(run_id) if type(run_id) is str else b""
+    write = spill.write
     for row in itertools.islice(rows, expected):
-        spill.write(_event_line(run_id, row, run_json))
+        write(_event_line(run_id, row, run_json))
         if first is None:
             first = row
         last = row
         events += 1
-    if first is None or last is None or (events, last.chain_hash) != (expected, head):
+    if first is None or last is None or (events, last[6]) != (expected, head):
         raise StoreError(
             f"run {run_id} changed while it was exported ({events} rows read where "
             f"{expected} were counted, or another head): export again"
         )
-    return _entry(run_id, first, last, events, policies)
+    return _entry(run_id, RawRow(*first), RawRow(*last), events, policies)
 
 
-def _completed(rows: Sequence[tuple[Any, ...]]) -> Iterator[RawRow]:
-    """Rows as the verifier read them, each value a store computes from the rows (a
-    ``DERIVED`` hash) computed as its ``read`` would: straight from the values for a row
-    of the sound shape a verified run has, else by :func:`as_read`, which judges nothing."""
-    previous = GENESIS
-    for raw in rows:
-        run_id, seq, type_, ts, body, event, link = raw
-        if (
-            type(run_id) is str
-            and type(type_) is str
-            and type(seq) is int
-            and type(ts) is int
-            and type(body) is bytes
-            and (event is not DERIVED or type_ in EVENT_TYPES)
-            and len(previous) == 32
-        ):
-            if event is DERIVED:
-                event = event_hash(run_id, seq, type_, ts, body)
-            if link is DERIVED:
-                link = chain_hash(previous, event)
-            row = RawRow(run_id, seq, type_, ts, body, event, link)
-        else:
-            row = as_read(raw, previous)
-        previous = row.chain_hash if type(row.chain_hash) is bytes else b""
-        yield row
+def _verified_rows(
+    rows: Sequence[tuple[Any, ...]], hashes: Sequence[tuple[bytes, bytes]]
+) -> Iterator[tuple[Any, ...]]:
+    """The rows a verification read, each with the event and chain hash the verifier
+    computed of it in place of what the store holds (equal where it holds them, since the
+    run verified; ``DERIVED`` where it keeps none): nothing is hashed here."""
+    if len(hashes) != len(rows):  # a run that fails verifies nothing: never here
+        raise StoreError(f"export: {len(hashes)} hashes for {len(rows)} rows verified")
+    for (run, seq, type_, ts, body, _, _), (event, link) in zip(rows, hashes, strict=True):
+        yield run, seq, type_, ts, body, event, link

@@ -14,7 +14,7 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
-from agentfootprint.exchange.bundle_write import write_bundle
+from agentfootprint.exchange.bundle_write import Kept, write_bundle
 from agentfootprint.seal.note import Checkpoint
 from agentfootprint.seal.signer import Signer, checked_signer
 from agentfootprint.store.base import EventReader, EventStore, StoredEvent, run_index_from_open
@@ -125,20 +125,36 @@ def export_runs(
 class _ReadOnce:
     """The store as export's verifier reads it: each run is verified as it comes to be
     written, and the rows the verifier read for it (``chain_rows``) are handed to the
-    writer, so a run is read once for both. A run the verifier did not read (cached as an
-    ancestor) is read again by the writer."""
+    writer with each row's event and chain hash as the verifier computed them
+    (``Verifier.hashes_for``), so a run is read and hashed once for both. A run the
+    verifier did not read (cached as an ancestor) is read again by the writer.
+
+    The seal log is read once per export, not once per run: each run's verification starts
+    from the copy first read (read before any of its rows, as a verification's own read
+    would be: the log only grows, so a run it lists was sealed before), and any further read
+    within one run's verification (a sealed run that copy does not list) reads it afresh."""
 
     def __init__(self, store: EventStore) -> None:
         self._store = store
         self._verifier = Verifier(self)
+        self._verifier.hashes_for = self._hashes_for
         self._wanted: str | None = None
         self._kept: Sequence[tuple[Any, ...]] | None = None
+        self._hashes: list[tuple[bytes, bytes]] | None = None
+        self._log: list[tuple[object, object]] | None = None
+        self._fresh = False  # the next seal_log() reads the store's again
 
-    def __getattr__(self, name: str) -> Any:  # the store's seal log and other reads
+    def __getattr__(self, name: str) -> Any:  # the store's other reads
         return getattr(self._store, name)
 
     def read(self, run_id: str, *, start: int = 0) -> Iterable[StoredEvent]:
         return self._store.read(run_id, start=start)
+
+    def seal_log(self) -> list[tuple[object, object]] | None:
+        if self._log is None or self._fresh:
+            self._log = self._store.seal_log()
+        self._fresh = True  # within one run's verification, a second read is fresh
+        return self._log
 
     def chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]] | None:
         fetch = getattr(self._store, "chain_rows", None)
@@ -147,13 +163,23 @@ class _ReadOnce:
             self._kept = rows
         return rows
 
-    def verified(self, run_id: str) -> tuple[RunVerification, Sequence[tuple[Any, ...]] | None]:
-        """The run verified (a failure raises), with the rows its verification read."""
-        self._wanted, self._kept = run_id, None
+    def _hashes_for(self, run_id: str) -> list[tuple[bytes, bytes]] | None:
+        if run_id != self._wanted:
+            return None
+        self._hashes = []
+        return self._hashes
+
+    def verified(self, run_id: str) -> tuple[RunVerification, Kept | None]:
+        """The run verified (a failure raises), with the rows its verification read and
+        their hashes, when it read them."""
+        self._wanted, self._kept, self._hashes, self._fresh = run_id, None, None, False
         try:
-            return self._verifier.verify(run_id), self._kept
+            verification = self._verifier.verify(run_id)
+            rows, hashes = self._kept, self._hashes
+            kept = None if rows is None or hashes is None else (rows, hashes)
+            return verification, kept
         finally:
-            self._wanted, self._kept = None, None
+            self._wanted, self._kept, self._hashes = None, None, None
 
 
 def _export_checkpoint(
