@@ -1012,6 +1012,8 @@ def row_problem(row: Row, run_id: str, expect: int) -> str | None:
         return "the row belongs to another run"
     if seq != expect:
         return f"seq {seq}: a row is {'missing' if seq > expect else 'repeated'}"
+    if isinstance(type_, tuple) and type_[:1] == ("not decoded",):  # schema 4 (section 4)
+        return f"read as a NULL body: {type_[1]}"
     if not is_str(type_) or type_ not in TYPES:
         return f"unknown type {type_!r}"
     if not is_int(ts) or abs(ts) > MAX_SAFE_INT:

@@ -57,6 +57,15 @@ def shown(run_id: Any) -> Any:
     return run_id if isinstance(run_id, str) or run_id is None else repr(run_id)
 
 
+def orphan(run_id: Any) -> Any:
+    """A run whose ``run_key`` has no ``run_keys`` row (the orphan rule of section 4) has no
+    id, and the page leaves its name open: the independent verifier's ``("no run_keys row",
+    key)`` is named as the reference shows it (the repr of a text with a lone surrogate)."""
+    if isinstance(run_id, tuple) and run_id[:1] == ("no run_keys row",):
+        return repr(f"\udcffrun_key={run_id[1]}")
+    return run_id
+
+
 def mine(path: Path, keys: tuple[Any, ...] = ()) -> Verdicts:
     """``({run: (outcome or code, seq)}, [(run, seq) of each index finding])``; ``keys``
     (signers) pin the checkpoint signers of a version 2 bundle (section 13.4)."""
@@ -64,9 +73,10 @@ def mine(path: Path, keys: tuple[Any, ...] = ()) -> Verdicts:
     index = []
     for run, code, seq in iv.verify_file(path, [k.public.raw for k in keys]):
         if code == "index":
-            index.append((shown(run), seq))
+            index.append((shown(orphan(run)), seq))
         else:
-            runs[shown(run)] = (code, None if code in (iv.VALID, iv.UNSEALED, iv.SIGNED) else seq)
+            outcome = code in (iv.VALID, iv.UNSEALED, iv.SIGNED)
+            runs[shown(orphan(run))] = (code, None if outcome else seq)
     return runs, sorted(index, key=str)
 
 
@@ -236,10 +246,13 @@ def test_reading_creates_nothing() -> None:
 # --- (b) recorded runs verify exactly when the reference says so -------------------------
 
 
+SCHEMAS = st.sampled_from((1, 2, 4))  # the storage schemas a new file may be created with
+
+
 @slow(30)
-@given(runs_st.run_specs(max_turns=3))
-def test_recorded_runs_agree(spec: Any) -> None:
-    with scratch() as folder:
+@given(runs_st.run_specs(max_turns=3), SCHEMAS)
+def test_recorded_runs_agree(spec: Any, schema: int) -> None:
+    with scratch() as folder, tamper.new_file_schema(schema):
         record_spec(spec, folder / "log.db")
         ours, theirs = mine(folder / "log.db"), reference(folder / "log.db")
         assert ours == theirs
@@ -282,9 +295,9 @@ def test_recorded_runs_with_cache_markers_agree(strategy: Any) -> None:
 
 
 @slow(25)
-@given(rs.planted_runs(rfc8259=True))
-def test_redacted_runs_agree(spec: Any) -> None:
-    with scratch() as folder:
+@given(rs.planted_runs(rfc8259=True), SCHEMAS)
+def test_redacted_runs_agree(spec: Any, schema: int) -> None:
+    with scratch() as folder, tamper.new_file_schema(schema):
         record_planted(spec, folder / "log.db")
         assert mine(folder / "log.db") == reference(folder / "log.db")
 
@@ -311,7 +324,7 @@ RAW_CUTS = ("drop row", "cut tail")
 def run_ids(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as conn:
         q = "SELECT run_id FROM events GROUP BY run_id ORDER BY MIN(rowid)"
-        if tamper.layout_of(conn) == 2:
+        if tamper.layout_of(conn) in (2, 4):
             q = "SELECT run_id FROM run_keys ORDER BY run_key"
         return [r for (r,) in conn.execute(q)]
 
@@ -350,6 +363,99 @@ def mutate_v2(conn: sqlite3.Connection, kind: str, run: str, i: int, data: st.Da
     else:
         conn.execute("DELETE FROM rows WHERE pos BETWEEN ? AND ?", (pos, (key << 32) | 0xFFFFFFFF))
     return f"{kind} at {(run, i)} (schema 2)"
+
+
+#: schema 4's own raw mutations (section 4, "Schema version 4"): a column of an ``appends``
+#: row, its data cut or grown, and a row of the tables records name
+V4_MUTATIONS = ("appends column", "appends data", "names row", "opens row", "run_keys row")
+
+
+def flipped_bit(raw: bytes, data: st.DataObject) -> bytes:
+    out = bytearray(raw)
+    out[data.draw(st.integers(0, len(out) - 1), label="byte")] ^= 1 << data.draw(
+        st.integers(0, 7), label="bit"
+    )
+    return bytes(out)
+
+
+def free_pos(conn: sqlite3.Connection, pos: int) -> bool:
+    return conn.execute("SELECT 1 FROM appends WHERE pos = ?", (pos,)).fetchone() is None
+
+
+def mutate_v4(conn: sqlite3.Connection, kind: str, run: str, i: int, data: st.DataObject) -> str:
+    """The raw mutations in storage schema 4 (section 4), which keeps no event hash and one
+    head per ``appends`` row, on the ``appends`` row holding row ``i``: a flipped bit of its
+    data ("flip body"), its ts moved ("flip event_hash": what the event hashes bind), a
+    flipped bit of its head ("flip chain_hash"), the row dropped, the run cut from it; and
+    :data:`V4_MUTATIONS`."""
+    appends = tamper.appends_of(conn, run)
+    at = next(a for a in reversed(appends) if a.seq <= i)
+    done = f"{kind} at {(run, i)} (schema 4, the appends row at seq {at.seq})"
+    if kind == "flip body":
+        tamper.set_append(conn, at.pos, data=flipped_bit(at.data, data))
+    elif kind == "flip event_hash":
+        tamper.set_append(conn, at.pos, ts=at.ts - 1)
+    elif kind == "flip chain_hash":
+        tamper.set_append(conn, at.pos, head=flipped_bit(at.head, data))
+    elif kind == "drop row":
+        conn.execute("DELETE FROM appends WHERE pos = ?", (at.pos,))
+    elif kind == "cut tail":
+        conn.execute("DELETE FROM appends WHERE pos BETWEEN ? AND ?", (at.pos, at.pos | 0xFFFFFFFF))
+    elif kind == "appends column":
+        changes: list[tuple[str, Any]] = [
+            ("count", at.count + 1),
+            ("count", at.count - 1),
+            ("count", f"{at.count}x"),  # INTEGER affinity keeps only what is no number
+            ("count", at.count + 0.5),
+            ("ts", at.ts + 1),
+            ("ts", at.ts + 0.5),
+            ("ts", f"{at.ts}x"),
+            ("head", at.head[:31]),
+            ("head", at.head.hex()),
+            ("data", at.data.decode("latin-1")),
+        ]
+        changes += [("pos", p) for p in (at.pos - 1, at.pos + 1) if free_pos(conn, p)]
+        column, value = data.draw(st.sampled_from(changes), label="column")
+        tamper.set_append(conn, at.pos, **{column: value})
+        done += f": {column} = {value!r:.40}"
+    elif kind == "appends data":
+        how = data.draw(st.sampled_from(("cut", "grow", "insert")), label="how")
+        cut = data.draw(st.integers(0, len(at.data) - 1), label="at")
+        extra = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
+        changed = {
+            "cut": at.data[:cut],
+            "grow": at.data + extra,
+            "insert": at.data[:cut] + extra + at.data[cut:],
+        }[how]
+        tamper.set_append(conn, at.pos, data=changed)
+        done += f": {how} {cut} {extra!r}"
+    else:
+        table = kind.split()[0]
+        key, columns = {"names": ("id", ["text"]), "opens": ("id", ["prefix", "middle", "suffix"]),
+                        "run_keys": ("run_key", ["run_id"])}[table]  # fmt: skip
+        ids = [k for (k,) in conn.execute(f"SELECT {key} FROM {table}")]
+        if not ids:  # a file with no continued run has no template
+            return mutate_v4(conn, "names row", run, i, data)
+        row = data.draw(st.sampled_from(ids), label="row")
+        column = data.draw(st.sampled_from(columns), label="column")
+        how = data.draw(st.sampled_from(("delete", "blob", "text", "long", "other")), label="how")
+        where = f"WHERE {key} = {row}"
+        other = data.draw(st.text(min_size=1, max_size=6), label="other")
+        limit = {"names": 256, "opens": 16_384, "run_keys": 1_024}[table]
+        longer = f"CAST({column} || ? AS BLOB)" if table == "opens" else f"{column} || ?"
+        statement, args = {
+            "delete": (f"DELETE FROM {table} {where}", ()),
+            "blob": (f"UPDATE {table} SET {column} = CAST({column} AS BLOB) {where}", ()),
+            "text": (f"UPDATE {table} SET {column} = CAST({column} AS TEXT) {where}", ()),
+            "long": (f"UPDATE {table} SET {column} = {longer} {where}", ("x" * limit,)),
+            # a fresh run id (run_keys.run_id is UNIQUE), another text or template part
+            "other": (f"UPDATE {table} SET {column} = ? {where}",
+                      (f"{other}-{row}" if table == "run_keys"
+                       else other.encode() if table == "opens" else other,)),
+        }[how]  # fmt: skip
+        conn.execute(statement, args)
+        done = f"{kind}: {statement} {args!r:.40}"
+    return done
 
 
 def commitment_sites(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -415,8 +521,10 @@ def change_body(action: str, pick: int, value: Any) -> Callable[[dict[str, Any]]
 def mutate(path: Path, data: st.DataObject) -> str:
     """Damage one run of the log at ``path`` once; returns what was done."""
     run = data.draw(st.sampled_from(run_ids(path)), label="run")
-    kind = data.draw(st.sampled_from(MUTATIONS), label="mutation")
     with tamper.tampering(path) as conn:
+        layout = tamper.layout_of(conn)
+        kinds = MUTATIONS + (V4_MUTATIONS if layout == 4 else ())
+        kind = data.draw(st.sampled_from(kinds), label="mutation")
         rows = tamper.read_rows(conn, run)
         committed = [i for i, r in enumerate(rows) if b"$commit" in r.body]
         if kind.startswith("replace") and not committed:
@@ -424,7 +532,9 @@ def mutate(path: Path, data: st.DataObject) -> str:
         i = data.draw(st.sampled_from(committed) if kind.startswith("replace") else
                       st.integers(0, len(rows) - 1), label="row")  # fmt: skip
         row, where = rows[i], (run, rows[i].seq)
-        if tamper.layout_of(conn) == 2 and (kind.startswith("flip") or kind in RAW_CUTS):
+        if layout == 4 and (kind.startswith("flip") or kind in RAW_CUTS + V4_MUTATIONS):
+            return mutate_v4(conn, kind, run, i, data)
+        if layout == 2 and (kind.startswith("flip") or kind in RAW_CUTS):
             return mutate_v2(conn, kind, run, i, data)
         if kind.startswith("flip"):
             column = kind.split()[1]
@@ -465,7 +575,7 @@ def mutate(path: Path, data: st.DataObject) -> str:
 def test_mutations_agree(data: st.DataObject) -> None:
     with scratch() as folder:
         path = folder / "log.db"
-        with tamper.new_file_schema(data.draw(st.sampled_from((1, 2)), label="schema")):
+        with tamper.new_file_schema(data.draw(SCHEMAS, label="schema")):
             if data.draw(st.booleans(), label="redacted"):
                 planted = data.draw(rs.planted_runs(rfc8259=True), label="planted run")
                 record_planted(planted, path)
@@ -2375,24 +2485,348 @@ def test_schema_2_case(
         assert ours == theirs, iv.explain_file(copy)
 
 
-# --- (f) sealed runs (format v4, section 5.8 and 9.2 step 4) ----------------------------------
+# --- (e2) storage schema 4 (section 4): rows rebuilt from appends rows and their records ----
+
+
+@dataclass(frozen=True)
+class V4Log:
+    """A file created with storage schema 4: ``ids`` a root run with a tool call under a
+    policy (``A``), its continuation (``B``) and the continuation's (``C``), whose
+    ``run.open`` records name a template in ``opens`` and their parent's run key."""
+
+    path: Path
+    ids: dict[str, str]
 
 
 @pytest.fixture(scope="module")
-def sealed_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """A sealed root run with a tool call under a policy, and its sealed continuation."""
+def v4_log(tmp_path_factory: pytest.TempPathFactory) -> V4Log:
+    path = tmp_path_factory.mktemp("spec4") / "v4.db"
+    script = [af.reply(tool_calls=[af.tool_call("lookup", {"q": "ann"})]), "done", "b", "c"]
+    with (
+        tamper.new_file_schema(4),
+        af.Agent(
+            provider=af.MockProvider(script),
+            model="m",
+            tools=[lookup_tool()],
+            store=path,
+            redact=af.RedactionPolicy(keys=["ssn"]),
+        ) as agent,
+    ):
+        a = agent.run_sync("hi")
+        b = agent.run_sync("more", continue_from=a)
+        c = agent.run_sync("again", continue_from=b)
+    ids = {"A": a.run_id, "B": b.run_id, "C": c.run_id}
+    with closing(sqlite3.connect(path)) as conn:
+        assert tamper.layout_of(conn) == 4
+        firsts = {role: tamper.appends_of(conn, rid)[0].data[0] for role, rid in ids.items()}
+        assert firsts["B"] == firsts["C"] == 3  # run.open in form 1 (tag 2 x 1 + 1)
+        assert conn.execute("SELECT COUNT(*) FROM opens").fetchone()[0] >= 1
+        assert len(tamper.appends_of(conn, a.run_id)) > 2
+    return V4Log(path, ids)
+
+
+def uv(n: int) -> bytes:
+    """``uvarint`` (section 4, "Records"), written here from the page."""
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def record(tag: int, fields: bytes, delta: bytes = b"\x00") -> bytes:
+    return uv(tag) + delta + fields
+
+
+def name_id(conn: sqlite3.Connection, text: str) -> int:
+    (found,) = conn.execute("SELECT id FROM names WHERE text = ?", (text,)).fetchone()
+    return int(found)
+
+
+Records = Callable[[sqlite3.Connection], bytes]
+Damage4 = Callable[[sqlite3.Connection, dict[str, str]], None]
+
+
+def after_close(
+    records: Records, rebuilt: tuple[str, bytes] | None = None, count: int = 1
+) -> Damage4:
+    """One ``appends`` row after run A's last row holding ``records``; its head the chain
+    hash of ``rebuilt`` (type, body), the row the page says a reader rebuilds (zeros when
+    none is expected). A row that decodes fails **structure** (nothing follows ``run.close``,
+    section 9.2 step 6) or, not JSON, **canonical**; one that does not, **rows**."""
+    from agentfootprint.logformat.chain import chain_hash, event_hash
+
+    def apply(conn: sqlite3.Connection, ids: dict[str, str]) -> None:
+        last = tamper.appends_of(conn, ids["A"])[-1]
+        seq, ts = last.seq + last.count, tamper.read_rows(conn, ids["A"])[-1].ts
+        head = bytes(32)
+        if rebuilt is not None:
+            head = chain_hash(last.head, event_hash(ids["A"], seq, rebuilt[0], ts, rebuilt[1]))
+        conn.execute(
+            "INSERT INTO appends VALUES (?, ?, ?, ?, ?)",
+            (last.pos - last.seq + seq, count, ts, head, records(conn)),
+        )
+
+    return apply
+
+
+def sql4(statement: str) -> Damage4:
+    """SQL with ``{A}`` (a run id), ``{A_key}``, ``{A_lo}``, ``{A_hi}`` (its pos range)."""
+
+    def apply(conn: sqlite3.Connection, ids: dict[str, str]) -> None:
+        names: dict[str, Any] = {}
+        for role, rid in ids.items():
+            (key,) = conn.execute(
+                "SELECT run_key FROM run_keys WHERE run_id = ?", (rid,)
+            ).fetchone()
+            names |= {role: rid, f"{role}_key": key, f"{role}_lo": key << 32,
+                      f"{role}_hi": (key << 32) | 0xFFFFFFFF}  # fmt: skip
+        conn.executescript(statement.format(**names))
+
+    return apply
+
+
+EVENT = b'{"name":"x","payload":{}}'
+WHOLE_EVENT = ("event", EVENT)
+DIGEST_A = bytes(range(32))
+A_RANGE = "pos BETWEEN {A_lo} AND {A_hi}"
+FIRST_OF_A = f"(SELECT MIN(pos) FROM appends WHERE {A_RANGE})"
+MIDDLE_OF_A = f"(SELECT MIN(pos) FROM appends WHERE {A_RANGE} AND pos > {FIRST_OF_A})"
+
+
+def middle(assignment: str) -> Damage4:
+    """An assignment to run A's second ``appends`` row."""
+    return sql4(f"UPDATE appends SET {assignment} WHERE pos = {MIDDLE_OF_A}")
+
+
+def event(delta: bytes = b"\x00", tag: bytes = b"\x08") -> Records:
+    """An event record in form 0 (tag 8), with the delta and tag bytes given."""
+    return lambda conn: tag + delta + uv(len(EVENT)) + EVENT
+
+
+def write_record(c: int, verb: int, value: bytes | None = None, path: int | None = None) -> Records:
+    """A write in form 1 (tag 5) of ``path`` (a names id; None: the id of ``history``)."""
+    opt = b"\x00" if value is None else uv(len(value) + 1) + value
+
+    def build(conn: sqlite3.Connection) -> bytes:
+        named = name_id(conn, "history") if path is None else path
+        return record(5, uv(c) + uv(named) + uv(verb) + opt)
+
+    return build
+
+
+def commit_record(decision: bytes) -> Records:
+    """A commit marker in form 1 (tag 11): commit 0, stage ``history``, k 3, no writes."""
+    return lambda c: record(11, uv(0) + uv(name_id(c, "history")) + uv(3) + uv(0) + decision)
+
+
+def receipt_record(p: bytes) -> Records:
+    """A receipt in form 1 (tag 7): commit 0, model ``m``, call 0, and ``p``."""
+    return lambda conn: record(7, uv(0) + uv(name_id(conn, "m")) + uv(0) + uv(len(p)) + p)
+
+
+def receipt_p(*counts: int, digests: int = 0, params: bytes = b"{}") -> bytes:
+    return b"".join(map(uv, counts)) + DIGEST_A + DIGEST_A * digests + params
+
+
+RECEIPT_BODY = (
+    b'{"call":0,"commit":0,"messages":{"add":["' + DIGEST_A.hex().encode() + b'"],"keep":2},'
+    b'"model":"m","params":{},"request":"' + DIGEST_A.hex().encode() + b'","system":{"add":[],'
+    b'"keep":1},"tools":{"add":[],"keep":0}}'
+)
+DELETED = b'{"commit":0,"path":"history","value":1,"verb":"delete"}'
+LARGEST = b'{"commit":9007199254740991,"path":"history","verb":"delete"}'
+DECIDED = '{"commit":0,"decision":"é","stage":"history","stage_run":"history#3","writes":0}'
+RECEIPT = receipt_p(1, 0, 2, 1, 0, 0, digests=1)
+
+
+def cases(role: str, expected: str, damages: dict[str, Damage4]) -> list[Any]:
+    return [(name, damage, role, expected) for name, damage in damages.items()]
+
+
+#: (name, damage, the run whose verdict is named, that verdict); both verifiers must agree
+#: on every run and index finding of the file
+# fmt: off
+V4_CASES = [
+    *cases("C", iv.VALID, {"as recorded": sql4("")}),
+    # the columns of an appends row: its first row a NULL body
+    *cases("A", "rows", {
+        "count 0": sql4(f"UPDATE appends SET count = 0 WHERE pos = {FIRST_OF_A}"),
+        "count as text": middle("count = 'four'"),  # INTEGER affinity keeps no number as text
+        "count as real": middle("count = count + 0.5"),
+        "ts as real": middle("ts = ts + 0.5"),
+        "ts as text": middle("ts = ts || 'x'"),
+        "head of 31 bytes": middle("head = substr(head, 2)"),
+        "head as text": middle("head = hex(head)"),
+        "data as text": middle("data = CAST(data AS TEXT)"),
+        "data empty": middle("data = x''"),
+        "an appends row dropped": sql4(f"DELETE FROM appends WHERE pos = {MIDDLE_OF_A}"),
+        "the first appends row dropped": sql4(f"DELETE FROM appends WHERE pos = {FIRST_OF_A}"),
+    }),
+    # the tables records name: a name, a template, a parent's run key
+    *cases("A", "rows", {
+        "a name as a blob": sql4(
+            "UPDATE names SET text = CAST(text AS BLOB) WHERE text = 'history'"),
+        "a name of 257 bytes": sql4(
+            "UPDATE names SET text = 'history' || printf('%250s', '') WHERE text = 'history'"),
+        "a name not UTF-8": sql4(
+            "UPDATE names SET text = CAST(x'ff' AS TEXT) WHERE text = 'history'"),
+        "a names row deleted": sql4("DELETE FROM names WHERE text = 'history'"),
+    }),
+    *cases("A", "chain", {
+        "a name of 256 bytes (within the limit)": sql4(
+            "UPDATE names SET text = 'history' || printf('%249s', '') WHERE text = 'history'"),
+    }),
+    *cases("B", "rows", {
+        "a template part as text": sql4("UPDATE opens SET prefix = CAST(prefix AS TEXT)"),
+        "a template over 16,384 bytes": sql4("UPDATE opens SET suffix = suffix || zeroblob(16384)"),
+        "a template deleted": sql4("DELETE FROM opens"),
+        "the parent's id as a blob": sql4(
+            "UPDATE run_keys SET run_id = CAST(run_id AS BLOB) WHERE run_key = {A_key}"),
+        "the parent's id over 1,024 bytes": sql4(
+            "UPDATE run_keys SET run_id = run_id || printf('%1000s', '') WHERE run_key = {A_key}"),
+        "the parent's run_keys row deleted (an orphan)": sql4(
+            "DELETE FROM run_keys WHERE run_key = {A_key}"),
+    }),
+    *cases("B", iv.VALID, {
+        "a run's own id changed": sql4("UPDATE run_keys SET run_id = 'x' WHERE run_key = {C_key}"),
+    }),
+    # records after run A's close, each decoding as the page says (structure, or canonical
+    # for a body that is not JSON) or not at all (rows)
+    *cases("A", "structure", {
+        "an event whole": after_close(event(), WHOLE_EVENT),
+        "a tag not written in fewest bytes": after_close(event(tag=b"\x88\x00"), WHOLE_EVENT),
+        "a delta of 10 bytes": after_close(event(b"\x80" * 9 + b"\x00"), WHOLE_EVENT),
+        "a run.open whole": after_close(event(tag=b"\x02"), ("run.open", EVENT)),
+        "a delete with a value": after_close(write_record(0, 4, b"1"), ("write", DELETED)),
+        "a commit of 2^53 - 1": after_close(write_record(2**53 - 1, 4), ("write", LARGEST)),
+        "a decision": after_close(commit_record(uv(3) + b"\xc3\xa9"), ("commit", DECIDED.encode())),
+        "a receipt": after_close(receipt_record(RECEIPT), ("receipt", RECEIPT_BODY)),
+        "a count past the records (the first row decodes)": after_close(event(), count=2),
+    }),
+    *cases("A", "canonical", {
+        "a receipt's params not JSON": after_close(receipt_record(RECEIPT[:-2])),
+    }),
+    *cases("A", "rows", {
+        "a delta of 11 bytes": after_close(event(b"\x80" * 10 + b"\x00")),
+        "a delta past 2^64 - 1": after_close(event(b"\x80" * 9 + b"\x02")),
+        "a first delta not 0": after_close(event(b"\x02")),
+        "code 0": after_close(event(tag=b"\x00")),
+        "code 8": after_close(event(tag=b"\x10")),
+        "an event in form 1": after_close(event(tag=b"\x09")),
+        "a run.close in form 1": after_close(event(tag=b"\x0d")),
+        "a run.open in form 1 past seq 0": after_close(
+            lambda c: record(3, uv(1) + uv(1) + uv(1) + bytes(32))),
+        "a verb 5": after_close(write_record(0, 5)),
+        "a commit of 2^53": after_close(write_record(2**53, 4)),
+        "a path id no SQLite integer holds": after_close(write_record(0, 4, path=2**64 - 1)),
+        "a path id naming no row": after_close(write_record(0, 4, path=99_999)),
+        "a decision not UTF-8": after_close(commit_record(uv(2) + b"\xff")),
+        "a receipt's p ending in its request digest": after_close(
+            receipt_record(receipt_p(0, 0, 0, 0, 0, 0)[:-3])),
+        "a receipt's counts past its p": after_close(
+            receipt_record(receipt_p(0, 0, 0, 2, 0, 0, digests=1, params=b""))),
+        "a receipt's keep of 2^53": after_close(receipt_record(receipt_p(2**53, 0, 0, 0, 0, 0))),
+        "a byte after the records": after_close(
+            lambda c: event()(c) + b"\x00", WHOLE_EVENT),
+    }),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "role", "expected"), V4_CASES, ids=[c[0] for c in V4_CASES]
+)
+def test_schema_4_case(v4_log: V4Log, name: str, damage: Damage4, role: str, expected: str) -> None:
+    """Section 4's schema-4 rules, case by case: a column, a table records name, a crafted
+    record; the independent verifier reads them from the page alone and agrees with the
+    reference on every verdict of the file."""
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(v4_log.path, copy)
+        with tamper.tampering(copy) as conn:
+            damage(conn, v4_log.ids)
+        ours, theirs = mine(copy), reference(copy)
+        assert ours[0][v4_log.ids[role]][0] == expected, iv.explain_file(copy)
+        assert ours == theirs, iv.explain_file(copy)
+
+
+#: section 4 "What a file is", steps 3 and 4, on a schema-4 file (expected: None for usage)
+V4_KINDS = [
+    ("migration 5 recorded", "INSERT INTO schema_version VALUES (5, 'future', 0)", None),
+    ("no names table", "DROP TABLE names", None),
+    ("no opens table", "DROP TABLE opens", None),
+    ("no appends table", "DROP TABLE appends", None),
+    ("opens without suffix", "ALTER TABLE opens DROP COLUMN suffix", None),
+    ("appends without data", "ALTER TABLE appends DROP COLUMN data", None),
+    ("migration 4 not recorded", "DELETE FROM schema_version WHERE version = 4", None),
+    ("migration 2 instead", "UPDATE schema_version SET version = 2", None),
+    (
+        "migration 3 beside it (the seal log)",
+        "INSERT INTO schema_version VALUES (3, 'seal log', 0)",
+        iv.VALID,
+    ),
+    (
+        "schema-1 tables beside it",
+        "CREATE TABLE events (run_id, seq, type, ts, body, event_hash, chain_hash)",
+        iv.VALID,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "statement", "expected"), V4_KINDS, ids=[c[0] for c in V4_KINDS])
+def test_schema_4_file_kind(v4_log: V4Log, name: str, statement: str, expected: str | None) -> None:
+    """A file whose migration 4 is recorded but lacks its tables, or records a migration
+    above 4, is not judged (a usage error, exit 2) by either verifier."""
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(v4_log.path, copy)
+        with closing(sqlite3.connect(copy)) as conn:
+            conn.execute(statement)
+            conn.commit()
+        ours, theirs = mine(copy), reference(copy)
+        if expected is None:
+            assert ours == theirs == ({None: ("usage", None)}, []), iv.explain_file(copy)
+        else:
+            assert {v for v, _ in ours[0].values()} == {expected}, iv.explain_file(copy)
+            assert ours == theirs
+
+
+def test_a_schema_2_file_with_migration_4_recorded_is_not_a_log(v2_log: tuple[Path, str]) -> None:
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(v2_log[0], copy)
+        with closing(sqlite3.connect(copy)) as conn:
+            conn.execute("INSERT INTO schema_version VALUES (4, 'appends', 0)")
+            conn.commit()
+        assert mine(copy) == reference(copy) == ({None: ("usage", None)}, [])
+
+
+# --- (f) sealed runs (format v4, section 5.8 and 9.2 step 4) ----------------------------------
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["schema2", "schema4"])
+def sealed_log(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[Path, list[str]]:
+    """A sealed root run with a tool call under a policy, and its sealed continuation, in a
+    file of storage schema 2 or 4 (migration 3, the seal log, on either)."""
     from agentfootprint.seal import Ed25519Signer
 
     path = tmp_path_factory.mktemp("sealed") / "sealed.db"
     tool, provider = lookup_tool(), lookup_script()
-    with af.Agent(
-        provider=provider,
-        model="m",
-        tools=[tool],
-        store=path,
-        redact=af.RedactionPolicy(keys=["ssn"]),
-        signer=Ed25519Signer.from_seed(bytes(32)),
-    ) as agent:
+    with (
+        tamper.new_file_schema(request.param),
+        af.Agent(
+            provider=provider,
+            model="m",
+            tools=[tool],
+            store=path,
+            redact=af.RedactionPolicy(keys=["ssn"]),
+            signer=Ed25519Signer.from_seed(bytes(32)),
+        ) as agent,
+    ):
         first = agent.run_sync("hi")
         second = agent.run_sync("more", continue_from=first)
     return path, [first.run_id, second.run_id]
