@@ -137,11 +137,11 @@ PAGE_SIZE = 8192
 #: :mod:`agentfootprint.store.seal_log`, added by a file's first sealed append whatever its
 #: layout.)
 SCHEMA_VERSION = 4
-#: The schema a new (missing, empty or tableless) file is created with: the leaner layout
-#: (2), or schema 4's one row per append. Files of the others are read, continued and
-#: verified as they are; a test about one layout's bytes creates its files with
+#: The schema a new (missing, empty or tableless) file is created with: schema 4, one row
+#: per append (about half the bytes of schema 2's leaner rows). Files of the others are read,
+#: continued and verified as they are; a test about one layout's bytes creates its files with
 #: ``agentfootprint.testing.tamper.new_file_schema(n)``.
-NEW_FILE_SCHEMA = 2
+NEW_FILE_SCHEMA = 4
 #: ``rows.type`` of schema 2.
 TYPE_CODES: dict[str, int] = {
     "run.open": 1,
