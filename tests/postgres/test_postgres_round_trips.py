@@ -203,3 +203,88 @@ def test_a_lone_run_appends_in_place_and_concurrent_runs_on_threads(pg_database:
         asyncio.run(two_runs())
         assert any(name.startswith("af-pg") for name in threads), threads
         assert len(store.runs()) == 3
+
+
+def _batches(sizes: Sequence[int]) -> list[list[StoredEvent]]:
+    """One run written in batches of ``sizes`` rows (the first opens it), as a store
+    receives them."""
+    from agentfootprint.store.writer import RunWriter
+    from agentfootprint.testing.store_contract import open_body
+
+    batches: list[list[StoredEvent]] = []
+
+    class Capture(af.MemoryStore):
+        def append(self, events: Any) -> None:
+            batches.append(list(events))
+            super().append(events)
+
+    writer = RunWriter(Capture(), "sizes")
+    writer.append(
+        [("run.open", open_body("sizes"))] + [("write", _write(i)) for i in range(1, sizes[0])]
+    )
+    done = sizes[0]
+    for size in sizes[1:]:
+        writer.append([("write", _write(done + i)) for i in range(size)])
+        done += size
+    return batches
+
+
+def _write(index: int) -> dict[str, Any]:
+    return {"commit": index, "path": f"k{index}", "verb": "set", "value": "x" * (index % 50)}
+
+
+def test_batches_of_every_size_are_stored_whole_and_in_order(pg_database: str) -> None:
+    """Up to VALUES_ROWS rows a batch is one VALUES statement of its size, past it one
+    statement of arrays: both store the rows byte for byte, positions in seq order."""
+    from agentfootprint.store.postgres_rows import VALUES_ROWS
+
+    sizes = [1, 2, VALUES_ROWS - 1, VALUES_ROWS, VALUES_ROWS + 1, 3 * VALUES_ROWS, 1]
+    batches = _batches(sizes)
+    assert [len(b) for b in batches] == sizes
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        for batch in batches:
+            store.append(batch)
+        assert list(store.read("sizes")) == [e for b in batches for e in b]
+        assert store.runs()[0].events == sum(sizes)
+    with psycopg.connect(pg_database) as conn:
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM events ORDER BY position")]
+        index = conn.execute("SELECT run_id, conversation_id, opened_at FROM runs").fetchall()
+    assert seqs == list(range(sum(sizes)))
+    assert index == [("sizes", "sizes", batches[0][0].ts)]
+
+
+def test_each_batch_size_is_prepared_once_per_session(pg_database: str, folder: Path) -> None:
+    """A batch of a size not yet written on a session prepares its statement there (one
+    Parse, one round trip more), and only then."""
+    batches = _batches([2, 3, 3, 5, 3, 5])
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        traced = Traced(store, folder)
+        for batch in batches:
+            store.append(batch)
+    parses = [sum(m == ("F", "Parse") for m in msgs) for msgs in traced.appends()]
+    assert parses == [1, 1, 0, 1, 0, 0], traced.appends()
+    assert traced.round_trips() == [1 + p for p in parses]
+
+
+def test_a_session_that_lost_its_statements_prepares_them_again(pg_database: str) -> None:
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        _record(store, 1)
+        with store._db.connection("forgetting") as conn:
+            conn.execute("DEALLOCATE ALL")  # as a pooler's new session would be
+        _record(store, 2)
+        outcomes = [r.outcome for _, r in af.Verifier(store).verify_all()]  # type: ignore[union-attr]
+    assert outcomes == [af.Outcome.VALID_UNSIGNED] * 3
+
+
+def test_a_taken_position_is_a_conflict_on_the_statement_path(pg_database: str) -> None:
+    """A batch that seals nothing goes through the prepared statement; another writer's
+    rows at its position are still a conflict, and nothing of the batch is kept."""
+    batches = _batches([2, 3, 4])
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        for batch in batches:
+            store.append(batch)
+        with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as other:
+            other._next_seq["sizes"] = batches[1][0].seq  # as if it wrote the first batch
+            with pytest.raises(af.StoreConflictError, match="already taken"):
+                other.append(batches[1])
+        assert len(list(store.read("sizes"))) == 9

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import struct
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +43,6 @@ from agentfootprint.store.base import (
     RunInfo,
     StoredEvent,
     agreed_durability,
-    run_index_from_open,
 )
 from agentfootprint.store.postgres_db import (
     APPEND_ONLY,
@@ -58,6 +55,7 @@ from agentfootprint.store.postgres_db import (
     schema_tables,
     translate_errors,
 )
+from agentfootprint.store.postgres_rows import register_arrays, statement, write_batch
 from agentfootprint.store.postgres_url import PostgresLocation
 from agentfootprint.store.seal_log import sealed_in
 
@@ -176,7 +174,7 @@ class PostgresStore(EventStore):
             readonly=readonly,
             timeout=float(timeout),
             name="agentfootprint-log",
-            adapt=_register_arrays,
+            adapt=register_arrays,
         )
         #: the next seq of each open run this store appended to (another writer of the same
         #: run is caught by the primary key, as a conflict)
@@ -312,7 +310,7 @@ class PostgresStore(EventStore):
                 self._seal(cur, sealed)
         elif not sealed:
             with self._db.connection(context) as conn:
-                conn.execute(*_statement(events))
+                write_batch(conn, events)
         else:
             # one pipeline, one Sync: its statements are one implicit transaction, committed
             # at the Sync if all succeed, rolled back if any fails (the protocol's rule for a
@@ -323,7 +321,7 @@ class PostgresStore(EventStore):
                 conn.pipeline(),
                 conn.cursor() as cur,
             ):
-                cur.execute(*_statement(events))
+                cur.execute(*statement(events))
                 self._seal(cur, sealed)
         self._appended(events)
 
@@ -379,7 +377,7 @@ class PostgresStore(EventStore):
                 raise StoreConflictError(
                     f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
                 )
-        cur.execute(*_statement(events))
+        cur.execute(*statement(events))
 
     @staticmethod
     def _seal(cur: psycopg.Cursor[Any], sealed: Sequence[str]) -> None:
@@ -476,106 +474,10 @@ class PostgresStore(EventStore):
         self._db.close()
 
 
-_OPEN_RUN: Final = (
-    "WITH opened AS (INSERT INTO runs (run_id, conversation_id, parent_run_id, opened_at) "
-    "VALUES (%b, %b, %b, %b)) "
-)
-#: a batch's rows as one statement of one text whatever their number: the columns as arrays
-#: in binary (no per-row placeholders for the driver to parse, no 65,535-parameter bound, one
-#: server-side prepared statement per connection), the seqs counted from the first
-_INSERT_ROWS: Final = (
-    "INSERT INTO events (run_id, seq, type, ts, body, event_hash, chain_hash) "
-    "SELECT %b, %b::integer + u.o::integer - 1, u.t, u.ts, u.b, u.e, u.c "
-    "FROM unnest(%b::text[], %b::bigint[], %b::bytea[], %b::bytea[], %b::bytea[]) "
-    "WITH ORDINALITY AS u(t, ts, b, e, c, o)"
-)
 _SEAL_LEAF: Final = (
     "INSERT INTO seal_log (leaf, run_id, sealed_at) "
     "SELECT COALESCE(MAX(leaf), -1) + 1, %s, %s FROM seal_log"
 )
-
-
-class _Array(bytes):
-    """A column's values already in PostgreSQL's binary array format (one dimension, no
-    NULL); a subclass per array type says which. The driver's generic list adaptation
-    inspects every element in Python; a batch's columns are uniform, so they are packed
-    here, and the dumper hands the bytes over as they are."""
-
-    #: (array type oid, element type oid)
-    oids: tuple[int, int] = (0, 0)
-
-    @classmethod
-    def of(cls, items: Sequence[bytes]) -> _Array:
-        parts = [_ARRAY_HEAD.pack(1, 0, cls.oids[1], len(items), 1)]
-        for item in items:
-            parts += (_LENGTH.pack(len(item)), item)
-        return cls(b"".join(parts))
-
-
-class _TextArray(_Array):
-    oids = (1009, 25)
-
-
-class _ByteaArray(_Array):
-    oids = (1001, 17)
-
-
-class _Int8Array(_Array):
-    oids = (1016, 20)
-
-    @classmethod
-    def of_ints(cls, items: Sequence[int]) -> _Array:
-        head = _ARRAY_HEAD.pack(1, 0, cls.oids[1], len(items), 1)
-        return cls(head + b"".join([_INT8.pack(8, item) for item in items]))
-
-
-_ARRAY_HEAD: Final = struct.Struct("!iiIii")
-_LENGTH: Final = struct.Struct("!i")
-_INT8: Final = struct.Struct("!iq")
-
-
-def _register_arrays(conn: psycopg.Connection[Any]) -> None:
-    """Teach a connection the :class:`_Array` types (passed to :class:`Connections` as its
-    ``adapt``: every session of the log's pool gets them)."""
-    for kind, dumper in _array_dumpers():
-        conn.adapters.register_dumper(kind, dumper)
-
-
-@functools.cache
-def _array_dumpers() -> list[tuple[type[_Array], type[Any]]]:
-    from psycopg.adapt import Dumper
-    from psycopg.pq import Format
-
-    def dumper(kind: type[_Array]) -> type[Any]:
-        class ArrayDumper(Dumper):
-            format = Format.BINARY
-            oid = kind.oids[0]
-
-            def dump(self, obj: Any) -> bytes:
-                return obj  # type: ignore[no-any-return]
-
-        return ArrayDumper
-
-    return [(kind, dumper(kind)) for kind in (_TextArray, _ByteaArray, _Int8Array)]
-
-
-def _statement(events: Sequence[StoredEvent]) -> tuple[str, list[Any]]:
-    """The one statement writing a batch's rows, and for a batch that opens its run the run
-    index row too (a primary key refuses a second opening of the run)."""
-    first = events[0]
-    params: list[Any] = [
-        first.run_id,
-        first.seq,
-        _TextArray.of([e.type.encode() for e in events]),
-        _Int8Array.of_ints([e.ts for e in events]),
-        _ByteaArray.of([e.body for e in events]),
-        _ByteaArray.of([e.event_hash for e in events]),
-        _ByteaArray.of([e.chain_hash for e in events]),
-    ]
-    if first.seq != 0:
-        return _INSERT_ROWS, params
-    conversation, parent = run_index_from_open(first)
-    return _OPEN_RUN + _INSERT_ROWS, [first.run_id, conversation, parent, first.ts, *params]
 
 
 @contextlib.contextmanager

@@ -84,51 +84,63 @@ def now_ms() -> int:
 
 @contextlib.contextmanager
 def translate_errors(context: str) -> Iterator[None]:
-    """Turn psycopg's (and its pool's) errors into this library's (the one place that does)."""
+    """Turn psycopg's (and its pool's) errors into this library's (the one place that does;
+    nothing is looked up unless something was raised: a flush passes through here)."""
+    try:
+        yield
+    except Exception as exc:
+        translated = _translated(context, exc)
+        if translated is None:
+            raise
+        raise translated from exc
+
+
+def _translated(context: str, exc: Exception) -> Exception | None:
+    """This library's error for a driver error ``exc``; None for any other exception."""
     import psycopg
     from psycopg import errors
     from psycopg_pool import PoolClosed, PoolTimeout
 
-    try:
-        yield
-    except errors.UniqueViolation as exc:
-        raise StoreConflictError(
+    if isinstance(exc, errors.UniqueViolation):
+        return StoreConflictError(
             f"{context}: position already taken by another writer ({first_line(exc)})"
-        ) from exc
-    except errors.RaiseException as exc:
+        )
+    if isinstance(exc, errors.RaiseException):
         if APPEND_ONLY in str(exc):
-            raise AppendOnlyError(f"{context}: {first_line(exc)}") from exc
-        raise StoreError(f"{context}: PostgreSQL error: {first_line(exc)}") from exc
-    except errors.InsufficientPrivilege as exc:
-        raise StoreError(
+            return AppendOnlyError(f"{context}: {first_line(exc)}")
+        return StoreError(f"{context}: PostgreSQL error: {first_line(exc)}")
+    if isinstance(exc, errors.InsufficientPrivilege):
+        return StoreError(
             f"{context}: the database role lacks a privilege ({first_line(exc)}): a writer "
             "needs SELECT and INSERT on the log's tables (docs/stores.md, 'Roles')"
-        ) from exc
-    except (
+        )
+    rolled_back = (
         errors.LockNotAvailable,
         errors.QueryCanceled,
         errors.DeadlockDetected,
         errors.SerializationFailure,
         errors.TransactionRollback,
-    ) as exc:
-        raise StoreBusyError(
+    )
+    if isinstance(exc, rolled_back):
+        return StoreBusyError(
             f"{context}: the database rolled the transaction back ({first_line(exc)}); "
             "nothing of it was kept"
-        ) from exc
-    except errors.ReadOnlySqlTransaction as exc:
-        raise StoreError(f"{context}: the session is read-only: nothing can be written") from exc
-    except (PoolTimeout, PoolClosed) as exc:
-        raise StoreUnavailableError(
+        )
+    if isinstance(exc, errors.ReadOnlySqlTransaction):
+        return StoreError(f"{context}: the session is read-only: nothing can be written")
+    if isinstance(exc, PoolTimeout | PoolClosed):
+        return StoreUnavailableError(
             f"{context}: no connection to the database ({exc}): is the server running and "
             "reachable?"
-        ) from exc
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreUnavailableError(
             f"{context}: the database could not be reached or the connection broke "
             f"({first_line(exc)}); a batch in flight was kept whole or not at all"
-        ) from exc
-    except psycopg.Error as exc:
-        raise StoreError(f"{context}: PostgreSQL error: {first_line(exc)}") from exc
+        )
+    if isinstance(exc, psycopg.Error):
+        return StoreError(f"{context}: PostgreSQL error: {first_line(exc)}")
+    return None
 
 
 def location_of(url: Any) -> PostgresLocation:
@@ -286,11 +298,20 @@ class Connections:
 
     @contextlib.contextmanager
     def connection(self, context: str) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection, errors translated."""
-        if self.closed or self._pool is None:
+        """A pooled connection, errors translated. Taken and given back without the pool's
+        own context manager, whose commit-or-rollback at the end costs a flush a fifth of
+        its client-side Python: the sessions are in autocommit, a transaction is opened
+        and ended by ``conn.transaction()`` inside the block, and the pool rolls back one
+        given back in a transaction all the same."""
+        pool = self._pool
+        if self.closed or pool is None:
             raise StoreError(f"{context}: {self.location.shown} was closed")
-        with self.translate(context), self._pool.connection() as conn:
-            yield conn
+        with self.translate(context):
+            conn = pool.getconn()
+            try:
+                yield conn
+            finally:
+                pool.putconn(conn)
 
     @contextlib.contextmanager
     def cursor(self, context: str, *, write: bool = False) -> Iterator[psycopg.Cursor[Any]]:
