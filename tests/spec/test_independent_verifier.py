@@ -2752,7 +2752,25 @@ def test_schema_4_case(v4_log: V4Log, name: str, damage: Damage4, role: str, exp
         assert ours == theirs, iv.explain_file(copy)
 
 
-#: section 4 "What a file is", steps 3 and 4, on a schema-4 file (expected: None for usage)
+@slow(60)
+@given(st.data())
+def test_schema_4_raw_mutations_agree(v4_log: V4Log, data: st.DataObject) -> None:
+    """Schema 4's raw mutations alone (:func:`mutate_v4`: a flip, a cut, a column, the data,
+    a names, opens or run_keys row) on a file whose continued runs name a template and their
+    parent's run key: both verifiers agree."""
+    raw = ("flip body", "flip event_hash", "flip chain_hash", *RAW_CUTS, *V4_MUTATIONS)
+    with scratch() as folder:
+        copy = folder / "case.db"
+        shutil.copy(v4_log.path, copy)
+        run = data.draw(st.sampled_from(sorted(v4_log.ids.values())), label="run")
+        with tamper.tampering(copy) as conn:
+            last = tamper.read_rows(conn, run)[-1].seq
+            row = data.draw(st.integers(0, last), label="row")
+            note(mutate_v4(conn, data.draw(st.sampled_from(raw), label="kind"), run, row, data))
+        assert mine(copy) == reference(copy), iv.explain_file(copy)
+
+
+#: (name, SQL, the verdict of every run; None: the file is a usage error)
 V4_KINDS = [
     ("migration 5 recorded", "INSERT INTO schema_version VALUES (5, 'future', 0)", None),
     ("no names table", "DROP TABLE names", None),
@@ -2768,8 +2786,19 @@ V4_KINDS = [
         iv.VALID,
     ),
     (
+        "schema_version without a version column",
+        "DROP TABLE schema_version; CREATE TABLE schema_version (v INTEGER)",
+        None,
+    ),
+    (
         "schema-1 tables beside it",
         "CREATE TABLE events (run_id, seq, type, ts, body, event_hash, chain_hash)",
+        iv.VALID,
+    ),
+    (
+        "schema-2 tables and migration 2 beside it (migration 4 decides)",
+        "CREATE TABLE rows (pos, type, ts, body, head, stage, commit_no, stage_k); "
+        "INSERT INTO schema_version VALUES (2, 'leaner rows', 0)",
         iv.VALID,
     ),
 ]
@@ -2777,13 +2806,15 @@ V4_KINDS = [
 
 @pytest.mark.parametrize(("name", "statement", "expected"), V4_KINDS, ids=[c[0] for c in V4_KINDS])
 def test_schema_4_file_kind(v4_log: V4Log, name: str, statement: str, expected: str | None) -> None:
-    """A file whose migration 4 is recorded but lacks its tables, or records a migration
-    above 4, is not judged (a usage error, exit 2) by either verifier."""
+    """Section 4 "What a file is", steps 3 and 4, on a schema-4 file: one whose migration 4
+    is recorded but lacks its tables, or that records a migration above 4, is not judged (a
+    usage error, exit 2) by either verifier; tables of other layouts beside its own change
+    nothing."""
     with scratch() as folder:
         copy = folder / "case.db"
         shutil.copy(v4_log.path, copy)
         with closing(sqlite3.connect(copy)) as conn:
-            conn.execute(statement)
+            conn.executescript(statement)
             conn.commit()
         ours, theirs = mine(copy), reference(copy)
         if expected is None:
