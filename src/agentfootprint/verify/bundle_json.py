@@ -188,6 +188,43 @@ def _written_row(item: Any) -> tuple[str, str, bytes] | None:
     return None
 
 
+def _written_event(line: bytes) -> tuple[str, str, bytes, dict[str, Any]] | None:
+    """``(run, type, chain_hash, value)`` of an event line that :func:`_written_members`
+    takes (byte for byte what orjson writes of its value) and :func:`_written_row` passes,
+    else None: the two in one, at less cost, for every line of the pass that opens a bundle.
+    Seven members of which each row member is one are the row members; two strings of 64
+    characters whose concatenation ``fromhex`` reads and ``hex()`` gives back are lowercase
+    hex (``fromhex`` takes upper case and spaces too, which ``hex()`` does not give back)."""
+    try:
+        item = orjson.loads(line)
+        if orjson.dumps(item) + b"\n" != line or len(item) != 7:
+            return None
+        run, type_, seq, ts, body = item["run"], item["type"], item["seq"], item["ts"], item["body"]
+        event, chain = item["event_hash"], item["chain_hash"]
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError, KeyError):
+        return None  # not an object (or not of these members): the strict path says why
+    if (
+        type(run) is str
+        and type(type_) is str
+        and type(body) is str
+        and type(seq) is int
+        and -MAX_SAFE_INT <= seq <= MAX_SAFE_INT
+        and type(ts) is int
+        and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
+        and type(event) is str
+        and type(chain) is str
+        and len(event) == len(chain) == 64
+    ):
+        hashes = event + chain
+        try:
+            data = bytes.fromhex(hashes)
+        except ValueError:
+            return None
+        if data.hex() == hashes:
+            return run, type_, data[32:], item
+    return None
+
+
 def _checked_values(line: bytes) -> tuple[Any, ...] | None:
     """A line read again whose bytes were checked when the bundle was opened (the run's
     digest is compared when the run's lines end), as the 7 values of a row, or None when it
