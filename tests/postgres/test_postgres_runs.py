@@ -148,6 +148,85 @@ def test_a_role_without_update_or_delete_appends_and_verifies(pg_database: str) 
         _sql(pg_database, f"DROP ROLE {role}")
 
 
+def _schema_1_log(url: str, runs: int) -> None:
+    """A log as a writer of schema version 1 left it (migration 1 only), holding ``runs``
+    recorded runs."""
+    from agentfootprint.store.base import run_index_from_open
+    from agentfootprint.store.postgres import MIGRATIONS
+
+    memory = af.MemoryStore()
+    with af.Agent(provider=af.MockProvider(["a"] * runs), model="m", store=memory) as agent:
+        for i in range(runs):
+            agent.run_sync(f"q{i}")
+    version, name, statements = MIGRATIONS[0]
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version VALUES (%s, %s, 0)", (version, name))
+        for info in memory.runs():
+            events = list(memory.read(info.run_id))
+            conversation, parent = run_index_from_open(events[0])
+            conn.execute(
+                "INSERT INTO runs (run_id, conversation_id, parent_run_id, opened_at) "
+                "VALUES (%s, %s, %s, %s)",
+                (info.run_id, conversation, parent, events[0].ts),
+            )
+            conn.cursor().executemany(
+                "INSERT INTO events (run_id, seq, type, ts, body, event_hash, chain_hash) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (e.run_id, e.seq, e.type, e.ts, e.body, e.event_hash, e.chain_hash)
+                    for e in events
+                ],
+            )
+
+
+def _position_indexed(url: str) -> bool:
+    found = _sql(url, "SELECT 1 FROM pg_indexes WHERE indexname = 'events_position_key'")
+    return bool(found)
+
+
+def _all_valid(store: PostgresStore) -> list[Any]:
+    return [getattr(r, "outcome", r) for _, r in af.Verifier(store).verify_all()]
+
+
+def test_a_schema_1_log_is_read_as_it_is_and_migrated_by_its_owner(pg_database: str) -> None:
+    _schema_1_log(pg_database, 2)
+    with PostgresStore(pg_database, readonly=True) as reader:
+        assert reader.schema_version() == 1
+        assert _all_valid(reader) == [af.Outcome.VALID_UNSIGNED] * 2
+    assert _position_indexed(pg_database)
+    with PostgresStore(pg_database) as owner:  # migration 2 drops the index
+        assert owner.schema_version() == 2
+        with af.Agent(provider=af.MockProvider(["b"]), model="m", store=owner) as agent:
+            agent.run_sync("after")
+        assert _all_valid(owner) == [af.Outcome.VALID_UNSIGNED] * 3
+    assert not _position_indexed(pg_database)
+    positions = _sql(pg_database, "SELECT position FROM events ORDER BY position")
+    assert len(set(positions)) == len(positions)  # the identity, without its index
+
+
+def test_a_writer_that_does_not_own_a_schema_1_log_writes_it_as_it_is(pg_database: str) -> None:
+    _schema_1_log(pg_database, 1)
+    role = "af_old_writer_" + pg_database.rsplit("/", 1)[1][-8:]
+    _sql(pg_database, f"CREATE ROLE {role} LOGIN")
+    try:
+        _sql(pg_database, f"GRANT SELECT, INSERT ON events, runs, seal_log TO {role}")
+        _sql(pg_database, f"GRANT SELECT ON schema_version TO {role}")
+        writer_url = pg_database.replace("af_admin@", f"{role}@", 1)
+        with PostgresStore(writer_url) as writer:  # cannot apply migration 2: not the owner
+            assert writer.schema_version() == 1
+            with af.Agent(provider=af.MockProvider(["w"]), model="m", store=writer) as agent:
+                agent.run_sync("by the writer")
+            assert _all_valid(writer) == [af.Outcome.VALID_UNSIGNED] * 2
+        assert _position_indexed(pg_database)
+        with PostgresStore(pg_database) as owner:  # `init` as the owner
+            assert owner.schema_version() == 2
+    finally:
+        _sql(pg_database, f"DROP OWNED BY {role}")
+        _sql(pg_database, f"DROP ROLE {role}")
+
+
 def test_a_database_that_is_not_a_log_is_refused_and_left_alone(pg_database: str) -> None:
     _sql(pg_database, "CREATE TABLE customers (id integer)")
     with pytest.raises(NotALogError, match="other tables \\(customers\\)"):
@@ -195,7 +274,8 @@ def test_two_hosts_creating_one_new_database_at_once_both_open_it(pg_database: s
     for thread in threads:
         thread.join()
     assert not errors and len(opened) == 4
-    assert _sql(pg_database, "SELECT version FROM schema_version") == [(1,)]
+    recorded = _sql(pg_database, "SELECT version FROM schema_version ORDER BY version")
+    assert recorded == [(1,), (2,)]  # each migration once
     for store in opened:
         store.close()
 
