@@ -288,3 +288,22 @@ def test_a_taken_position_is_a_conflict_on_the_statement_path(pg_database: str) 
             with pytest.raises(af.StoreConflictError, match="already taken"):
                 other.append(batches[1])
         assert len(list(store.read("sizes"))) == 9
+
+
+def test_a_lone_writer_is_served_by_one_session(pg_database: str) -> None:
+    """The pool's first connection is ready when the store opens: a single writer's first
+    flush does not wait for it (which made the pool grow a second one, then alternate the
+    writer's flushes between two server processes)."""
+    with contextlib.closing(PostgresStore(pg_database)) as store:
+        pids: set[int] = set()
+        inner = store._db.connection
+
+        @contextlib.contextmanager
+        def noting(context: str) -> Iterator[psycopg.Connection[Any]]:
+            with inner(context) as conn:
+                pids.add(conn.info.backend_pid)
+                yield conn
+
+        store._db.connection = noting  # type: ignore[method-assign]
+        _record(store, 3)
+    assert len(pids) == 1

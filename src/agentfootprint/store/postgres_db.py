@@ -278,7 +278,10 @@ class Connections:
 
     def open_pool(self, size: int) -> None:
         """The pool (connections made as they are needed, each checked before use, so a
-        server started again is reconnected to)."""
+        server started again is reconnected to), its first connection made before this
+        returns: the first flush then finds it ready, where waiting for it made the pool
+        grow a second one for a single writer, which the pool's first-in first-out order
+        then alternated with (two server processes serving one writer's flushes in turn)."""
         from psycopg_pool import ConnectionPool
 
         pool = ConnectionPool(
@@ -295,6 +298,8 @@ class Connections:
         )
         pool.open(wait=False)
         self._pool = pool
+        with self.translate(f"opening {self.location.shown}"):
+            pool.wait(timeout=self.timeout)  # (closes the pool if it fails)
 
     @contextlib.contextmanager
     def connection(self, context: str) -> Iterator[psycopg.Connection[Any]]:
