@@ -640,6 +640,15 @@ def print_probes(probe: dict[str, float]) -> None:
         f"{probe['pg_bare_flush_off_ms']:.3f} off; the 7 rows as one multi-row INSERT "
         f"{probe['pg_one_statement_on_ms']:.3f} / {probe['pg_one_statement_off_ms']:.3f} ms"
     )
+    print(
+        f"# floor, CPU per call (client + server): a bare round trip through libpq (SELECT 1) "
+        f"{probe['pg_round_trip_client_cpu_us']:.0f} + "
+        f"{probe['pg_round_trip_server_cpu_us']:.0f} µs; a one-row commit "
+        f"{probe['pg_commit_on_client_cpu_us']:.0f} + {probe['pg_commit_on_server_cpu_us']:.0f} "
+        f"µs at synchronous_commit=on, {probe['pg_commit_off_client_cpu_us']:.0f} + "
+        f"{probe['pg_commit_off_server_cpu_us']:.0f} off; one fdatasync of 4 KiB "
+        f"{probe['fdatasync_cpu_us']:.0f} µs (-1: the server's process cannot be read)"
+    )
 
 
 def measure(

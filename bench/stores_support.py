@@ -68,8 +68,31 @@ def _ms_per_call(fn: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - t0) / calls * 1000
 
 
+def _cpu_us_per_call(fn: Callable[[], Any], calls: int, backend: int | None) -> tuple[float, float]:
+    """(this process's, the server session's) CPU microseconds per call of ``fn``; the
+    session's is -1 where its process cannot be read (a server on another machine)."""
+
+    def session_cpu() -> float:
+        if backend is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    s0, c0 = session_cpu(), time.process_time()
+    for _ in range(calls):
+        fn()
+    c1, s1 = time.process_time(), session_cpu()
+    server = 1e6 * (s1 - s0) / calls if backend is not None and s1 else -1.0
+    return 1e6 * (c1 - c0) / calls, server
+
+
 def probes(server: str, folder: Path) -> dict[str, float]:
-    """One fdatasync, one round trip, a flush's rows without the store."""
+    """One fdatasync, one round trip, a flush's rows without the store; and what the
+    floor of a flush costs in CPU here: a bare round trip and a bare durable commit through
+    libpq (no driver objects), client and server, and the kernel's CPU for one fdatasync."""
     import psycopg
 
     out: dict[str, float] = {}
@@ -81,10 +104,14 @@ def probes(server: str, folder: Path) -> dict[str, float]:
 
     try:
         out["fdatasync_ms"] = _ms_per_call(write_and_sync, 200)
+        out["fdatasync_cpu_us"] = _cpu_us_per_call(write_and_sync, 200, None)[0]
     finally:
         os.close(fd)
     with psycopg.connect(server, autocommit=True) as conn:
         out["pg_round_trip_ms"] = _ms_per_call(lambda: conn.execute("SELECT 1"), 500)
+        pgconn, backend = conn.pgconn, conn.info.backend_pid
+        client, session = _cpu_us_per_call(lambda: pgconn.exec_(b"SELECT 1"), 2000, backend)
+        out["pg_round_trip_client_cpu_us"], out["pg_round_trip_server_cpu_us"] = client, session
         # a logged table (a TEMP one writes no WAL, so its commits would not wait for disk)
         conn.execute("CREATE TABLE probe (run_id text, seq int, body bytea)")
         rows = [("0" * 32, i, b"x" * 160) for i in range(7)]  # 7: the template's mean flush
@@ -95,8 +122,16 @@ def probes(server: str, folder: Path) -> dict[str, float]:
             with conn.transaction(), conn.cursor() as cur:
                 cur.executemany("INSERT INTO probe VALUES (%s, %s, %s)", rows)
 
+        one_row = [b"0" * 32, b"0", b"x" * 160]
+
+        def commit_one_row() -> None:
+            pgconn.exec_params(b"INSERT INTO probe VALUES ($1, $2::int, $3::bytea)", one_row)
+
         for setting in ("on", "off"):
             conn.execute(f"SET synchronous_commit = {setting}")
+            client, session = _cpu_us_per_call(commit_one_row, 1000, backend)
+            out[f"pg_commit_{setting}_client_cpu_us"] = client
+            out[f"pg_commit_{setting}_server_cpu_us"] = session
             out[f"pg_bare_flush_{setting}_ms"] = _ms_per_call(flush, 300)
             # the same rows as one statement (atomic by itself: one round trip, no BEGIN)
             out[f"pg_one_statement_{setting}_ms"] = _ms_per_call(
