@@ -13,8 +13,10 @@ the operation alone, imports and setup excluded):
    ``BundleSource`` and ``Verifier.verify_all`` every run, as ``agentfootprint verify``)
    and ``verify-db`` (``Verifier.verify_all`` over the database itself, for comparison).
    The figure to read is how the peak grows with N against how the bundle grows: what
-   grows is each run's manifest entry and place in the file (the format keeps the run list
-   in one line), not its rows.
+   grows is each run's place in the file (a few hundred bytes per run: the reader reads the
+   manifest's run list one entry at a time, when it opens the bundle and again for the index
+   check), not its rows. Target (issue 26): bundle verify's max RSS at the larger N within
+   1.25x of the smaller.
 2. **A 50 MB tool result** recorded by an agent into a fresh SQLite log (``run_sync``:
    the tool call, the result appended to the history, the receipt of the next call, the
    SQLite write). Target: peak at most 5x the result's size. The tool result itself is
@@ -55,6 +57,7 @@ QUICK_SIZES = (200, 2000)
 RESULT_MB = 50
 QUICK_RESULT_MB = 10
 RECORD_LIMIT = 5.0  # peak / tool result size, at most
+FLAT_LIMIT = 1.25  # bundle verify's max RSS at the larger N over the smaller, at most
 CHUNK = 500  # runs per atomic append while building the log
 #: the bundle cases, and the database's own verify of the same runs to compare them with
 CASES = ("export", "write", "verify", "verify-db")
@@ -284,6 +287,13 @@ def bundles(sizes: tuple[int, ...], folder: Path, baseline: dict[str, Any]) -> d
             f"{per_run:,.0f} bytes of peak per added run, against {bundle_per_run:,.0f} "
             "bytes of bundle"
         )
+    flat = big["verify"]["maxrss"] / small["verify"]["maxrss"]
+    ratios["verify_maxrss"] = flat
+    print(
+        f"  bundle verify max RSS x{flat:.2f} (target <= {FLAT_LIMIT}x -> "
+        f"{verdict(flat <= FLAT_LIMIT)}); database verify x"
+        f"{big['verify-db']['maxrss'] / small['verify-db']['maxrss']:.2f}"
+    )
     results["ratios"] = ratios
     return results
 

@@ -38,6 +38,7 @@ from agentfootprint.errors import (
 )
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
+from agentfootprint.logformat.canonical import MAX_SAFE_INT
 from agentfootprint.logformat.chain import RawRow, open_body, row_values, stored_kind
 from agentfootprint.verify.bundle import _SQLITE_MAGIC, _path_argument
 from agentfootprint.verify.bundle_json import _file_error, _safe_int
@@ -56,8 +57,8 @@ Kept = tuple[Sequence[tuple[Any, ...]], Sequence[tuple[bytes, bytes]]]
 #: ``events`` rows, ending at its ``head``) and what that verification read, when it kept it,
 #: else None: the run is read again
 Verified = Callable[[str], tuple[RunVerification, Kept | None]]
-#: how much of the spilled lines is copied at once
-_COPY = 1 << 16
+#: how much of the spilled lines is copied at once (and written to the spill at once)
+_COPY = 1 << 18
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -166,12 +167,13 @@ def _event_line(run_id: str, row: tuple[Any, ...], run_json: bytes = b"") -> byt
         and type(link) is bytes
         and len(event) == 32
         and len(link) == 32
-        and _safe_int(seq)
-        and _safe_int(ts)
+        and type(seq) is int
+        and -MAX_SAFE_INT <= seq <= MAX_SAFE_INT
+        and type(ts) is int
+        and -MAX_SAFE_INT <= ts <= MAX_SAFE_INT
         and type(type_) is str
     ):  # the shape of every sound row: written at once (else each value judged, below)
-        with contextlib.suppress(UnicodeDecodeError, orjson.JSONEncodeError):
-            # byte for byte orjson.dumps of the row's object, its members in this order
+        try:  # byte for byte orjson.dumps of the row's object, its members in this order
             line = _LINE % (
                 run_json or orjson.dumps(run_id),
                 seq,
@@ -181,6 +183,9 @@ def _event_line(run_id: str, row: tuple[Any, ...], run_json: bytes = b"") -> byt
                 hexlify(event),
                 hexlify(link),
             )
+        except (UnicodeDecodeError, orjson.JSONEncodeError):
+            pass
+        else:
             if len(line) - 1 <= limits.MAX_BUNDLE_LINE_BYTES:
                 return line
     return _judged_line(run_id, RawRow(*row))
@@ -441,13 +446,20 @@ def _write_run(
     run_json = b""  # a run id JSON cannot carry: each line says so
     with contextlib.suppress(orjson.JSONEncodeError):
         run_json = orjson.dumps(run_id) if type(run_id) is str else b""
-    write = spill.write
+    lines: list[bytes] = []  # written in batches of about _COPY bytes
+    size = 0
     for row in itertools.islice(rows, expected):
-        write(_event_line(run_id, row, run_json))
+        line = _event_line(run_id, row, run_json)
+        lines.append(line)
+        size += len(line)
+        if size >= _COPY:
+            spill.write(b"".join(lines))
+            lines, size = [], 0
         if first is None:
             first = row
         last = row
         events += 1
+    spill.write(b"".join(lines))
     if first is None or last is None or (events, last[6]) != (expected, head):
         raise StoreError(
             f"run {run_id} changed while it was exported ({events} rows read where "

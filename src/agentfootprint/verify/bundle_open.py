@@ -336,17 +336,20 @@ class Opening:
     def rows(self, offset: int, number: int, size: int, digest: Any) -> None:
         """Every event line, then the trailer."""
         update, events = digest.update, 0
+        readline, limit = self.handle.readline, self.limit
+        current, judging = self.current, self.problem is None
         while True:
             number += 1
-            line = self.line(number)
+            line = readline(limit + 1)  # as line() reads it
+            if len(line) > limit and not line.endswith(b"\n"):
+                raise self._too_long(number)
             if not line or offset + len(line) >= size:
                 break
             update(line)
-            if self.problem is None:
+            if judging:
                 # a line as a writer writes it, of the run its line before began: taken here
                 # (every other line, and the first of each run, is judged by row())
                 written = _written_event(line)
-                current = self.current
                 if written is not None and current is not None and written[0] == current.run_id:
                     current.count += 1
                     current.length += len(line)
@@ -354,6 +357,7 @@ class Opening:
                     current.head, current.last_type = written[2], written[1]
                 else:
                     self.row(number, offset, line, written)
+                    current, judging = self.current, self.problem is None
             offset += len(line)
             events += 1
             line = b""  # one line held at a time, not two
