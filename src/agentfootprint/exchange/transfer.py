@@ -119,7 +119,9 @@ def export_runs(
             checkpoint=proven,
             verified=lambda run_id: (verdicts[run_id], None),
         )
-    return write_bundle(store, run_ids, out, library=library, verified=_ReadOnce(store).verified)
+    read_once = _ReadOnce(store)
+    with read_once.verifier.session():  # one seal log read for every run
+        return write_bundle(store, run_ids, out, library=library, verified=read_once.verified)
 
 
 class _ReadOnce:
@@ -127,34 +129,23 @@ class _ReadOnce:
     written, and the rows the verifier read for it (``chain_rows``) are handed to the
     writer with each row's event and chain hash as the verifier computed them
     (``Verifier.hashes_for``), so a run is read and hashed once for both. A run the
-    verifier did not read (cached as an ancestor) is read again by the writer.
-
-    The seal log is read once per export, not once per run: each run's verification starts
-    from the copy first read (read before any of its rows, as a verification's own read
-    would be: the log only grows, so a run it lists was sealed before), and any further read
-    within one run's verification (a sealed run that copy does not list) reads it afresh."""
+    verifier did not read (cached as an ancestor) is read again by the writer. The runs are
+    verified in one :meth:`~agentfootprint.verify.verifier.Verifier.session`: the seal log
+    is read and indexed once per export, not once per run."""
 
     def __init__(self, store: EventStore) -> None:
         self._store = store
-        self._verifier = Verifier(self)
-        self._verifier.hashes_for = self._hashes_for
+        self.verifier = Verifier(self)
+        self.verifier.hashes_for = self._hashes_for
         self._wanted: str | None = None
         self._kept: Sequence[tuple[Any, ...]] | None = None
         self._hashes: list[tuple[bytes, bytes]] | None = None
-        self._log: list[tuple[object, object]] | None = None
-        self._fresh = False  # the next seal_log() reads the store's again
 
-    def __getattr__(self, name: str) -> Any:  # the store's other reads
+    def __getattr__(self, name: str) -> Any:  # the store's seal log and other reads
         return getattr(self._store, name)
 
     def read(self, run_id: str, *, start: int = 0) -> Iterable[StoredEvent]:
         return self._store.read(run_id, start=start)
-
-    def seal_log(self) -> list[tuple[object, object]] | None:
-        if self._log is None or self._fresh:
-            self._log = self._store.seal_log()
-        self._fresh = True  # within one run's verification, a second read is fresh
-        return self._log
 
     def chain_rows(self, run_id: str) -> Sequence[tuple[Any, ...]] | None:
         fetch = getattr(self._store, "chain_rows", None)
@@ -172,9 +163,9 @@ class _ReadOnce:
     def verified(self, run_id: str) -> tuple[RunVerification, Kept | None]:
         """The run verified (a failure raises), with the rows its verification read and
         their hashes, when it read them."""
-        self._wanted, self._kept, self._hashes, self._fresh = run_id, None, None, False
+        self._wanted, self._kept, self._hashes = run_id, None, None
         try:
-            verification = self._verifier.verify(run_id)
+            verification = self.verifier.verify(run_id)
             rows, hashes = self._kept, self._hashes
             kept = None if rows is None or hashes is None else (rows, hashes)
             return verification, kept

@@ -240,6 +240,20 @@ class Verifier:
         entries = getattr(self.source, "index_entries", None)
         return cast("Iterable[Any]", entries()) if callable(entries) else None
 
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Many :meth:`verify` calls as one (export verifies each run as it writes it): the
+        source's seal log read and indexed once for all of them, a failed run verified once."""
+        if self._failed is not None:  # within one already
+            yield
+            return
+        self._failed = {}
+        try:
+            yield
+        finally:
+            self._failed = None
+            self._listing.end()
+
     def hasher_after(self, run_id: str) -> RequestHasher:
         """A hasher primed with the pieces of a verified run's last request (for its children),
         of that run's projection (``fork(version)`` it for a child served under another)."""
