@@ -307,3 +307,41 @@ def test_a_lone_writer_is_served_by_one_session(pg_database: str) -> None:
         store._db.connection = noting  # type: ignore[method-assign]
         _record(store, 3)
     assert len(pids) == 1
+
+
+def test_ctrl_c_during_a_flush_cancels_its_statement(pg_database: str) -> None:
+    """A flush waiting on the server (here on another session's uncommitted row at its
+    position) is interrupted by Ctrl-C as any psycopg query is: the statement is cancelled
+    on the server, nothing of the batch is kept, and the session serves the next flush."""
+    import _thread
+    import threading
+    import time
+
+    batches = _batches([2, 3])
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        store.append(batches[0])
+        with store._db.connection("pid") as conn:
+            pid = conn.info.backend_pid
+        with psycopg.connect(pg_database) as blocker, psycopg.connect(pg_database) as watch:
+            watch.autocommit = True
+            blocker.execute(  # an open transaction holds the batch's first position
+                "INSERT INTO events (run_id, seq, type, ts, body, event_hash, chain_hash) "
+                "VALUES ('sizes', 2, 'write', 0, '', '', '')"
+            )
+
+            def interrupt_once_waiting() -> None:
+                query = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s"
+                for _ in range(2000):  # until the flush waits on the lock (bounded)
+                    if watch.execute(query, (pid,)).fetchone() == ("Lock",):
+                        break
+                    time.sleep(0.005)
+                _thread.interrupt_main()
+
+            threading.Thread(target=interrupt_once_waiting, daemon=True).start()
+            with pytest.raises(KeyboardInterrupt):
+                store.append(batches[1])
+            state = watch.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,))
+            assert state.fetchone() == ("idle",)  # cancelled, not still waiting
+            blocker.rollback()
+        store.append(batches[1])  # the same session, the same position: written now
+        assert len(list(store.read("sizes"))) == 5

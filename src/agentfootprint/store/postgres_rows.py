@@ -4,11 +4,13 @@ session, its parameters already in PostgreSQL's binary format.
 :func:`write_batch` is a flush's usual path: the batch as one ``INSERT ... VALUES`` of as
 many rows as it holds (one prepared statement per batch size on each session, made the
 first time that size is written there; a batch of more than :data:`VALUES_ROWS` rows goes as
-columns of binary arrays through ``unnest``), executed through libpq itself
-(``PGconn.exec_prepared``: one Bind/Execute/Sync, the GIL released while the server works).
-Going through psycopg's cursor instead cost about as much client CPU again as the round
-trip itself (the cursor, its query and result objects, the generators that wait on the
-socket), and packing the columns as arrays in Python more than building the row values;
+columns of binary arrays through ``unnest``), sent through libpq itself
+(``PGconn.send_query_prepared``: one Bind/Execute/Sync) and waited for by psycopg's own wait
+on the socket, so that a Ctrl-C meanwhile cancels the statement on the server as for any
+psycopg query (a blocking ``exec_prepared`` would save a tenth of this path's instructions
+and ignore Ctrl-C until the server answered). Going through psycopg's cursor instead cost
+about as much client CPU again as the round trip itself (the cursor, its query and result
+objects), and packing the columns as arrays in Python more than building the row values;
 the statement's answer is only "done". :func:`statement` is the array form for a psycopg
 cursor, where the batch shares a transaction or a pipeline with other statements.
 """
@@ -105,8 +107,7 @@ def write_batch(conn: psycopg.Connection[Any], events: Sequence[StoredEvent]) ->
     done = _prepared.get(conn)
     if done is None or name not in done:
         _prepare(conn, name, text, types)
-    pgconn = conn.pgconn
-    result = pgconn.exec_prepared(name, params, formats)
+    result = _execute(conn, name, params, formats)
     if result.status != _COMMAND_OK:
         error = _error(conn, result)
         if getattr(error, "sqlstate", None) != _MISSING_STATEMENT:
@@ -115,13 +116,31 @@ def write_batch(conn: psycopg.Connection[Any], events: Sequence[StoredEvent]) ->
         # nothing was written; prepare again and write once more
         _prepared.pop(conn, None)
         _prepare(conn, name, text, types)
-        result = pgconn.exec_prepared(name, params, formats)
+        result = _execute(conn, name, params, formats)
         if result.status != _COMMAND_OK:
             raise _error(conn, result)
 
 
+def _execute(
+    conn: psycopg.Connection[Any], name: bytes, params: list[Any], formats: list[int]
+) -> Any:
+    """The prepared statement's one result, the wait on the socket psycopg's own (a Ctrl-C
+    meanwhile cancels the statement on the server, as for any psycopg query)."""
+    pgconn = conn.pgconn
+    pgconn.send_query_prepared(name, params, formats)
+    return conn.wait(_driver_execute()(pgconn))[-1]
+
+
+@functools.cache
+def _driver_execute() -> Any:
+    from psycopg.generators import execute
+
+    return execute
+
+
 def _prepare(conn: psycopg.Connection[Any], name: bytes, text: bytes, types: list[int]) -> None:
-    result = conn.pgconn.prepare(name, text, types)
+    conn.pgconn.send_prepare(name, text, types)
+    result = conn.wait(_driver_execute()(conn.pgconn))[-1]
     if result.status != _COMMAND_OK:
         raise _error(conn, result)
     _prepared.setdefault(conn, set()).add(name)
