@@ -345,3 +345,33 @@ def test_ctrl_c_during_a_flush_cancels_its_statement(pg_database: str) -> None:
             blocker.rollback()
         store.append(batches[1])  # the same session, the same position: written now
         assert len(list(store.read("sizes"))) == 5
+
+
+def test_tools_of_one_reply_flush_once_and_an_empty_flush_sends_nothing(
+    pg_database: str, folder: Path
+) -> None:
+    """A run flushes before each tool runs (docs/log-format.md section 6.1), but the tools
+    of one reply run in one stage: nothing is committed between them, so the flushes before
+    the second and third find nothing to write and send nothing. The run's appends: before
+    each of its two model calls, before the first tool, and with its close."""
+    from agentfootprint.runtime.mock_provider import reply, tool_call
+
+    ran: list[str] = []
+
+    def tool(name: str) -> af.Tool:
+        return af.define_tool(
+            name=name,
+            description="A tool.",
+            input_schema={"type": "object"},
+            execute=lambda args: ran.append(name) or "ok",
+        )
+
+    calls = [tool_call(name, {}) for name in ("a", "b", "c")]
+    provider = af.MockProvider([reply(tool_calls=calls), "done"])
+    with contextlib.closing(PostgresStore(pg_database, pool_size=1)) as store:
+        traced = Traced(store, folder)
+        tools = [tool(n) for n in ("a", "b", "c")]
+        with af.Agent(provider=provider, model="m", store=store, tools=tools) as agent:
+            agent.run_sync("q")
+    assert ran == ["a", "b", "c"]
+    assert len(traced.appends()) == 4
