@@ -42,6 +42,8 @@ MAX_DATA_BYTES: Final = 256 * 1024 * 1024
 
 _SEQ_BITS = 32
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
+#: an append's ``data`` of at least this many bytes is written into its row in place
+_JOINED_BELOW = 1 << 20
 
 
 # -- the layout ------------------------------------------------------------------------------------
@@ -130,8 +132,8 @@ class SchemaV4Layout(SchemaV2Layout):
                 parts, size, start, previous_ts = [], 0, offset, event.ts
             record = encoder.record(event, event.ts - previous_ts)
             previous_ts = event.ts
-            parts.append(record)
-            size += len(record)
+            parts += record
+            size += sum(map(len, record))
         self._put(conn, key, events, start, len(events), parts)
         pending[run_id] = (key, events[-1].chain_hash)
 
@@ -144,18 +146,28 @@ class SchemaV4Layout(SchemaV2Layout):
         end: int,
         parts: list[bytes],
     ) -> None:
-        """One ``appends`` row: ``events[start:end]``, its head the last one's chain hash."""
+        """One ``appends`` row: ``events[start:end]``, its head the last one's chain hash.
+        Past :data:`_JOINED_BELOW` bytes its ``data`` is written into the row in place, part
+        by part (SQLite's incremental blob I/O, inside the append's transaction), never
+        joined in memory first: a 50 MB tool result is not copied once more."""
         first = events[start]
+        pos = (key << _SEQ_BITS) | first.seq
+        size = sum(map(len, parts))
+        joined = size < _JOINED_BELOW
         conn.execute(
-            "INSERT INTO appends VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO appends VALUES (?, ?, ?, ?, " + ("?)" if joined else "zeroblob(?))"),
             (
-                (key << _SEQ_BITS) | first.seq,
+                pos,
                 end - start,
                 first.ts,
                 bytes(events[end - 1].chain_hash),
-                b"".join(parts),
+                b"".join(parts) if joined else size,
             ),
         )
+        if not joined:
+            with conn.blobopen("appends", "data", pos) as blob:
+                for part in parts:
+                    blob.write(part)
 
     def stored_rows(
         self, conn: sqlite3.Connection, run_id: str, start: int

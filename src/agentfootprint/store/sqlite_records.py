@@ -27,6 +27,7 @@ from agentfootprint.store.base import StoredEvent
 from agentfootprint.store.sqlite_layout import TYPE_CODES, fetch_all
 
 __all__ = [
+    "MAX_COMPACT_BODY",
     "MAX_NAMES",
     "MAX_NAME_BYTES",
     "MAX_PARENT_ID_BYTES",
@@ -48,6 +49,9 @@ MAX_PARENT_ID_BYTES: Final = 1024
 MAX_TEMPLATE_BYTES: Final = 16384
 #: the ``names`` rows a writer adds at most (then it keeps rows whole)
 MAX_NAMES: Final = 4096
+#: a body longer than this is kept whole by the writer (form 1 would save a few dozen bytes
+#: of it, and matching and rebuilding it copies it several times: a 50 MB tool result)
+MAX_COMPACT_BODY: Final = 64 * 1024
 
 _SEQ_BITS = 32
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
@@ -268,11 +272,15 @@ class RecordEncoder:
         self.conn = conn
         self.names = names
 
-    def record(self, event: StoredEvent, dts: int) -> bytes:
+    def record(self, event: StoredEvent, dts: int) -> tuple[bytes, ...]:
+        """The row's record, in parts (the append's ``data`` joins them: a long body is
+        copied once, into it)."""
         code = TYPE_CODES[event.type]
         body = event.body
         fields: bytes | None = None
-        if code == _WRITE:
+        if len(body) > MAX_COMPACT_BODY:
+            pass  # kept whole
+        elif code == _WRITE:
             fields = self._write(body)
         elif code == _COMMIT:
             fields = self._commit(body)
@@ -281,8 +289,8 @@ class RecordEncoder:
         elif code == _OPEN and event.seq == 0:
             fields = self._open(event.run_id, body)
         if fields is None:
-            return encode_whole(code, dts, body)
-        return uvarint((code << 1) | 1) + uvarint(_zigzag(dts)) + fields
+            return uvarint(code << 1) + uvarint(_zigzag(dts)) + uvarint(len(body)), body
+        return (uvarint((code << 1) | 1) + uvarint(_zigzag(dts)) + fields,)
 
     def _write(self, body: bytes) -> bytes | None:
         match = _WRITE_BODY.fullmatch(body)
