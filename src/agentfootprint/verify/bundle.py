@@ -204,12 +204,8 @@ class BundleSource:
         sha = hashlib.sha256()
         tail = b""  # a line begun in an earlier block
         index = 0
-        while offset < end:
-            block = self._block_at(offset, min(_BLOCK, end - offset))
-            if not block:
-                break
+        for block in self._hashed_blocks(offset, end, _BLOCK, sha):
             offset += len(block)
-            sha.update(block)
             lines = block.split(b"\n")
             if tail:
                 lines[0] = tail + lines[0]
@@ -225,6 +221,18 @@ class BundleSource:
                 index += 1
         if tail or index != count or offset != end or sha.digest() != runs.sha(at):
             raise self._changed(first + min(index, count - 1))
+
+    def _hashed_blocks(self, offset: int, end: int, size: int, sha: Any) -> Iterator[bytes]:
+        """The file from ``offset`` to ``end`` (or its end) in blocks of at most ``size``,
+        each hashed into ``sha`` as it is read; the lock is held per block, never across a
+        yield."""
+        while offset < end:
+            block = self._block_at(offset, min(size, end - offset))
+            if not block:
+                return
+            offset += len(block)
+            sha.update(block)
+            yield block
 
     def _block_at(self, offset: int, size: int) -> bytes:
         with self._lock:
@@ -248,19 +256,10 @@ class BundleSource:
         bundle was opened, else the iteration fails (the file changed)."""
         length, expected = self._manifest
         sha = hashlib.sha256()
-
-        def blocks() -> Iterator[bytes]:
-            offset = 0
-            while offset < length:
-                block = self._block_at(offset, min(BLOCK, length - offset))
-                if not block:
-                    return
-                offset += len(block)
-                sha.update(block)
-                yield block
-
         try:
-            for name, entry in stream_manifest(blocks(), _INDEX_DECODER):
+            for name, entry in stream_manifest(
+                self._hashed_blocks(0, length, BLOCK, sha), _INDEX_DECODER
+            ):
                 if name == "runs" and entry is not RUNS:
                     if type(entry) is not BundleIndexEntry:
                         raise self._changed(1)

@@ -260,14 +260,8 @@ class Verifier:
         return self._verified(run_id)[1].fork()
 
     def _verified(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
-        if self._failed is not None:
+        with self.session():  # one call's failures: a failed ancestor is verified once
             return self._verified_in_scope(run_id)
-        self._failed = {}  # one call's failures: a failed ancestor is verified once
-        try:
-            return self._verified_in_scope(run_id)
-        finally:
-            self._failed = None
-            self._listing.end()
 
     def _verified_in_scope(self, run_id: str) -> tuple[RunVerification, RequestHasher]:
         assert self._failed is not None
