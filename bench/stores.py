@@ -17,8 +17,13 @@ databases). Rounds alternate the backends' order; tables give the median (min-ma
 3. The N=800 conversation recorded by the agent into a fresh SQLite file and a fresh
    PostgreSQL database at equal durability, alternating, ``--pairs`` pairs: ms per iteration.
 
+First, always, the probes (``stores_support.probes``): one fdatasync, one round trip, one
+commit on each backend, and a flush of 7 rows written as the store writes it and as one packed
+row (what a one-row-per-flush PostgreSQL layout would save), in CPU per call, client and server.
+
 Usage::
 
+    python bench/stores.py --parts ""      # the probes alone (seconds)
     python bench/stores.py                 # ~7 min on 2 vCPU
     python bench/stores.py --quick         # smaller sizes, < 1 min
     python bench/stores.py --json stores.json --parts 1,3
@@ -648,6 +653,23 @@ def print_probes(probe: dict[str, float]) -> None:
         f"µs at synchronous_commit=on, {probe['pg_commit_off_client_cpu_us']:.0f} + "
         f"{probe['pg_commit_off_server_cpu_us']:.0f} off; one fdatasync of 4 KiB "
         f"{probe['fdatasync_cpu_us']:.0f} µs (-1: the server's process cannot be read)"
+    )
+    flush = {
+        (name, setting): probe[f"pg_flush_{name}_{setting}_client_cpu_us"]
+        + probe[f"pg_flush_{name}_{setting}_server_cpu_us"]
+        for name in ("rows", "packed")
+        for setting in ("on", "off")
+    }
+    print(
+        "# a flush of 7 rows (CPU per flush, client + server), as the store writes it (7 rows "
+        f"of events) {flush['rows', 'on']:.0f} / {flush['rows', 'off']:.0f} µs at "
+        "synchronous_commit on / off; as one packed row (records in one bytea, the last chain "
+        f"hash, a continuity check) {flush['packed', 'on']:.0f} / {flush['packed', 'off']:.0f} µs"
+    )
+    print(
+        "# SQLite, a one-row commit (CPU): "
+        f"{probe['sqlite_commit_normal_cpu_us']:.0f} µs at synchronous=NORMAL, "
+        f"{probe['sqlite_commit_full_cpu_us']:.0f} at FULL"
     )
 
 

@@ -107,6 +107,7 @@ def probes(server: str, folder: Path) -> dict[str, float]:
         out["fdatasync_cpu_us"] = _cpu_us_per_call(write_and_sync, 200, None)[0]
     finally:
         os.close(fd)
+    out.update(_sqlite_commit_probe(folder))
     with psycopg.connect(server, autocommit=True) as conn:
         out["pg_round_trip_ms"] = _ms_per_call(lambda: conn.execute("SELECT 1"), 500)
         pgconn, backend = conn.pgconn, conn.info.backend_pid
@@ -138,6 +139,113 @@ def probes(server: str, folder: Path) -> dict[str, float]:
                 lambda: conn.execute(f"INSERT INTO probe VALUES {values}", flat), 300
             )
         conn.execute("DROP TABLE probe")
+        out.update(_packed_probe(conn))
+    return out
+
+
+def _sqlite_commit_probe(folder: Path) -> dict[str, float]:
+    """CPU of one SQLite commit of one 900-byte row (a WAL file, as the store opens it), at
+    synchronous NORMAL and FULL: what SQLite pays per flush where PostgreSQL pays a commit."""
+    out: dict[str, float] = {}
+    for sync in ("normal", "full"):
+        path = folder / f"probe-{sync}.sqlite"
+        try:
+            out[f"sqlite_commit_{sync}_cpu_us"] = _sqlite_commit_cpu(path, sync)
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return out
+
+
+def _sqlite_commit_cpu(path: Path, sync: str) -> float:
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={sync.upper()}")
+        conn.execute("CREATE TABLE probe (pos INTEGER PRIMARY KEY, data BLOB)")
+        data, at = b"x" * 900, [0]
+
+        def commit() -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO probe VALUES (?, ?)", (at[0], data))
+            conn.execute("COMMIT")
+            at[0] += 1
+
+        return _cpu_us_per_call(commit, 2000, None)[0]
+    finally:
+        conn.close()
+
+
+#: a flush's 7 rows as the store writes them (``events``: one prepared multi-row INSERT) and
+#: as one packed row would (``appends``: the records in one bytea, only the last chain hash,
+#: and the check that the batch continues its run, which a key on its first seq alone cannot
+#: make): what such a layout would save the server per flush
+_PACKED_TABLES = (
+    "CREATE TABLE probe_events (position bigint GENERATED ALWAYS AS IDENTITY, run_id text "
+    "NOT NULL, seq integer NOT NULL, type text NOT NULL, ts bigint NOT NULL, body bytea NOT "
+    "NULL, event_hash bytea NOT NULL, chain_hash bytea NOT NULL, PRIMARY KEY (run_id, seq))",
+    "CREATE TABLE probe_appends (position bigint GENERATED ALWAYS AS IDENTITY, run_id text "
+    "NOT NULL, seq integer NOT NULL, count integer NOT NULL, ts bigint NOT NULL, head bytea "
+    "NOT NULL, data bytea NOT NULL, PRIMARY KEY (run_id, seq))",
+)
+_PACKED_INSERT = (
+    b"INSERT INTO probe_appends (run_id, seq, count, ts, head, data) "
+    b"SELECT $1, $2, $3, $4, $5, $6 WHERE $2 = 0 OR EXISTS (SELECT 1 FROM probe_appends "
+    b"WHERE run_id = $1 AND seq < $2 AND seq + count = $2)"
+)
+
+
+def _packed_probe(conn: Any) -> dict[str, float]:
+    import struct
+
+    pgconn, backend = conn.pgconn, conn.info.backend_pid
+    for sql in _PACKED_TABLES:
+        conn.execute(sql)
+    i4, i8 = struct.Struct("!i"), struct.Struct("!q")
+    sizes = (80, 200, 60, 70, 90, 770, 55)  # the template's flush before a model call
+    bodies = [bytes([65 + k]) * size for k, size in enumerate(sizes)]
+    rows = len(bodies)
+    values = ", ".join(
+        f"($1, $2 + {k}, " + ", ".join(f"${3 + 5 * k + j}" for j in range(5)) + ")"
+        for k in range(rows)
+    )
+    events_sql = "INSERT INTO probe_events (run_id, seq, type, ts, body, event_hash, chain_hash) "
+    pgconn.prepare(b"probe_rows", (events_sql + "VALUES " + values).encode(), None)
+    pgconn.prepare(b"probe_packed", _PACKED_INSERT, None)
+    data = b"".join(bodies) + bytes(3 * rows)  # a record's tag, ts delta and length
+    at = {"run": 0, "seq": 0}
+
+    def step() -> tuple[bytes, bytes]:
+        run, seq = (b"%032x" % at["run"]), i4.pack(at["seq"])
+        at["seq"] += rows
+        if at["seq"] > 60:  # a run's length in the template
+            at["run"], at["seq"] = at["run"] + 1, 0
+        return run, seq
+
+    def seven_rows() -> None:
+        run, seq = step()
+        params = [run, seq]
+        for body in bodies:
+            params += [b"write", i8.pack(1), body, os.urandom(32), os.urandom(32)]
+        pgconn.exec_prepared(b"probe_rows", params, [1] * len(params))
+
+    def one_packed_row() -> None:
+        run, seq = step()
+        params = [run, seq, i4.pack(rows), i8.pack(1), os.urandom(32), data]
+        pgconn.exec_prepared(b"probe_packed", params, [1] * len(params))
+
+    out: dict[str, float] = {}
+    for setting in ("on", "off"):
+        conn.execute(f"SET synchronous_commit = {setting}")
+        for name, fn in (("rows", seven_rows), ("packed", one_packed_row)):
+            at["run"] += 100_000
+            at["seq"] = 0
+            client, session = _cpu_us_per_call(fn, 1500, backend)
+            out[f"pg_flush_{name}_{setting}_client_cpu_us"] = client
+            out[f"pg_flush_{name}_{setting}_server_cpu_us"] = session
+    conn.execute("DROP TABLE probe_events, probe_appends")
     return out
 
 
