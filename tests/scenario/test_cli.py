@@ -119,6 +119,10 @@ def run_ids(db: Path) -> list[str]:
         ),
         (["erase"], ["VAULT", "secure delete", "still verifies", "not a disclosure vault"]),
         (
+            ["scan"],
+            ["DB|BUNDLE|VAULT", "--literals", "base64", "-wal", "never by its text", "1  a lit"],
+        ),
+        (
             [],
             ["Exit codes", "0  success", "1  INVALID", "2  usage or I/O", "3  UNSEALED"],
         ),

@@ -359,6 +359,7 @@ COMMANDS = [
     ["keys", "show"],
     ["vault-key", "new"],
     ["vault-key", "rotate"],
+    ["scan"],
 ]
 
 #: bad values, missing values and wrong combinations
@@ -400,6 +401,8 @@ BAD_VALUES: dict[str, list[str]] = {
     "keys show not a key": ["keys", "show", "ed25519:AAAA"],
     "keys generate an existing file": ["keys", "generate", "KEY"],
     "vault-key rotate an SQLite vault": ["vault-key", "rotate", "VAULT", "KEY"],
+    "scan without --literals": ["scan", "LOG"],
+    "scan --literals missing": ["scan", "LOG", "--literals", "nosuchfile.txt"],
     "unknown command": ["nosuchcommand"],
     "unknown option of the group": ["--nosuchoption"],
     "unknown keys command": ["keys", "nosuch"],

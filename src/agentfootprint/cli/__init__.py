@@ -36,6 +36,7 @@ from agentfootprint.cli.init import init_command
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.keys import keys
 from agentfootprint.cli.replaying import diff_command, replay_command
+from agentfootprint.cli.scanning import scan_command
 from agentfootprint.cli.transfer import copy_command, export_command, import_command
 from agentfootprint.cli.vault import disclose, erase, vault_key
 from agentfootprint.cli.verifying import verify
@@ -65,7 +66,7 @@ Exit codes (each command's --help says which apply):
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 \b
-Read-only commands (runs, show, served, state, tool-calls, verify, checkpoint's DB,
+Read-only commands (runs, show, served, state, tool-calls, verify, scan, checkpoint's DB,
 consistency, diff, export's DB, copy's SRC, replay's DB and VAULT, disclose's VAULT)
 never create, migrate or change a file. DB and VAULT are file paths,
 sqlite:///PATH URLs (sqlite:////PATH for an absolute path) or
@@ -108,5 +109,6 @@ for _command in (
     keys,
     checkpoint_command,
     consistency_command,
+    scan_command,
 ):
     main.add_command(_command)
