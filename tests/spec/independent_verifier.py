@@ -49,9 +49,14 @@ MAX_ENVELOPE_BYTES = 64 * 1024
 MAX_BUNDLE_LINE_BYTES = 2 * MAX_BODY_BYTES + MAX_ENVELOPE_BYTES
 FORMAT_V1, FORMAT_V2 = "agentfootprint/log/v1", "agentfootprint/log/v2"
 FORMAT_V3, FORMAT_V4 = "agentfootprint/log/v3", "agentfootprint/log/v4"
-LOG_FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4)
-MARKED = (FORMAT_V2, FORMAT_V3, FORMAT_V4)  # section 5.6: call markers when receipts are off
-WRITE_AHEAD = (FORMAT_V3, FORMAT_V4)  # section 6: receipts written ahead of their call
+FORMAT_V5 = "agentfootprint/log/v5"
+LOG_FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5)
+MARKED = (FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5)  # 5.6: call markers, receipts off
+WRITE_AHEAD = (FORMAT_V3, FORMAT_V4, FORMAT_V5)  # section 6: receipts written ahead of a call
+SEALED = (FORMAT_V4, FORMAT_V5)  # section 5.8: run.open.seal and run.seal
+#: section 5.9: pending's members (required, then optional) and what a resume writes first
+PENDING_REQUIRED = ("request_id", "kind", "tool_call_id", "tool", "question")
+PENDING_OPTIONAL = {"fields": dict, "context": dict, "service": str}
 MANIFEST_FORMAT = FORMAT_V1  # section 13.1: fixed in bundle version 1, whatever the runs record
 TYPES = ("run.open", "write", "receipt", "event", "commit", "run.close", "run.seal")
 PHASE = {"receipt": 1, "event": 2, "write": 3}
@@ -1040,6 +1045,51 @@ def has(body: dict[str, Any], shape: dict[str, Any]) -> bool:
     return all(k in body and ok(body[k]) for k, ok in shape.items())
 
 
+def paused_close(pending: Any, written: Any, seq: int) -> None:
+    """Section 5.9 (and 9.2, run.close): the paused close's question, exactly its members,
+    the one the run's last commit wrote."""
+    if not is_obj(pending) or not set(pending) <= {*PENDING_REQUIRED, *PENDING_OPTIONAL}:
+        raise structure(seq, "pending is not an object of section 5.9's members")
+    if not all(is_str(pending.get(name)) for name in PENDING_REQUIRED):
+        raise structure(seq, "a required member of pending is missing or not a string")
+    for name, kind in PENDING_OPTIONAL.items():
+        if name in pending and type(pending[name]) is not kind:
+            raise structure(seq, f"pending's {name} is of the wrong type")
+    if not pending["request_id"] or pending["kind"] not in ("consent", "input"):
+        raise structure(seq, "pending's request_id is empty or its kind unknown")
+    if not all(is_obj(spec) for spec in pending.get("fields", {}).values()):
+        raise structure(seq, "a field of pending is not an object")
+    if written is None or canon(written) != canon(pending):
+        raise structure(seq, "pending differs from the state's")
+
+
+def resume_answer(marker: dict[str, Any], writes: list[Any], asked: Any, seq: int) -> None:
+    """Section 5.9: a resume's commit 0 is the stage resume, setting resume_answer (only
+    with set) to an object (or a commitment) within the fields asked."""
+    if marker["stage"] != "resume":
+        raise structure(seq, "a resume's first commit is not the stage resume")
+    mine = [(verb, value) for _, path, verb, value in writes if path == "resume_answer"]
+    if not mine or any(verb != "set" for verb, _ in mine):
+        raise structure(seq, "a resume's first commit does not set resume_answer (set only)")
+    answer = mine[-1][1]
+    if is_commitment(answer):
+        return
+    if not is_obj(answer):
+        raise structure(seq, "resume_answer is not an object")
+    fields = asked.get("fields") if is_obj(asked) else None
+    if is_obj(fields) and not set(answer) <= set(fields):
+        raise structure(seq, "resume_answer answers a field that was not asked")
+
+
+def pause_findings(verifier: Any) -> list[Any]:
+    """Section 9.5 step 5: a paused run whose question more than one run continues."""
+    out = []
+    for paused, (request, runs) in verifier.answered.items():
+        if len(runs) > 1:
+            out.append(((paused, "pause", None), f"request {request} answered {len(runs)} times"))
+    return out
+
+
 def structure(seq: int, why: str) -> Failure:
     return Failure("structure", seq, why)
 
@@ -1051,6 +1101,8 @@ class Verifier:
         self.source = source
         self.cache: dict[Any, RunResult | Failure] = {}
         self.keys = refuse_keys(keys)  # usage: a key that proves nothing
+        #: section 9.5 step 5: paused run -> (its request, the runs continuing it)
+        self.answered: dict[Any, tuple[str, dict[Any, None]]] = {}
         #: section 9.2 step 5: the seal log, read once before any run's rows (None: no log)
         self.seal_log = source.seal_log() if isinstance(source, DbSource) else None
         version_2 = isinstance(source, BundleSource) and source.checkpoint is not None
@@ -1070,7 +1122,13 @@ class Verifier:
             raise got
         return got
 
-    def ancestry(self, run_id: str, parent: dict[str, Any], conversation: str) -> RunResult:
+    def ancestry(
+        self,
+        run_id: str,
+        parent: dict[str, Any],
+        conversation: str,
+        answers: tuple[str, str] | None = None,
+    ) -> RunResult:
         """Section 9.3 items 3 and 4 (steps 1-4 below them): ancestry, at seq 0."""
 
         def bad(why: str) -> Failure:
@@ -1098,8 +1156,15 @@ class Verifier:
             raise bad("the parent belongs to another conversation")
         if p.events != parent["events"] or p.head.hex() != parent["head"]:
             raise bad("the parent's event count or head differs from the recorded ones")
-        if p.close is None or p.close["outcome"] not in ("answered", "stopped_early"):
-            raise bad("the parent did not close as answered or stopped_early")
+        if p.close is None or p.close["outcome"] not in ("answered", "stopped_early", "paused"):
+            raise bad("the parent did not close as answered, stopped_early or paused")
+        if p.close["outcome"] == "paused":  # section 5.9: its answer, or its abandonment
+            request = p.close["pending"]["request_id"]
+            if answers is None or answers[1] != request:
+                raise bad(f"a paused parent continued without resuming or abandoning {request}")
+            self.answered.setdefault(parent["run_id"], (request, {}))[1][run_id] = None
+        elif answers is not None:
+            raise bad(f"run.open {answers[0]} a pause, but the parent did not pause")
         return p
 
     def verify_run(self, R: Any) -> RunResult:
@@ -1115,6 +1180,7 @@ class Verifier:
         pending: list[tuple[int, str, Any, Any]] = []
         in_batch = closed = record_receipt = False
         fmt, version, marked_calls = FORMAT_V1, 1, 0
+        resumes = False  # section 5.9: run.open resumes its paused parent
         redaction = Redaction()
         conversation = parent_id = close = None
         opened_at = 0
@@ -1150,10 +1216,20 @@ class Verifier:
                 if parent is not None and not (is_obj(parent) and has(parent, PARENT)):
                     raise structure(0, "parent is not null or an object {run_id, events, head}")
                 version = projection_version(body)
+                given = [name for name in ("resumes", "abandons") if name in body]
+                answers = None
+                if given:  # section 5.9, format v5 only
+                    value = body[given[0]]
+                    if fmt != FORMAT_V5 or len(given) > 1 or parent is None:
+                        raise structure(0, "resumes/abandons outside v5, both, or no parent")
+                    if not is_str(value) or not value:
+                        raise structure(0, f"{given[0]} is not a non-empty string")
+                    answers = (given[0], value)
+                resumes = answers is not None and answers[0] == "resumes"
                 options = body.get("options")
                 record_receipt = is_obj(options) and options.get("record_receipt") is True
                 if parent is not None:
-                    p = self.ancestry(R, parent, conversation)
+                    p = self.ancestry(R, parent, conversation, answers)
                     state, lists = dict(p.state), {k: list(v) for k, v in p.lists.items()}
                     redaction.inherited = set(commitment_positions(state).values())
                     parent_id = parent["run_id"]
@@ -1161,7 +1237,7 @@ class Verifier:
                 policy_digest = body.get("policy_digest")
                 if "seal" in body:
                     seal = body["seal"]
-                    if fmt != FORMAT_V4 or not (exact(seal, {"key_id": is_hex})):
+                    if fmt not in SEALED or not (exact(seal, {"key_id": is_hex})):
                         raise structure(0, "a seal member outside v4, or not {key_id: hex}")
                     signer = seal["key_id"]
                 opened_at = ts
@@ -1169,7 +1245,7 @@ class Verifier:
             if envelope is not None:
                 raise structure(seq, "an event after run.seal")
             if type_ == "run.seal":
-                if fmt != FORMAT_V4 or not closed or signer is None:
+                if fmt not in SEALED or not closed or signer is None:
                     raise structure(seq, "run.seal outside v4, before run.close or unnamed")
                 if not exact(body, {"dsse": is_str}):
                     raise structure(seq, "run.seal body is not exactly {dsse: string}")
@@ -1228,6 +1304,8 @@ class Verifier:
                     if body["call"] != marked_calls:
                         raise structure(seq, f"call {body['call']}, expected {marked_calls}")
                     marked_calls += 1
+                if resumes and commit == 0:  # section 5.9: the answer, first
+                    resume_answer(body, pending, state.get("pending"), seq)
                 for wseq, path, verb, value in pending:
                     problem = apply_write(state, path, verb, value)
                     if problem:
@@ -1242,8 +1320,15 @@ class Verifier:
                 calls_read = record_receipt or fmt in MARKED
                 if not has(body, shape | ({"calls": is_int} if calls_read else {})):
                     raise structure(seq, "run.close: a member missing or mistyped")
-                if body["outcome"] not in ("answered", "stopped_early", "failed"):
+                outcomes = ("answered", "stopped_early", "failed")
+                if body["outcome"] not in (*outcomes, "paused") or (
+                    body["outcome"] == "paused" and fmt != FORMAT_V5
+                ):
                     raise structure(seq, f"unknown outcome {body['outcome']!r}")
+                if fmt == FORMAT_V5 and (body["outcome"] == "paused") != ("pending" in body):
+                    raise structure(seq, "pending without a pause, or a pause without pending")
+                if body["outcome"] == "paused":
+                    paused_close(body["pending"], state.get("pending"), seq)
                 if body["commits"] != commit or body["receipts"] != receipts:
                     raise structure(seq, "run.close's counts differ from the log")
                 if record_receipt and body["calls"] != receipts:
@@ -1252,7 +1337,7 @@ class Verifier:
                     raise structure(seq, "run.close's calls differ from the call markers")
                 closed, close = True, body
                 close_head, close_events = head, seq + 1
-                rest = ("outcome", "commits", "receipts", "calls")
+                rest = ("outcome", "commits", "receipts", "calls")  # pending: scanned too
                 scanned = {k: v for k, v in body.items() if k not in rest}
             if scanned is not None:
                 redaction.scan(scanned, seq, in_place)
@@ -1563,6 +1648,7 @@ def _verified_file(
                 out.append(((run, f.code, f.seq), f.reason))
         results = {run: verifier.cache[run] for run in runs}
         out += index_findings(source, results) + seal_log_findings(source, results)
+        out += pause_findings(verifier)
         judge = verifier.inclusions
         if judge is not None and isinstance(judge.opened, Failure) and not judge.relied_on:
             # section 13.4: a checkpoint no run relies on, that cannot be opened: once

@@ -990,7 +990,8 @@ CASES = [
     ("format v2, a call marker too", edit(both(fmt(2), sets(18, call=0))), "A", "structure"),
     ("format v1 ignores a call member", edit(both(fmt(1), sets(18, call="x"))), "A", iv.VALID),
     ("format v4, not sealed", edit(fmt(4)), "A", iv.VALID),
-    ("format v5", edit(fmt(5)), "A", "structure"),
+    ("format v5, nothing paused", edit(fmt(5)), "A", iv.VALID),
+    ("format v6", edit(fmt(6)), "A", "structure"),
     (
         "a seal member in format v3",
         edit(both(fmt(3), sets(0, seal={"key_id": "0" * 64}))),

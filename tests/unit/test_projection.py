@@ -27,6 +27,7 @@ from agentfootprint.logformat.log_formats import (
     LOG_FORMAT_V2,
     LOG_FORMAT_V3,
     LOG_FORMAT_V4,
+    LOG_FORMAT_V5,
     LOG_FORMATS,
 )
 from agentfootprint.logformat.request import (
@@ -443,7 +444,13 @@ def test_a_subset_of_tools_reuses_the_schemas_digests(monkeypatch: pytest.Monkey
 
 
 def test_log_formats() -> None:
-    assert LOG_FORMATS == (LOG_FORMAT_V1, LOG_FORMAT_V2, LOG_FORMAT_V3, LOG_FORMAT_V4)
+    assert LOG_FORMATS == (
+        LOG_FORMAT_V1,
+        LOG_FORMAT_V2,
+        LOG_FORMAT_V3,
+        LOG_FORMAT_V4,
+        LOG_FORMAT_V5,
+    )
     assert LOG_FORMAT == LOG_FORMAT_V3  # an unsealed run; a sealed one is v4 (test_seals.py)
 
 

@@ -1,9 +1,9 @@
 """What a log format is, as the request, the receipts and the call count see it.
 
 Each log format is one instance of :class:`LogFormat`, defined in its own module
-(:mod:`~agentfootprint.logformat.log_format_v1` to ``_v4``) and chosen in one place
+(:mod:`~agentfootprint.logformat.log_format_v1` to ``_v5``) and chosen in one place
 (:func:`agentfootprint.logformat.log_formats.log_format`). A reader asks the format what it
-needs to know (are calls marked? are receipts written ahead? may the run be sealed? what
+needs to know (are calls marked? are receipts written ahead? may the run be sealed, or pause? what
 projection does a ``run.open`` without one imply?) instead of comparing format names.
 docs/log-format.md sections 1.1, 5.6 and 6.1 are the normative text.
 """
@@ -36,6 +36,9 @@ class LogFormat:
     implied_projection: int | None
     #: how many model calls a commit made when its batch holds no receipt, from its marker
     calls_without_receipts: Callable[[Mapping[str, Any]], int]
+    #: a run may close ``paused`` with a ``pending`` question, and a ``run.open`` may answer
+    #: (``resumes``) or set aside (``abandons``) its paused parent's (docs/log-format.md 5.9)
+    may_pause: bool = False
 
     def commit_calls(self, marker: Mapping[str, Any], receipts_in_batch: int) -> int:
         """How many model calls the commit closed by ``marker`` made: the receipts of its

@@ -2,7 +2,7 @@
 
 ``run.open.format`` names the format a run was recorded in; :func:`log_format` turns that
 name into its :class:`~agentfootprint.logformat.log_format_spec.LogFormat` (one module per
-version: :mod:`~agentfootprint.logformat.log_format_v1` to ``_v4``), and every rule that
+version: :mod:`~agentfootprint.logformat.log_format_v1` to ``_v5``), and every rule that
 differs by format is read from it. docs/log-format.md section 1.1 lists the formats;
 appendix A describes v1 and v2, which only earlier writers recorded.
 """
@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agentfootprint.logformat import log_format_v1, log_format_v2, log_format_v3, log_format_v4
+from agentfootprint.logformat import (
+    log_format_v1,
+    log_format_v2,
+    log_format_v3,
+    log_format_v4,
+    log_format_v5,
+)
 from agentfootprint.logformat.log_format_spec import LogFormat
 
 __all__ = [
@@ -21,6 +27,7 @@ __all__ = [
     "LOG_FORMAT_V2",
     "LOG_FORMAT_V3",
     "LOG_FORMAT_V4",
+    "LOG_FORMAT_V5",
     "LogFormat",
     "UnknownLogFormat",
     "known_log_format",
@@ -31,11 +38,13 @@ LOG_FORMAT_V1: Final = log_format_v1.FORMAT.name
 LOG_FORMAT_V2: Final = log_format_v2.FORMAT.name
 LOG_FORMAT_V3: Final = log_format_v3.FORMAT.name
 LOG_FORMAT_V4: Final = log_format_v4.FORMAT.name
+LOG_FORMAT_V5: Final = log_format_v5.FORMAT.name
 _FORMATS: Final = (
     log_format_v1.FORMAT,
     log_format_v2.FORMAT,
     log_format_v3.FORMAT,
     log_format_v4.FORMAT,
+    log_format_v5.FORMAT,
 )
 #: every log format this version reads and verifies, oldest first
 LOG_FORMATS: Final = tuple(f.name for f in _FORMATS)
@@ -57,6 +66,8 @@ def known_log_format(name: Any) -> LogFormat | None:
         return log_format_v3.FORMAT
     elif name == LOG_FORMAT_V4:
         return log_format_v4.FORMAT
+    elif name == LOG_FORMAT_V5:
+        return log_format_v5.FORMAT
     else:
         return None
 

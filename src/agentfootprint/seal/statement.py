@@ -42,8 +42,8 @@ __all__ = [
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_TYPE = "https://agentfootprint.dev/seal/v1"
-#: ``run.close`` ``outcome`` values (docs/log-format.md, section 5.7)
-OUTCOMES = frozenset({"answered", "stopped_early", "failed"})
+#: ``run.close`` ``outcome`` values (docs/log-format.md, section 5.7; ``paused``: format v5)
+OUTCOMES = frozenset({"answered", "stopped_early", "failed", "paused"})
 SUBJECT_PREFIX = "run:"
 
 _REQUIRED = ("run_id", "events", "policy_digest", "receipts", "outcome", "final_answer_digest")

@@ -47,6 +47,13 @@ from agentfootprint.logformat.request import (
     piece_mismatch,
     recorded_projection,
 )
+from agentfootprint.verify.pause_checks import (
+    PAUSED,
+    Answer,
+    check_pending,
+    check_resume_commit,
+    open_answer,
+)
 
 __all__ = [
     "OUTCOMES",
@@ -91,6 +98,7 @@ class RunCheck:
         self._hasher: RequestHasher | None = None  # made when first needed (usually given)
         self.previous: dict[str, Sequence[str]] = {kind: [] for kind in self.projection.piece_kinds}
         self.close: dict[str, Any] | None = None
+        self.resumes = False  # format v5: run.open resumes the parent's pause (section 5.9)
 
     @property
     def log_format(self) -> str:
@@ -129,12 +137,14 @@ def field_of(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) 
 
 
 class Opened(NamedTuple):
-    """What a checked ``run.open`` says: its format, conversation, parent and projection."""
+    """What a checked ``run.open`` says: its format, conversation, parent, projection, and
+    (format v5) whether it answers or sets aside its paused parent's question."""
 
     format: LogFormat
     conversation_id: str
     parent: tuple[str, int, bytes] | None
     projection: Projection
+    answer: Answer | None = None
 
 
 def open_members(where: RunCheck, body: dict[str, Any]) -> Opened:
@@ -171,7 +181,8 @@ def open_members(where: RunCheck, body: dict[str, Any]) -> Opened:
         spec = recorded_projection(body)
     except ProjectionError as exc:
         raise where.fail(0, str(exc), "structure") from exc
-    return Opened(recorded, conversation, reference, spec)
+    answer = open_answer(where, body, recorded, reference is not None)
+    return Opened(recorded, conversation, reference, spec, answer)
 
 
 def check_write(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
@@ -219,6 +230,8 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         )
     if marks_call:
         _check_call_marker(check, seq, commit, body["call"])
+    if check.resumes and commit == 0:  # format v5: the answer, committed first
+        check_resume_commit(check, seq, body)
     if check.pending:  # (most markers close a batch of no writes: nothing to fold)
         for write_seq, path, verb, value in check.pending:
             try:
@@ -257,7 +270,7 @@ def check_close(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     commits, receipts = field_of(body, "commits", int), field_of(body, "receipts", int)
     marked = check.format.marks_calls and not check.receipted  # calls by markers
     calls = field_of(body, "calls", int) if check.receipted or marked else receipts
-    if outcome not in OUTCOMES:
+    if outcome not in OUTCOMES and not (outcome == PAUSED and check.format.may_pause):
         raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
     if (commits, receipts) != (check.commit, check.receipts):
         raise check.fail(
@@ -281,6 +294,7 @@ def check_close(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
             f"{receipts} receipts were written",
             "receipt",
         )
+    check_pending(check, seq, body, outcome)
     check.close = body
 
 

@@ -77,6 +77,7 @@ from agentfootprint.verify.body_checks import (
 )
 from agentfootprint.verify.bundle_proofs import InclusionJudge
 from agentfootprint.verify.disclosure_check import ProvenValue, prove_disclosures
+from agentfootprint.verify.pause_checks import PAUSED, PauseAnswers, parent_answered
 from agentfootprint.verify.results import Outcome, RunVerification
 from agentfootprint.verify.row_checks import CanonicalBodies, canonical_body, sound_row
 from agentfootprint.verify.seal_check import (
@@ -159,6 +160,8 @@ class Verifier:
         #: failures seen during one verify or verify_all call (a failed parent is verified
         #: once, not once per child); None between calls
         self._failed: dict[str, VerificationError] | None = None
+        #: whole-file verification: the runs continuing each paused run (section 9.5 step 5)
+        self._pause_answers: PauseAnswers | None = None
         #: every commitment seen in a verified run: digest -> (run, seq, the key it sits under)
         self.commitments: dict[str, tuple[str, int, str | None]] = {}
         #: step 2.2 for every run, remembering the small bodies proven canonical by their
@@ -205,6 +208,7 @@ class Verifier:
                 "verify runs one by one with verify(run_id)"
             )
         self._failed = {}  # the whole file's failures: a failed parent is verified once
+        self._pause_answers = answers = PauseAnswers()
         try:
             self._listing.start()  # before the runs are listed: a run it names has its rows
             run_ids = list(list_runs())
@@ -221,9 +225,11 @@ class Verifier:
                     yield run_id, verified
         finally:
             self._failed = None
+            self._pause_answers = None
             stored = self._listing.log
             self._listing.end()
         yield from ((finding.run_id, finding) for finding in index.findings())
+        yield from ((finding.run_id, finding) for finding in answers.findings())
         if stored is not None:  # each run was checked against it: now the log's own rows
             for finding in log_findings(stored, index.runs):
                 yield finding.run_id, finding
@@ -504,6 +510,7 @@ class Verifier:
                 else continued_lists(verified.receipt_lists)
             )
         check.format, check.projection = opened.format, opened.projection
+        check.resumes = opened.answer is not None and opened.answer.member == "resumes"
         ancestors = () if parent is None else (*parent[0].ancestors, parent[0].run_id)
         return check, ancestors
 
@@ -558,10 +565,15 @@ class Verifier:
                 f"parent run {parent_id} head differs from the one this run continued",
                 "ancestry",
             )
-        if verified.close is None or verified.close.get("outcome") not in _CONTINUABLE:
+        close = verified.close
+        outcome = None if close is None else close.get("outcome")
+        if outcome not in _CONTINUABLE and outcome != PAUSED:
             raise where.fail(
                 0, f"parent run {parent_id} did not finish; it cannot be continued", "ancestry"
             )
+        parent_answered(where, parent_id, close, opened.answer)  # format v5: a paused parent
+        if opened.answer is not None and self._pause_answers is not None:
+            self._pause_answers.answered(parent_id, opened.answer.request_id, run_id)
         return opened, (verified, parent_hasher.fork() if fork else parent_hasher)
 
     _PHASE: ClassVar[dict[str, int]] = {"receipt": 1, "event": 2, "write": 3}
