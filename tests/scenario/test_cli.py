@@ -118,6 +118,7 @@ def run_ids(db: Path) -> list[str]:
             ["VAULT", "COMMITMENTS", "--run", "--out", "[salt, key, value]", "not a disclosure"],
         ),
         (["erase"], ["VAULT", "secure delete", "still verifies", "not a disclosure vault"]),
+        (["runs"], ["--pending", "closed paused", "resumes or abandons", "never changed"]),
         (
             ["scan"],
             ["DB|BUNDLE|VAULT", "--literals", "base64", "-wal", "never by its text", "1  a lit"],

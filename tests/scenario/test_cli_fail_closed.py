@@ -203,6 +203,7 @@ NOT_A_LOG = {
 #: every command reading a log, with the run it names ("R" is replaced by a real run id)
 LOG_COMMANDS: dict[str, Callable[[str, World], list[str]]] = {
     "runs": lambda db, w: ["runs", db],
+    "runs --pending": lambda db, w: ["runs", db, "--pending"],
     "show": lambda db, w: ["show", db, w.base.first],
     "served": lambda db, w: ["served", db, w.base.first, "0"],
     "state": lambda db, w: ["state", db, w.base.first, "--at", "0"],
@@ -233,6 +234,7 @@ def test_a_file_that_is_not_a_readable_log_is_refused(
     ("command", "code"),
     [
         ("runs", EXIT_OK),  # lists without verifying
+        ("runs --pending", EXIT_OK),  # so does its list of open questions
         ("show", EXIT_INVALID),
         ("served", EXIT_INVALID),
         ("state", EXIT_INVALID),

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from agentfootprint.audit.pauses import open_questions
 from agentfootprint.audit.read import RunReader
 from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
 from agentfootprint.cli._common import (
@@ -56,13 +57,22 @@ def _body(raw: object) -> dict[str, Any]:
 
 @click.command(epilog=_exit_codes("a bundle whose framing does not verify"))
 @click.argument("db", type=DB)
-def runs(db: Database) -> None:
+@click.option(
+    "--pending",
+    is_flag=True,
+    help="Only the questions still open: runs closed paused (log format v5) that no run "
+    "resumes or abandons yet, each with its request, kind, tool and question.",
+)
+def runs(db: Database, pending: bool) -> None:
     """List the runs in DB (a database or an export bundle), in the order they opened.
 
     DB is never changed (a database is opened read-only). Runs are found from the
     events (as `verify` finds them); one with no row in the run index is listed as such.
     Nothing is verified here: run `verify` for that.
     """
+    if pending:
+        _pending(db)
+        return
     with open_log(db) as source:
         indexed = {info.run_id: info for info in source.runs()}
         found = source.run_ids()
@@ -86,6 +96,24 @@ def runs(db: Database) -> None:
                 f"{one_line(status):<13} {'sealed  ' if sealed else ''}"
                 f"conversation={one_line(info.conversation_id)}{parent}"
             )
+
+
+def _pending(db: Database) -> None:
+    """``runs --pending``: one line per open question (docs/log-format.md section 5.9)."""
+    with open_log(db) as source:
+        questions = list(open_questions(source))
+    if not questions:
+        click.echo("no open questions")
+    for question in questions:
+        asked = question.pending
+        fields = asked.get("fields")
+        named = f"  fields={','.join(map(one_line, fields))}" if isinstance(fields, dict) else ""
+        click.echo(
+            f"{one_line(question.run_id)}  request={short(asked.get('request_id'))}  "
+            f"kind={short(asked.get('kind'))}  tool={short(asked.get('tool'))}  "
+            f"question={short(asked.get('question'), 120)}{named}  "
+            f"conversation={one_line(question.conversation_id)}"
+        )
 
 
 def _error(error: Any) -> str:

@@ -1,0 +1,70 @@
+"""The questions a log still waits on: runs closed ``paused`` (log format v5,
+docs/log-format.md section 5.9) that no run resumes or abandons yet.
+
+Read from the events, never from the run index: each run's ``run.open`` names the parent it
+continues, each paused run's ``run.close`` its ``pending`` question. Nothing is verified here
+(``agentfootprint runs --pending`` lists, as ``runs`` does; ``verify`` judges): a listing
+for the people who must answer, not evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agentfootprint.logformat.canonical import parse
+
+__all__ = ["OpenQuestion", "open_questions"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenQuestion:
+    """A paused run and the question it waits on (its ``run.close`` ``pending``, as recorded:
+    under a redaction policy, its committed form)."""
+
+    run_id: str
+    conversation_id: str
+    pending: dict[str, Any]
+
+
+def _body(raw: object) -> dict[str, Any]:
+    if not isinstance(raw, bytes):
+        return {}
+    try:
+        value = parse(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def open_questions(source: Any) -> Iterator[OpenQuestion]:
+    """Every run of ``source`` (a store or a bundle) that closed ``paused`` and whose question
+    no run of the source resumes or abandons (a child's ``run.open`` naming it and its
+    ``request_id``), in the order the runs opened."""
+    paused: dict[str, OpenQuestion] = {}
+    continued: set[tuple[str, Any]] = set()  # (parent, the request its child names)
+    for run_id in source.run_ids():
+        opened: dict[str, Any] = {}
+        last = None  # the run's run.close row (read as the rows go: nothing kept but it)
+        for row in source.read(run_id):
+            if row.seq == 0:
+                opened = _body(row.body)
+            elif row.type == "run.close":
+                last = row
+        parent = opened.get("parent")
+        answers = opened.get("resumes", opened.get("abandons"))
+        if isinstance(parent, dict) and isinstance(parent.get("run_id"), str) and answers:
+            continued.add((parent["run_id"], answers))  # a plain continuation answers nothing
+        close = _body(last.body) if last is not None else {}
+        pending = close.get("pending")
+        if close.get("outcome") == "paused" and isinstance(pending, dict):
+            conversation = opened.get("conversation_id")
+            paused[run_id] = OpenQuestion(
+                run_id=run_id,
+                conversation_id=conversation if isinstance(conversation, str) else "",
+                pending=pending,
+            )
+    for run_id, question in paused.items():
+        if (run_id, question.pending.get("request_id")) not in continued:
+            yield question
