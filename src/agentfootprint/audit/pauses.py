@@ -15,7 +15,7 @@ from typing import Any
 
 from agentfootprint.logformat.canonical import parse
 
-__all__ = ["OpenQuestion", "open_questions"]
+__all__ = ["OpenQuestion", "body_object", "open_questions"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +28,9 @@ class OpenQuestion:
     pending: dict[str, Any]
 
 
-def _body(raw: object) -> dict[str, Any]:
+def body_object(raw: object) -> dict[str, Any]:
+    """A row body as an object, for listings that do not verify: ``{}`` when it is not
+    bytes, not JSON or not an object."""
     if not isinstance(raw, bytes):
         return {}
     try:
@@ -49,14 +51,14 @@ def open_questions(source: Any) -> Iterator[OpenQuestion]:
         last = None  # the run's run.close row (read as the rows go: nothing kept but it)
         for row in source.read(run_id):
             if row.seq == 0:
-                opened = _body(row.body)
+                opened = body_object(row.body)
             elif row.type == "run.close":
                 last = row
         parent = opened.get("parent")
         answers = opened.get("resumes", opened.get("abandons"))
         if isinstance(parent, dict) and isinstance(parent.get("run_id"), str) and answers:
             continued.add((parent["run_id"], answers))  # a plain continuation answers nothing
-        close = _body(last.body) if last is not None else {}
+        close = body_object(last.body) if last is not None else {}
         pending = close.get("pending")
         if close.get("outcome") == "paused" and isinstance(pending, dict):
             conversation = opened.get("conversation_id")

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from agentfootprint.audit.pauses import open_questions
+from agentfootprint.audit.pauses import body_object, open_questions
 from agentfootprint.audit.read import RunReader
 from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
 from agentfootprint.cli._common import (
@@ -41,18 +41,6 @@ def _exit_codes(one: str) -> str:
         "  2  usage error: DB missing, not a log, of a newer schema version or\n"
         "     unreadable; unknown run\n"
     )
-
-
-def _body(raw: object) -> dict[str, Any]:
-    """A row body as an object ({} when it is not one, or not even bytes: ``runs`` lists
-    rows it has not verified)."""
-    if not isinstance(raw, bytes):
-        return {}
-    try:
-        value = parse(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 @click.command(epilog=_exit_codes("a bundle whose framing does not verify"))
@@ -88,7 +76,7 @@ def runs(db: Database, pending: bool) -> None:
             if info.closed:
                 start = max(info.events - (2 if sealed else 1), 0)
                 close = next((r for r in source.read(run_id, start=start)), None)
-                outcome = _body(close.body).get("outcome") if close is not None else None
+                outcome = body_object(close.body).get("outcome") if close is not None else None
                 status = outcome if isinstance(outcome, str) else status
             parent = f" parent={one_line(info.parent_run_id)}" if info.parent_run_id else ""
             click.echo(
