@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,13 +44,13 @@ TOKEN = "ghp_" + "Zq7vK2mN9xR4tB8wL1cY6dF3hJ5sP0gA2eU4"  # 40 characters, like a
 OTHERS = ["ann.example@corp.example", "GB29NWBK60161331926819"]
 
 
-def _median_us(fn: object, bodies: list[bytes], repeat: int) -> float:
+def _median_us(fn: Callable[[bytes], object], bodies: list[bytes], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         gc.collect()
         t0 = time.perf_counter()
         for body in bodies:
-            fn(body)  # type: ignore[operator]
+            fn(body)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) / len(bodies) * 1e6
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agentfootprint.logformat.canonical import parse
+from agentfootprint.audit.sources import body_object
 
-__all__ = ["OpenQuestion", "body_object", "open_questions"]
+__all__ = ["OpenQuestion", "open_questions"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,18 +26,6 @@ class OpenQuestion:
     run_id: str
     conversation_id: str
     pending: dict[str, Any]
-
-
-def body_object(raw: object) -> dict[str, Any]:
-    """A row body as an object, for listings that do not verify: ``{}`` when it is not
-    bytes, not JSON or not an object."""
-    if not isinstance(raw, bytes):
-        return {}
-    try:
-        value = parse(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def open_questions(source: Any) -> Iterator[OpenQuestion]:

@@ -13,7 +13,6 @@ each is named by its index in the list searched for.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections.abc import Iterator, Sequence
@@ -21,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
+from agentfootprint.audit.sources import body_object
 from agentfootprint.errors import FileError
 from agentfootprint.local_files import open_regular
 from agentfootprint.logformat.canonical import canon
@@ -132,13 +130,8 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def _write_path(type_: Any, body: bytes) -> str | None:
-    if type_ != "write":
-        return None
-    with contextlib.suppress(orjson.JSONDecodeError):
-        parsed = orjson.loads(body)
-        if isinstance(parsed, dict) and isinstance(parsed.get("path"), str):
-            return str(parsed["path"])
-    return None
+    path = body_object(body).get("path") if type_ == "write" else None
+    return path if isinstance(path, str) else None
 
 
 def scan_rows(source: Any, matcher: LiteralMatcher, report: ScanReport) -> None:

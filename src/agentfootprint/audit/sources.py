@@ -16,10 +16,31 @@ from typing import Any
 
 from agentfootprint.errors import FileError, RunNotFoundError, UsageError
 from agentfootprint.exchange.transfer import open_log
+from agentfootprint.logformat.canonical import parse
 from agentfootprint.store.urls import is_store_url, parse_store_url
 from agentfootprint.verify.verifier import RowSource
 
-__all__ = ["check_index", "check_run_id", "is_source", "naming_run", "opened", "renamed"]
+__all__ = [
+    "body_object",
+    "check_index",
+    "check_run_id",
+    "is_source",
+    "naming_run",
+    "opened",
+    "renamed",
+]
+
+
+def body_object(raw: object) -> dict[str, Any]:
+    """A row body as an object, for the listings that do not verify (``runs``, ``runs
+    --pending``, ``scan``): ``{}`` when it is not bytes, not JSON or not an object."""
+    if not isinstance(raw, bytes):
+        return {}
+    try:
+        value = parse(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def is_source(value: Any) -> bool:

@@ -12,8 +12,9 @@ from typing import Any
 
 import click
 
-from agentfootprint.audit.pauses import body_object, open_questions
+from agentfootprint.audit.pauses import open_questions
 from agentfootprint.audit.read import RunReader
+from agentfootprint.audit.sources import body_object
 from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
 from agentfootprint.cli._common import (
     DB,

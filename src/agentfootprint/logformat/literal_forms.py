@@ -175,9 +175,6 @@ class LiteralMatcher:
         """How many distinct needles are searched for."""
         return len(self._needles)
 
-    def holds_any(self, data: bytes) -> bool:
-        return self._any.search(data) is not None
-
     def find(self, data: bytes) -> list[MatchedForm]:
         """Every (literal, form) ``data`` holds, each once, the longest needles' first."""
         if self._any.search(data) is None:

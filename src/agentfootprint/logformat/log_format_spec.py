@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["LogFormat"]
+__all__ = ["CLOSE_OUTCOMES", "PAUSED", "LogFormat"]
+
+#: the outcomes of ``run.close`` in every format (docs/log-format.md section 5.7)
+CLOSE_OUTCOMES: Final = ("answered", "stopped_early", "failed")
+#: the outcome of a run that waits for a person: formats that may pause only (section 5.9)
+PAUSED: Final = "paused"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,6 +44,11 @@ class LogFormat:
     #: a run may close ``paused`` with a ``pending`` question, and a ``run.open`` may answer
     #: (``resumes``) or set aside (``abandons``) its paused parent's (docs/log-format.md 5.9)
     may_pause: bool = False
+
+    @property
+    def outcomes(self) -> tuple[str, ...]:
+        """The outcomes a ``run.close`` of this format may have."""
+        return (*CLOSE_OUTCOMES, PAUSED) if self.may_pause else CLOSE_OUTCOMES
 
     def commit_calls(self, marker: Mapping[str, Any], receipts_in_batch: int) -> int:
         """How many model calls the commit closed by ``marker`` made: the receipts of its

@@ -23,6 +23,7 @@ from typing import Any
 from agentfootprint.errors import CanonicalFormError, SealError, UsageError
 from agentfootprint.logformat.canonical import canon, parse
 from agentfootprint.logformat.hashing import is_hex_digest
+from agentfootprint.logformat.log_format_spec import CLOSE_OUTCOMES, PAUSED
 from agentfootprint.seal.dsse import sign_envelope, verify_envelope
 from agentfootprint.seal.signer import PublicKey, Signer
 
@@ -42,8 +43,9 @@ __all__ = [
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_TYPE = "https://agentfootprint.dev/seal/v1"
-#: ``run.close`` ``outcome`` values (docs/log-format.md, section 5.7; ``paused``: format v5)
-OUTCOMES = frozenset({"answered", "stopped_early", "failed", "paused"})
+#: ``run.close`` ``outcome`` values of any format (docs/log-format.md sections 5.7 and 5.9;
+#: the run's own format was judged by the verifier before its seal)
+OUTCOMES = frozenset((*CLOSE_OUTCOMES, PAUSED))
 SUBJECT_PREFIX = "run:"
 
 _REQUIRED = ("run_id", "events", "policy_digest", "receipts", "outcome", "final_answer_digest")

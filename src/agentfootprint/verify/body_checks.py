@@ -48,7 +48,6 @@ from agentfootprint.logformat.request import (
     recorded_projection,
 )
 from agentfootprint.verify.pause_checks import (
-    PAUSED,
     Answer,
     check_pending,
     check_resume_commit,
@@ -56,7 +55,6 @@ from agentfootprint.verify.pause_checks import (
 )
 
 __all__ = [
-    "OUTCOMES",
     "Opened",
     "RunCheck",
     "check_close",
@@ -69,7 +67,6 @@ __all__ = [
     "policy_matcher",
 ]
 
-OUTCOMES = ("answered", "stopped_early", "failed")
 _CLOSE_COUNTS = frozenset({"outcome", "commits", "receipts", "calls"})
 
 
@@ -270,7 +267,7 @@ def check_close(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     commits, receipts = field_of(body, "commits", int), field_of(body, "receipts", int)
     marked = check.format.marks_calls and not check.receipted  # calls by markers
     calls = field_of(body, "calls", int) if check.receipted or marked else receipts
-    if outcome not in OUTCOMES and not (outcome == PAUSED and check.format.may_pause):
+    if outcome not in check.format.outcomes:
         raise check.fail(seq, f"unknown outcome {outcome!r}", "structure")
     if (commits, receipts) != (check.commit, check.receipts):
         raise check.fail(

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from agentfootprint.errors import VerificationError
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import is_commitment
+from agentfootprint.logformat.log_format_spec import PAUSED
 
 if TYPE_CHECKING:
     from agentfootprint.logformat.log_format_spec import LogFormat
     from agentfootprint.verify.body_checks import RunCheck
 
 __all__ = [
-    "PAUSED",
     "Answer",
     "PauseAnswers",
     "check_pending",
@@ -30,8 +30,6 @@ __all__ = [
     "parent_answered",
 ]
 
-#: the outcome of a run that waits for a person (format v5)
-PAUSED: Final = "paused"
 #: ``pending``'s members: the required ones with their types, then the optional ones
 _REQUIRED: Final[tuple[tuple[str, type], ...]] = (
     ("request_id", str),
@@ -164,13 +162,10 @@ def check_resume_commit(check: RunCheck, seq: int, body: Mapping[str, Any]) -> N
             f"a resume's first commit is the stage {_ANSWER_STAGE!r}, not {body.get('stage')!r}",
             "structure",
         )
-    answers = [value for _, path, verb, value in check.pending if path == _ANSWER_KEY]
-    sets = [
-        value for _, path, verb, value in check.pending if path == _ANSWER_KEY and verb == "set"
-    ]
-    if not sets or len(sets) != len(answers):
+    written = [(verb, value) for _, path, verb, value in check.pending if path == _ANSWER_KEY]
+    if not written or any(verb != "set" for verb, _ in written):
         raise check.fail(seq, f"a resume's first commit does not set {_ANSWER_KEY!r}", "structure")
-    answer = sets[-1]
+    answer = written[-1][1]
     if is_commitment(answer):
         return  # committed whole under the run's policy: its members are not shown
     if type(answer) is not dict:

@@ -60,6 +60,7 @@ from agentfootprint.logformat.chain import (
 from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.logformat.fold import ReceiptLists, continued_lists
 from agentfootprint.logformat.index_check import IndexCheck
+from agentfootprint.logformat.log_format_spec import PAUSED
 from agentfootprint.logformat.request import RequestHasher
 from agentfootprint.logformat.shared_lists import FoldedState, folded
 from agentfootprint.seal.signer import PublicKey
@@ -77,7 +78,7 @@ from agentfootprint.verify.body_checks import (
 )
 from agentfootprint.verify.bundle_proofs import InclusionJudge
 from agentfootprint.verify.disclosure_check import ProvenValue, prove_disclosures
-from agentfootprint.verify.pause_checks import PAUSED, PauseAnswers, parent_answered
+from agentfootprint.verify.pause_checks import PauseAnswers, parent_answered
 from agentfootprint.verify.results import Outcome, RunVerification
 from agentfootprint.verify.row_checks import CanonicalBodies, canonical_body, sound_row
 from agentfootprint.verify.seal_check import (
