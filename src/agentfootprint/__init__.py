@@ -109,11 +109,20 @@ _LAZY: dict[str, str] = {
     "PermissionRequest": "agentfootprint.features.permission_checker",
     "ToolCallRecord": "agentfootprint.audit.tool_calls",
     "tool_calls": "agentfootprint.audit.tool_calls",
+    "Pending": "agentfootprint.agent.pauses",
+    "PauseAnsweredError": "agentfootprint.errors",
+    "CredentialConsentRequiredError": "agentfootprint.errors",
+    "AuthorizationRequired": "agentfootprint.runtime.credentials",
+    "Credential": "agentfootprint.runtime.credentials",
+    "CredentialRequest": "agentfootprint.runtime.credentials",
+    "Issued": "agentfootprint.runtime.credentials",
+    "static_tokens": "agentfootprint.runtime.credentials",
 }
 
 if TYPE_CHECKING:
     from agentfootprint.agent.agent import Agent, RunResult, StoppedEarly, open_store
     from agentfootprint.agent.option_types import AgentOptions
+    from agentfootprint.agent.pauses import Pending
     from agentfootprint.audit.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.audit.read import commit_value_at, receipt_at, served_at, state_at
     from agentfootprint.audit.tool_calls import ToolCallRecord, tool_calls
@@ -122,11 +131,13 @@ if TYPE_CHECKING:
         AppendOnlyError,
         CanonicalFormError,
         ContinuationError,
+        CredentialConsentRequiredError,
         FileError,
         ModelRequestsBlocked,
         NewerVersionError,
         NotALogError,
         NotAVaultError,
+        PauseAnsweredError,
         PolicyHaltError,
         ProviderCallError,
         ProviderError,
@@ -150,6 +161,13 @@ if TYPE_CHECKING:
     from agentfootprint.logformat.request import build_request
     from agentfootprint.providers import anthropic, openai
     from agentfootprint.replayer.replay_run import ReplayResult, replay, replay_sync
+    from agentfootprint.runtime.credentials import (
+        AuthorizationRequired,
+        Credential,
+        CredentialRequest,
+        Issued,
+        static_tokens,
+    )
     from agentfootprint.runtime.events import (
         AgentEvent,
         ArgsInvalid,
@@ -203,13 +221,18 @@ __all__ = [
     "AgentOptions",
     "AppendOnlyError",
     "ArgsInvalid",
+    "AuthorizationRequired",
     "BundleSource",
     "CanonicalFormError",
     "ContinuationError",
+    "Credential",
+    "CredentialConsentRequiredError",
+    "CredentialRequest",
     "Decision",
     "DescriptionClassifier",
     "DisclosureVault",
     "FileError",
+    "Issued",
     "IterationEnd",
     "IterationStart",
     "LLMEnd",
@@ -224,6 +247,8 @@ __all__ = [
     "NotALogError",
     "NotAVaultError",
     "Outcome",
+    "PauseAnsweredError",
+    "Pending",
     "PermissionRequest",
     "PolicyHaltError",
     "Ports",
@@ -289,6 +314,7 @@ __all__ = [
     "same_recording",
     "served_at",
     "state_at",
+    "static_tokens",
     "tool_call",
     "tool_calls",
     "verify_run",

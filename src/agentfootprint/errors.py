@@ -41,12 +41,14 @@ __all__ = [
     "AppendOnlyError",
     "CanonicalFormError",
     "ContinuationError",
+    "CredentialConsentRequiredError",
     "FileError",
     "KeyFileError",
     "ModelRequestsBlocked",
     "NewerVersionError",
     "NotALogError",
     "NotAVaultError",
+    "PauseAnsweredError",
     "PolicyHaltError",
     "ProviderCallError",
     "ProviderError",
@@ -344,3 +346,33 @@ class SealError(VerificationError):
     ) -> None:
         super().__init__(run_id, None, reason, code=code, where=f"seal {where}")
         self.where = where
+
+
+class PauseAnsweredError(StoreConflictError):
+    """A store refused a run that answers a pause already answered (docs/log-format.md
+    section 5.9: one answer per pause): ``parent`` is the paused run, ``answered_by`` the
+    run that answered it."""
+
+    def __init__(self, message: str, *, parent: str, answered_by: str) -> None:
+        super().__init__(message)
+        self.parent = parent
+        self.answered_by = answered_by
+
+
+class CredentialConsentRequiredError(RunError):
+    """A tool's credential needs a person's consent and the agent tells the model instead of
+    pausing (``on_authorization_required="tell-model"``): the turn ended without it.
+    ``authorization_url`` (where the person consents) is on this object only: never in its
+    message, so never in the recorded error."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        service: str,
+        authorization_url: str | None,
+        run_id: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.service = service
+        self.authorization_url = authorization_url

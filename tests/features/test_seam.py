@@ -81,6 +81,9 @@ def test_reserved_keys_options_and_kinds_come_from_the_declarations() -> None:
         "served_tools",
         "tool_choices",
         "tool_choice_outcomes",
+        "pending",
+        "pause_count",
+        "paused_cost_usd",
     }
     for key in sorted(structure):
         with pytest.raises(af.UsageError) as caught:

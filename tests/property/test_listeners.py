@@ -120,7 +120,13 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
         af.define_tool(
             name="add", description="Add two numbers.", input_schema=NUMBERS, execute=add
         ),
-        af.define_tool(name="ids", description="The valid ids.", input_schema=QUERY, execute=ids),
+        af.define_tool(
+            name="ids",
+            description="The valid ids.",
+            input_schema=QUERY,
+            execute=ids,
+            needs={"credential": "registry"},
+        ),
         af.define_tool(name="search", description="Search.", input_schema=QUERY, execute=search),
     ]
 
@@ -195,6 +201,7 @@ def converse(subscribe: Callable[[af.Agent], None] | None, *, observe: bool = Tr
         max_iterations=6,
         window={"keep_last_turns": 1},
         permission_checker=Checker(),
+        credentials=af.static_tokens({"registry": "registry-token"}),
         pricing_table={"m": {"input": 1, "output": 2}},
         cost_budget=0.00001,
         context_budget={"messages": 50},

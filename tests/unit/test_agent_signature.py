@@ -55,9 +55,18 @@ def takes_any_string(hint: Any) -> bool:
     )
 
 
+#: options that apply only beside another (refused alone): what each is given with
+COMPANIONS: dict[str, dict[str, Any]] = {
+    "on_authorization_required": {"credentials": af.static_tokens({})},
+}
+
+
 def build(name: str, value: Any) -> None:
-    """An agent with ``name=value`` (and a provider and model of its own otherwise)."""
+    """An agent with ``name=value`` (and a provider and model of its own otherwise, and the
+    option it applies beside, if any)."""
     options: dict[str, Any] = {"provider": af.MockProvider(["x"]), "model": "m", name: value}
+    if value is not None:
+        options.update(COMPANIONS.get(name, {}))
     af.Agent(**options).close()
 
 

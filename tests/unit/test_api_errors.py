@@ -244,6 +244,26 @@ def run_with(argument: str) -> Call:
     return call
 
 
+def resume_with(argument: str) -> Call:
+    """``resume_sync`` of a run paused on a consent, with ``argument`` wrong."""
+
+    def call(world: World, value: Any, tmp: Path) -> None:
+        needing = af.define_tool(
+            name="echo", description="Echo.", execute=lambda a: a, needs={"credential": "svc"}
+        )
+        with af.Agent(
+            provider=af.MockProvider(script()),
+            model="m",
+            tools=[needing],
+            credentials=af.static_tokens({}, consent_url="https://consent.example/{service}"),
+        ) as agent:
+            paused = agent.run_sync("hi")
+            args: dict[str, Any] = {"run": paused, "answer": None, argument: value}
+            agent.resume_sync(**args)
+
+    return call
+
+
 def on_with(argument: str) -> Call:
     def call(world: World, value: Any, tmp: Path) -> None:
         with world.agent() as agent:
@@ -349,6 +369,17 @@ CASES: list[Case] = [
     Case("define_tool", "description", tool_with("description"), frozenset({MISSING})),
     Case("define_tool", "execute", tool_with("execute")),
     Case("define_tool", "input_schema", tool_with("input_schema"), frozenset({"None"})),
+    Case("define_tool", "needs", tool_with("needs"), frozenset({"None"})),
+    Case("static_tokens", "tokens", kwargs_call(af.static_tokens, "tokens")),
+    Case(
+        "static_tokens",
+        "consent_url",
+        kwargs_call(af.static_tokens, "consent_url", tokens={}),
+        frozenset({"None", MISSING}),
+    ),
+    Case("Agent.run_sync", "abandon", run_with("abandon")),
+    Case("Agent.resume_sync", "run", resume_with("run")),
+    Case("Agent.resume_sync", "answer", resume_with("answer"), frozenset({"None"})),
     Case("MockProvider", "replies", kwargs_call(af.MockProvider, "replies", replies=["x"])),
     Case(
         "MockProvider",
@@ -547,6 +578,11 @@ CONTRACTS = frozenset({"Vault"})
 #: TypedDict (AgentOptions) is a static type: its values are checked by Agent's sweep above.
 RECORDS = frozenset(
     {
+        "AuthorizationRequired",
+        "Credential",
+        "CredentialRequest",
+        "Issued",
+        "Pending",
         "AgentEvent",
         "AgentOptions",
         "ArgsInvalid",

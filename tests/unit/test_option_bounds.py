@@ -59,6 +59,8 @@ NOT_NUMERIC = frozenset(
         "repeated_call_nudge",
         "wrap_up_at_max_iterations",
         "permission_checker",
+        "credentials",
+        "on_authorization_required",
         "caching",
         "cache_strategy",
     }

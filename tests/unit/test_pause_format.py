@@ -20,6 +20,7 @@ from agentfootprint.testing.pause_logs import (
     paused,
     record,
     resumed,
+    unchecked_answers,
     v5_open,
     write,
 )
@@ -188,7 +189,10 @@ def test_two_answers_to_one_pause_are_a_whole_file_finding(tmp_path: Path) -> No
     with af.SqliteStore(db) as store:
         parent = paused(store)
         resumed(store, parent, "r1")
-        resumed(store, parent, "r2", resumes=None, abandons="req-1")
+        with pytest.raises(af.PauseAnsweredError):  # the store refuses it ...
+            resumed(store, parent, "r2", resumes=None, abandons="req-1")
+        with unchecked_answers():  # ... so it is written as a writer that does not check
+            resumed(store, parent, "r2", resumes=None, abandons="req-1")
         results = list(af.Verifier(store).verify_all())
     verdicts = {run_id: r for run_id, r in results if isinstance(r, af.RunVerification)}
     assert set(verdicts) == {"p", "r1", "r2"}

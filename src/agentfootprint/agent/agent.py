@@ -13,17 +13,19 @@ import asyncio
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from agentfootprint.agent.option_types import AgentOptions
 from agentfootprint.agent.options import AgentConfig, resolve_options
+from agentfootprint.agent.pauses import Pending, checked_answer
 from agentfootprint.errors import (
     AgentFootprintError,
     CanonicalFormError,
     ContinuationError,
     FileError,
+    PauseAnsweredError,
     RunError,
     RunNotFoundError,
     UsageError,
@@ -35,7 +37,8 @@ from agentfootprint.features.registry import Seam, event_kinds
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import check_ijson
 from agentfootprint.logformat.fold import continued_lists
-from agentfootprint.logformat.log_formats import LOG_FORMAT, LOG_FORMAT_V4
+from agentfootprint.logformat.log_format_spec import PAUSED
+from agentfootprint.logformat.log_formats import LOG_FORMAT, LOG_FORMAT_V4, LOG_FORMAT_V5
 from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import projection as projection_of
 from agentfootprint.runtime import run_observers as hooks
@@ -62,10 +65,10 @@ from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.verifier import shared_verifier
 from agentfootprint.version import __version__
 
-__all__ = ["Agent", "RunResult", "StoppedEarly", "open_store"]
+__all__ = ["Agent", "Pending", "RunResult", "StoppedEarly", "open_store"]
 
 _LINEAGE_CACHE = 8
-_CONTINUABLE = ("answered", "stopped_early")
+_CONTINUABLE = ("answered", "stopped_early", PAUSED)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -100,6 +103,9 @@ class RunResult:
     outcome: str
     stopped_early: StoppedEarly | None
     usage: dict[str, int]
+    #: the question a paused run waits on (``outcome == "paused"``); answer it with
+    #: ``agent.resume(result, answer)``
+    pending: Pending | None = None
     #: the run's final state as the agent keeps it (shared with a run continued from it)
     _final: dict[str, Any] = field(repr=False, compare=False)
     _copy: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
@@ -113,6 +119,19 @@ class RunResult:
             object.__setattr__(self, "_copy", detached(self._final))
         assert self._copy is not None
         return self._copy
+
+
+def _request_of(lineage: Lineage) -> str:
+    """The request id a paused run's question is named by (its recorded ``pending``)."""
+    pending = lineage.state.get("pending")
+    request = pending.get("request_id") if isinstance(pending, dict) else None
+    if not isinstance(request, str):
+        raise ContinuationError(
+            f"run {lineage.run_id} paused, but its final state holds no readable pending "
+            "question (its request id is redacted or missing)",
+            run_id=lineage.run_id,
+        )
+    return request
 
 
 def _check_size(message: str) -> None:
@@ -306,30 +325,58 @@ class Agent:
         return self._bus.on(name, listener)
 
     # -- running ------------------------------------------------------------------------
-    def run_sync(self, message: str, *, continue_from: str | RunResult | None = None) -> RunResult:
+    def run_sync(
+        self,
+        message: str,
+        *,
+        continue_from: str | RunResult | None = None,
+        abandon: bool = False,
+    ) -> RunResult:
         """``run`` for code without an event loop."""
+        return self._in_own_loop(
+            "run_sync() ... agent.run()",
+            self.run(message, continue_from=continue_from, abandon=abandon),
+        )
+
+    def resume_sync(
+        self, run: str | RunResult, answer: Mapping[str, Any] | None = None
+    ) -> RunResult:
+        """``resume`` for code without an event loop."""
+        return self._in_own_loop("resume_sync() ... agent.resume()", self.resume(run, answer))
+
+    def _in_own_loop(self, names: str, work: Coroutine[Any, Any, RunResult]) -> RunResult:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return run_sync(self._run_in_own_loop(message, continue_from))
-        raise UsageError("run_sync() was called inside a running event loop; use await agent.run()")
+            return run_sync(self._closing_provider(work))
+        work.close()
+        sync, call = names.split(" ... ")
+        raise UsageError(f"{sync} was called inside a running event loop; use await {call}")
 
-    async def _run_in_own_loop(
-        self, message: str, continue_from: str | RunResult | None
-    ) -> RunResult:
-        """``run`` on the thread's loop (:mod:`agentfootprint.runtime.sync_loop`), then close what
-        the provider opened in it (an HTTP adapter's connections): an agent that is never
-        closed holds no socket between ``run_sync`` calls."""
+    async def _closing_provider(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
+        """``work`` on the thread's loop (:mod:`agentfootprint.runtime.sync_loop`), then close
+        what the provider opened in it (an HTTP adapter's connections): an agent that is
+        never closed holds no socket between ``run_sync`` calls."""
         try:
-            return await self.run(message, continue_from=continue_from)
+            return await work
         finally:
             close = getattr(self.config.provider, "aclose", None)
             if callable(close):
                 with contextlib.suppress(Exception):  # closing connections: nothing to record
                     await close()
 
-    async def run(self, message: str, *, continue_from: str | RunResult | None = None) -> RunResult:
-        """Run one turn. ``continue_from`` (a run id or result) carries its history over."""
+    async def run(
+        self,
+        message: str,
+        *,
+        continue_from: str | RunResult | None = None,
+        abandon: bool = False,
+    ) -> RunResult:
+        """Run one turn. ``continue_from`` (a run id or result) carries its history over; a
+        run that paused is continued by :meth:`resume`, or here with ``abandon=True`` (its
+        question is recorded as abandoned, and its waiting tool calls as not run)."""
+        if not isinstance(abandon, bool):
+            raise UsageError(f"run() argument 'abandon' must be True or False, got {abandon!r}")
         if not isinstance(message, str):
             raise UsageError(
                 f"run() argument 'message' must be the user message as a str, got "
@@ -345,7 +392,44 @@ class Agent:
         refuse_reserved_key(message, "message")
         _check_size(message)
         lineage = self._lineage(continue_from) if continue_from is not None else None
+        paused = lineage is not None and lineage.outcome == PAUSED
+        if paused and not abandon:
+            assert lineage is not None
+            raise ContinuationError(
+                f"continue_from: run {lineage.run_id} paused on request "
+                f"{_request_of(lineage)}: answer it with agent.resume(run, answer), or start a "
+                "new turn that abandons it with run(..., abandon=True)",
+                run_id=lineage.run_id,
+            )
+        if abandon and not paused:
+            raise UsageError(
+                "run() argument 'abandon': abandon=True continues a run that paused, and "
+                + (
+                    "no continue_from was given"
+                    if lineage is None
+                    else f"run {lineage.run_id} closed as {lineage.outcome!r}"
+                ),
+                option="abandon",
+            )
         return await self._execute(message, lineage)
+
+    async def resume(
+        self, run: str | RunResult, answer: Mapping[str, Any] | None = None
+    ) -> RunResult:
+        """Answer the question ``run`` paused on, and go on from where it stopped: a new run,
+        recorded as the paused run's continuation (``run.open.resumes``), that commits the
+        answer and finishes the paused batch of tool calls. Works from the log alone (in any
+        process, after a crash). ``answer``: the fields asked (``pending.fields``), or None
+        for a consent given. A pause is answered once."""
+        lineage = self._lineage(run, resuming=True)
+        if lineage.outcome != PAUSED:
+            raise ContinuationError(
+                f"resume: run {lineage.run_id} did not pause (it closed as "
+                f"{lineage.outcome!r}); continue it with run(message, continue_from=...)",
+                run_id=lineage.run_id,
+            )
+        checked = checked_answer(answer, lineage.state["pending"])
+        return await self._execute(None, lineage, resume=checked)
 
     async def _execute(
         self,
@@ -357,13 +441,25 @@ class Agent:
         replayed_policy: dict[str, Any] | None = None,
         log_format: str | None = None,
         finish: Callable[[EventStore, str, dict[str, Any]], None] | None = None,
+        resume: dict[str, Any] | None = None,
     ) -> RunResult:
         """One run. The replayer plugs in recorded ``ports``, the original's
         ``replayed_policy`` (joined with the agent's) and ``log_format``, and ``finish``,
-        called with the close body before it is written (it raises to fail the run)."""
+        called with the close body before it is written (it raises to fail the run).
+        ``resume``: the answer to the pause of ``lineage`` (the run enters at ``resume``)."""
         ports = ports if ports is not None else self.config.ports
+        answers = lineage is not None and lineage.outcome == PAUSED
+        if resume is not None and self.chart.resume is None:
+            raise UsageError(
+                "this agent has no feature that pauses (credentials=...), so it cannot "
+                "finish a paused tool call; resume with an agent configured as the one "
+                "that paused"
+            )
         if log_format is None:  # the agent's own run: sealed when it has a signer
-            log_format = LOG_FORMAT_V4 if self.signer is not None else LOG_FORMAT
+            if self.seam.may_pause or answers:
+                log_format = LOG_FORMAT_V5  # pauses, and seals when it has a signer
+            else:
+                log_format = LOG_FORMAT_V4 if self.signer is not None else LOG_FORMAT
         signer = self.signer if log_format_of(log_format).may_seal else None
         policy = self._policy(lineage, replayed_policy)
         boundary = (
@@ -380,7 +476,20 @@ class Agent:
         opened = self._open_body(run_id, conversation_id, lineage, policy, log_format)
         if signer is not None:
             opened["seal"] = {"key_id": signer.key_id}
+        if answers:
+            assert lineage is not None
+            opened["resumes" if resume is not None else "abandons"] = _request_of(lineage)
         writer.append([("run.open", {**opened, **(open_extra or {})})])
+        if answers:  # the store refuses a second answer to a pause before anything runs
+            assert lineage is not None
+            try:
+                await writer.aflush()
+            except PauseAnsweredError as exc:
+                raise ContinuationError(
+                    f"cannot continue run {lineage.run_id}: its pause was answered already, "
+                    f"by run {exc.answered_by} (a pause is answered once)",
+                    run_id=lineage.run_id,
+                ) from exc
         run = RunState(
             config=self.config,
             seam=self.seam,
@@ -396,12 +505,18 @@ class Agent:
             signer=signer,
             policy_digest=policy.digest if policy else None,
         )
+        run.resume_answer = resume
         try:
-            await run.execute()
+            await run.execute(self.chart.resume if resume is not None else None)
             stopped = run.state.get("stopped_early")
             outcome = "stopped_early" if stopped else "answered"
             iterations = int(run.state.get("iteration", 0))
-            close = run.close_body(outcome, {"iterations": iterations})
+            if run.paused is not None:
+                outcome = PAUSED  # the question, as its last commit recorded it
+                close = run.close_body(outcome, {})
+                close["pending"] = run.committed["pending"]
+            else:
+                close = run.close_body(outcome, {"iterations": iterations})
             if finish is not None:
                 # a replay that made fewer calls, or would record anything else (its close
                 # included), fails before it closes (it reads the replay's rows: all written)
@@ -448,6 +563,7 @@ class Agent:
             outcome=outcome,
             stopped_early=StoppedEarly.from_state(stopped) if stopped else None,
             usage=dict(run.state.get("usage", {})),
+            pending=None if run.paused is None else Pending.from_record(*run.paused),
             _final=run.state,
         )
 
@@ -568,14 +684,17 @@ class Agent:
         while len(self._lineages) > _LINEAGE_CACHE:
             self._lineages.popitem(last=False)
 
-    def _lineage(self, parent: str | RunResult, vault: Vault | None = None) -> Lineage:
+    def _lineage(
+        self, parent: str | RunResult, vault: Vault | None = None, *, resuming: bool = False
+    ) -> Lineage:
         """What continuing ``parent`` starts from; ``vault`` opens its state instead of the
-        agent's own (a replay reading the original's vault: such a lineage is not kept)."""
+        agent's own (a replay reading the original's vault: such a lineage is not kept).
+        ``resuming``: the argument is ``resume``'s (named so in errors)."""
+        option = "resume" if resuming else "continue_from"
         parent_id = parent.run_id if isinstance(parent, RunResult) else parent
         if not isinstance(parent_id, str) or not parent_id:
             raise UsageError(
-                f"continue_from takes a run id or a RunResult, got {parent!r}",
-                option="continue_from",
+                f"{option} takes a run id or a RunResult, got {parent!r}", option=option
             )
         own = vault is None or vault is self.vault
         cached = self._lineages.get(parent_id) if own else None
@@ -586,18 +705,18 @@ class Agent:
             verified = verifier.verify(parent_id)
         except RunNotFoundError as exc:
             raise ContinuationError(
-                f"continue_from: cannot continue run {parent_id}: it is not in this agent's store"
+                f"{option}: cannot continue run {parent_id}: it is not in this agent's store"
             ) from exc
         except VerificationError as exc:
             raise ContinuationError(
-                f"continue_from: cannot continue run {parent_id}: its log does not verify ({exc})"
+                f"{option}: cannot continue run {parent_id}: its log does not verify ({exc})"
             ) from exc
         outcome = verified.close.get("outcome") if verified.close else None
         if outcome not in _CONTINUABLE:
             raise ContinuationError(
-                f"continue_from: cannot continue run {parent_id}: it "
+                f"{option}: cannot continue run {parent_id}: it "
                 + ("never closed" if outcome is None else f"closed as {outcome!r}")
-                + "; continue from a run that answered or stopped early"
+                + "; continue from a run that answered, stopped early or paused"
             )
         committed = dict(verified.final_state)
         state, memo = self._reopen(committed, self.vault if own else vault)

@@ -22,6 +22,7 @@ from agentfootprint.features.caching import CacheStrategy
 from agentfootprint.features.classifiers import ToolClassifier
 from agentfootprint.features.permission_checker import PermissionChecker
 from agentfootprint.runtime.config import ArgValidation, ReactMode
+from agentfootprint.runtime.credentials import CredentialService
 from agentfootprint.runtime.ports import Ports
 from agentfootprint.runtime.provider import Provider
 from agentfootprint.runtime.tools import Tool
@@ -129,6 +130,10 @@ class AgentOptions(TypedDict, total=False):
     max_tool_result_chars: int | None
     repeated_call_nudge: bool
     tool_teardown_timeout_ms: int
+    # pauses and credentials
+    #: the service tools' ``needs`` are resolved by (``get_credential(request)``)
+    credentials: CredentialService | None
+    on_authorization_required: Literal["pause", "tell-model"] | None
     # cost
     #: True: the shipped table; a mapping: model -> prices
     pricing_table: bool | Mapping[str, ModelPrices] | None

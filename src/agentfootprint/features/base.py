@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from agentfootprint.runtime.provider import LLMResponse
     from agentfootprint.runtime.run import RunState, StageContext
     from agentfootprint.runtime.scope import Scope
-    from agentfootprint.runtime.tools import ToolOutcome
+    from agentfootprint.runtime.tools import Tool, ToolOutcome
 
 __all__ = [
     "HOOK_POINTS",
@@ -51,6 +51,7 @@ __all__ = [
     "OptionSpec",
     "Options",
     "Part",
+    "PauseRequest",
     "Phase",
     "StageSpec",
     "StateKey",
@@ -73,7 +74,7 @@ class _Missing:
 #: The value of an option the caller did not give.
 MISSING: Any = _Missing()
 
-Phase = Literal["start", "iteration", "route", "tool", "branch", "final"]
+Phase = Literal["start", "iteration", "route", "tool", "branch", "final", "resume"]
 #: resolved options by name (what a declaration without typed settings gives its hooks)
 Options = Mapping[str, Any]
 #: the type of a feature's typed options (:meth:`Feature.settings`), as its hooks read them
@@ -203,7 +204,9 @@ class StageSpec:
     ``phase`` is the part of the loop it belongs to: ``start`` (once, at the turn's start),
     ``iteration`` (before each model call), ``route`` (the decider), ``tool`` (after a reply
     asking for tools), ``branch`` (a route branch of its own, named by ``branch``, that runs
-    once and leads to the final phase, e.g. ``wrap-up``) or ``final``. Within a phase (and a
+    once and leads to the final phase, e.g. ``wrap-up``), ``final``, or ``resume`` (the entry
+    of a run that answers a pause: it leads to the tool stages, and is in the chart only
+    when a feature that may pause takes part). Within a phase (and a
     branch) stages run by ``order``. ``classic`` says
     what ``react_mode="classic"`` does with an iteration stage: ``every`` pass, or the
     ``first`` pass only (those run before the others, in order). ``calls_model``: the stage
@@ -245,6 +248,21 @@ class ToolResult:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PauseRequest:
+    """What a :meth:`Feature.tool_ready` hook returns to pause the run at a tool call: the
+    question for a person (docs/log-format.md section 5.9). The runtime adds the request id,
+    the call and its tool, and records it as ``pending``; ``private`` (a consent URL) goes
+    to the caller only (``RunResult.pending``), never to the log."""
+
+    kind: Literal["consent", "input"]
+    question: str
+    fields: Mapping[str, Any] | None = None
+    context: Mapping[str, Any] | None = None
+    service: str | None = None
+    private: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Feature(Generic[Settings]):
     """What one option (or group of options) adds to a run. See the module docstring.
 
@@ -275,6 +293,9 @@ class Feature(Generic[Settings]):
     order: int = 100
     #: the projection version this feature needs when ``active(options)`` (default 1)
     projection: int = 1
+    #: it may pause a run (:class:`PauseRequest`): an agent it takes part in records log
+    #: format v5, and its chart has the ``resume`` entry
+    pauses: bool = False
     #: whether the feature takes part in a run with these resolved options (an opt-in
     #: feature that is off adds no stage and runs no hook)
     active: Callable[[Mapping[str, Any]], bool] = field(default=lambda options: True)
@@ -374,6 +395,23 @@ class Feature(Generic[Settings]):
         return None
 
     @hook_point
+    async def tool_ready(
+        self, ctx: HookContext[Settings], call: ToolResult, grant: dict[str, Any]
+    ) -> ToolOutcome | PauseRequest | None:
+        """After the ``tool_permission`` hooks let a call run, just before its tool runs
+        (live, or answered from a recording): None lets it run, and the hook may add to
+        ``grant`` what the tool's context carries (a credential, by name); an outcome is the
+        call's result instead; a :class:`PauseRequest` pauses the run at this call (only a
+        feature declared ``pauses=True``). May emit events."""
+        return None
+
+    @hook_point
+    async def resumed(self, ctx: HookContext[Settings]) -> None:
+        """In a run that answers a pause, at its ``resume`` stage (after the answer is
+        written, in that commit): a feature picks up what it carried across the pause
+        (what a ``run_end`` hook of the paused run wrote to state, seeing ``ctx.pausing``)."""
+
+    @hook_point
     async def run_end(self, ctx: HookContext[Settings], error: BaseException | None) -> None:
         """Where the run ends (after its last stage, at the stage that failed or the one a
         cancellation reached: ``error`` is its exception, else None), before that stage's
@@ -432,14 +470,28 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
         return self._stage.run_id
 
     @property
+    def conversation_id(self) -> str:
+        return self._stage.run.conversation_id
+
+    @property
     def calls(self) -> int:
         """The model calls the run has made so far."""
         return self._stage.calls
+
+    def tool(self, name: str) -> Tool | None:
+        """The agent's tool of that name (None: the model named no such tool)."""
+        return self._stage.config.tool(name)
 
     @property
     def projection(self) -> int:
         """The request projection version the run serves."""
         return self._stage.projection
+
+    @property
+    def pausing(self) -> bool:
+        """The run closes paused after this stage (its ``run_end`` hooks may carry state
+        over to the run that answers it; :meth:`Feature.resumed`)."""
+        return self._stage.run.paused is not None
 
     @property
     def redacting(self) -> bool:

@@ -38,7 +38,14 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from importlib import resources
 from typing import Any, ClassVar
 
-from agentfootprint.features.base import MISSING, Feature, HookContext, OptionSpec, refuse
+from agentfootprint.features.base import (
+    MISSING,
+    Feature,
+    HookContext,
+    OptionSpec,
+    StateKey,
+    refuse,
+)
 from agentfootprint.logformat.canonical import MAX_SAFE_INT
 from agentfootprint.runtime.events import AgentEvent
 from agentfootprint.runtime.provider import LLMResponse
@@ -256,6 +263,21 @@ class _PricingTable(Feature[PriceTable]):
             )
         )
 
+    async def run_end(self, ctx: HookContext[PriceTable], error: BaseException | None) -> None:
+        if error is None and ctx.pausing:
+            ctx.scope.set(CARRIED, str(ctx.memory(_Spend).cumulative))
+
+    async def resumed(self, ctx: HookContext[PriceTable]) -> None:
+        carried = ctx.scope.get(CARRIED)
+        if isinstance(carried, str):
+            ctx.memory(_Spend).cumulative = Decimal(carried)
+            ctx.scope.delete(CARRIED)
+
+
+#: what a paused run had spent in its turn, carried to the run that answers it (exact
+#: decimal text): a pause never resets a cost budget
+CARRIED = "paused_cost_usd"
+
 
 FEATURE = _PricingTable(
     name=NAME,
@@ -271,5 +293,12 @@ FEATURE = _PricingTable(
     ),
     events=(CostTick, CostUnpriced),
     recorded_events=(CostTick, CostUnpriced),
+    state_keys=(
+        StateKey(
+            name=CARRIED,
+            structure=True,
+            summary="a paused turn's spend, carried to the run that resumes it",
+        ),
+    ),
     active=lambda options: options.get(OPTION) is not None,
 )

@@ -189,6 +189,8 @@ class Seam:
     #: the most stage executions a run may make (more is a loop gone wrong)
     stage_budget: int
     projection: int
+    #: a feature taking part may pause a run (its runs record log format v5)
+    may_pause: bool
     model_stages: frozenset[str]
     #: the event kinds written to the log as ``event`` rows
     recorded_kinds: frozenset[str]
@@ -209,7 +211,13 @@ class Seam:
         candidates = all_features() if features is None else tuple(features)
         features = tuple(f for f in candidates if f.active(options))
         parts = _parts(features, options)
-        stages = [_declaring(s, parts[f.name]) for f in features for s in f.stages]
+        may_pause = any(f.pauses for f in features)
+        stages = [
+            _declaring(s, parts[f.name])
+            for f in features
+            for s in f.stages
+            if may_pause or s.phase != "resume"  # a run that cannot pause is never resumed
+        ]
         chart, loop = _chart(stages, str(options.get("react_mode", "dynamic")))
         max_iterations = int(options.get("max_iterations", 1))
         return cls(
@@ -218,6 +226,7 @@ class Seam:
             chart=chart,
             stage_budget=loop * max_iterations + len(chart.stages),
             projection=max((f.projection for f in features), default=1),
+            may_pause=may_pause,
             model_stages=frozenset(s.name for s in stages if s.calls_model),
             recorded_kinds=recorded_kinds(),
             _points={
@@ -320,7 +329,8 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
     come first and are not looped back to), the route decider, and its branches: the
     tool stages loop back to the first iteration stage that runs every pass; each declared
     ``branch`` (stages of phase ``branch``, grouped by their ``branch`` name) runs once and
-    leads to the final stages; the final stages end the walk.
+    leads to the final stages; the final stages end the walk; the ``resume`` stages are a
+    second entry (a run that answers a pause), leading to the tool stages.
     """
 
     def phase(name: str) -> list[StageSpec]:
@@ -367,11 +377,14 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
     chains: list[tuple[list[StageSpec], str | None]] = [(tools, every[0].name)]
     chains += [(chain, final[0].name) for _, chain in sorted(extra.items())]
     chains.append((final, None))
+    resume = phase("resume")  # a resume answers the question, then finishes the tool batch
+    chains.append((resume, tools[0].name))
     for chain, end in chains:
         for index, spec in enumerate(chain):
             built.append(_stage(spec, chain[index + 1].name if index + 1 < len(chain) else end))
     loop = len(every) + 1 + len(tools)
-    return Chart(built, entry=order[0].name), loop
+    entry = order[0].name
+    return Chart(built, entry=entry, resume=resume[0].name if resume else None), loop
 
 
 def _stage(spec: StageSpec, following: str | None) -> Stage:

@@ -2,16 +2,23 @@
 
 A call is checked before it runs (no such tool, arguments not JSON, arguments refused by
 validation in ``enforce`` mode: answered without running), then the ``tool_permission``
-hooks of active features may answer it instead (a permission checker's denial). Its
-outcome passes the ``tool_result`` hooks of active features (before ``tool_end``: what the
-event and the model both carry) and then the ``tool_result_noted`` hooks (after it). The
-turn and its results join the history as one write.
+hooks of active features may answer it instead (a permission checker's denial), then the
+``tool_ready`` hooks may answer it, grant its context something (a credential) or pause
+the run at it (a question for a person). Its outcome passes the ``tool_result`` hooks of
+active features (before ``tool_end``: what the event and the model both carry) and then the
+``tool_result_noted`` hooks (after it). The turn and its results join the history as one
+write.
+
+A batch that pauses joins the history with the results of the calls before the paused one,
+and the run closes ``paused`` on the question (``pending``, docs/log-format.md section
+5.9). The run that answers it enters at the ``resume`` stage, which commits the answer, and
+then finishes the batch here from the paused call on.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -23,7 +30,9 @@ from agentfootprint.features.base import (
     Feature,
     Options,
     OptionSpec,
+    PauseRequest,
     StageSpec,
+    StateKey,
     ToolResult,
     refuse,
 )
@@ -45,6 +54,8 @@ from agentfootprint.runtime.tools import (
 
 #: the stage that runs a reply's tool calls (the replay reads their results at its commit)
 TOOL_CALLS_STAGE = "tool-calls"
+#: the first stage of a run that answers a pause: it commits the answer
+RESUME_STAGE = "resume"
 
 
 def _validation(value: Any, given: Mapping[str, Any]) -> str:
@@ -72,7 +83,7 @@ def parse_arguments(raw: Any) -> tuple[Any, str | None]:
 
 async def _one_call(
     ctx: StageContext, call: dict[str, Any], iteration: int, room: ResultRoom
-) -> ToolOutcome:
+) -> ToolOutcome | PauseRequest:
     name, call_id = call["name"], call["id"]
     if ctx.listens(ToolStart.kind):
         await ctx.emit(
@@ -87,7 +98,10 @@ async def _one_call(
     started = time.perf_counter()
     # the tools port sees the call before anything runs (a replay checks it, in order)
     expected = ctx.tools.expect(call)
-    outcome, arguments, ran = await _dispatch(ctx, call, iteration, expected)
+    dispatched, arguments, ran = await _dispatch(ctx, call, iteration, expected)
+    if isinstance(dispatched, PauseRequest):
+        return dispatched  # the call waits for a person: it has no outcome in this run
+    outcome = dispatched
     if expected is None:  # a recorded answer was recorded once already: it fits
         outcome = room.admit(name, outcome)
     result = ToolResult(
@@ -114,10 +128,11 @@ async def _one_call(
 
 async def _dispatch(
     ctx: StageContext, call: dict[str, Any], iteration: int, expected: Any
-) -> tuple[ToolOutcome, Any, bool]:
+) -> tuple[ToolOutcome | PauseRequest, Any, bool]:
     """Run the tool, or answer without running it; ``expected`` (the recorded call) means
-    the tools port answers and no tool runs. Returns the outcome, the parsed arguments
-    and whether the tool was run (or, replayed, would have been)."""
+    the tools port answers and no tool runs. Returns the outcome (or the pause a
+    ``tool_ready`` hook asked for), the parsed arguments and whether the tool was run (or,
+    replayed, would have been)."""
     tools = ctx.tools
     tool = ctx.config.tool(call["name"])
     arguments: Any = None
@@ -150,6 +165,15 @@ async def _dispatch(
         denied = await hook(ctx, asked)
         if denied is not None:
             return denied, arguments, False
+    grant: dict[str, Any] = {}
+    for ready in hooks_at(ctx, Feature.tool_ready):
+        answered = await ready(ctx, asked, grant)
+        if isinstance(answered, PauseRequest):
+            if expected is not None:  # the original must have paused here too
+                tools.not_run(expected, "(paused: " + answered.question + ")")
+            return answered, arguments, False
+        if answered is not None:  # (a replay's hook answers from its recorded decision)
+            return answered, arguments, False
     if expected is not None:  # answered from the recording: no side effects
         content, is_error = tools.answer(expected)
         if isinstance(content, str):  # what the tool returned, before the notes on it
@@ -164,6 +188,7 @@ async def _dispatch(
         iteration=iteration,
         tool=tool.name,
         teardown_sink=tool_teardown.registrar(run, tool.name, call["id"]),
+        credential=grant.get("credential"),
     )
     await run.flush()  # the reply that asked for this call is durable before the tool acts
     try:
@@ -201,19 +226,34 @@ async def _validate(
 
 
 async def tool_calls(ctx: StageContext) -> None:
-    """Run each requested tool in order; the turn and its results join the history."""
+    """Run each requested tool in order; the turn and its results join the history. A run
+    that answers a pause finishes the paused batch: from the paused call on, after the
+    results the paused run recorded."""
     s = ctx.scope
     response = s.get("last_response")
     iteration = s.get("iteration")
+    calls = response["tool_calls"]
+    resuming = ctx.run.resume_answer is not None and "pending" in s
+    done = results_recorded(s.get("history")) if resuming else 0
     room = ResultRoom()  # the results are recorded together, in one body
-    outcomes = [await _one_call(ctx, call, iteration, room) for call in response["tool_calls"]]
-    assistant = {
-        "role": "assistant",
-        "content": response["content"],
-        "tool_calls": [_served_call(c) for c in response["tool_calls"]],
-    }
-    results = []
-    for call, outcome in zip(response["tool_calls"], outcomes, strict=True):
+    outcomes: list[ToolOutcome] = []
+    paused: PauseRequest | None = None
+    for call in calls[done:]:
+        outcome = await _one_call(ctx, call, iteration, room)
+        if isinstance(outcome, PauseRequest):
+            paused = outcome
+            break
+        outcomes.append(outcome)
+    turn: list[dict[str, Any]] = []
+    if not resuming:
+        turn.append(
+            {
+                "role": "assistant",
+                "content": response["content"],
+                "tool_calls": [_served_call(c) for c in calls],
+            }
+        )
+    for call, outcome in zip(calls[done:], outcomes, strict=False):
         message: dict[str, Any] = {
             "role": "tool",
             "tool_call_id": call["id"],
@@ -222,11 +262,93 @@ async def tool_calls(ctx: StageContext) -> None:
         }
         if outcome.is_error:
             message["is_error"] = True
-        results.append(message)
-    s.append("history", [assistant, *results])
+        turn.append(message)
+    if turn:
+        s.append("history", turn)
+    if paused is not None:
+        _pause(ctx, calls[done + len(outcomes)], paused)
+        return
+    if resuming:  # the question is answered and its batch finished
+        s.delete("pending")
+        s.delete("resume_answer")
     s.set("iteration", iteration + 1)
     if ctx.listens(IterationEnd.kind):
         await ctx.emit(IterationEnd(run_id=ctx.run_id, iteration=iteration))
+
+
+def results_recorded(history: Any) -> int:
+    """How many results of the last assistant turn the history holds (the calls a paused
+    batch answered before it paused; a replay reads the recorded history the same way)."""
+    count = 0
+    messages = history if isinstance(history, Sequence) and not isinstance(history, str) else ()
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        count += 1
+    return count
+
+
+def _pause(ctx: StageContext, call: dict[str, Any], request: PauseRequest) -> None:
+    """Close the run ``paused`` at ``call``: the question as ``pending``, named by a request
+    id unique in the conversation (the count of its pauses, kept in state)."""
+    s = ctx.scope
+    if "resume_answer" in s:  # the answer was used; the next resume writes its own
+        s.delete("resume_answer")
+    number = int(s.get("pause_count", 0)) + 1
+    s.set("pause_count", number)
+    pending: dict[str, Any] = {
+        "request_id": f"pause-{number}",
+        "kind": request.kind,
+        "tool_call_id": call["id"],
+        "tool": call["name"],
+        "question": request.question,
+    }
+    if request.fields is not None:
+        pending["fields"] = to_json_value(request.fields)
+    if request.context is not None:
+        pending["context"] = to_json_value(request.context)
+    if request.service is not None:
+        pending["service"] = request.service
+    ctx.pause(pending, request.private)
+
+
+def abandon_pause(ctx: StageContext) -> None:
+    """A new turn on a paused run that abandons its question (``run(..., abandon=True)``):
+    each call of the paused batch still without a result gets one saying it was not run
+    (a vendor refuses a history whose tool calls lack results), and ``pending`` goes."""
+    s = ctx.scope
+    pending = s.get("pending")
+    if pending is None:
+        return
+    calls = s.get("last_response")["tool_calls"]
+    done = results_recorded(s.get("history"))
+    waiting = [
+        {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": f"Error: tool '{call['name']}' was not run: the run paused at "
+            f"{'it' if call['id'] == pending['tool_call_id'] else 'an earlier call'} to ask "
+            "a person, and the question was abandoned.",
+            "is_error": True,
+        }
+        for call in calls[done:]
+    ]
+    if waiting:
+        s.append("history", waiting)
+    s.delete("pending")
+    if "resume_answer" in s:
+        s.delete("resume_answer")
+
+
+async def resume(ctx: StageContext) -> None:
+    """A resume's first stage: the person's answer is committed (``resume_answer``)."""
+    answer = ctx.run.resume_answer
+    if answer is None:
+        raise RuntimeError("the resume stage ran in a run that answers no pause")
+    ctx.scope.set("resume_answer", answer)
+    for hook in hooks_at(ctx, Feature.resumed):
+        await hook(ctx)
 
 
 def _raised(tool_name: str, exc: Exception) -> ToolOutcome:
@@ -270,7 +392,25 @@ FEATURE: Feature[Options] = Feature(
             summary="JSON Schema check of arguments",
         ),
     ),
-    stages=(StageSpec(name=TOOL_CALLS_STAGE, fn=tool_calls, phase="tool", order=0),),
+    stages=(
+        StageSpec(name=TOOL_CALLS_STAGE, fn=tool_calls, phase="tool", order=0),
+        StageSpec(
+            name=RESUME_STAGE,
+            fn=resume,
+            phase="resume",
+            order=0,
+            description="commit a person's answer to the run's pause",
+        ),
+    ),
+    state_keys=(
+        StateKey(
+            name="pending",
+            structure=True,
+            summary="the question a paused run waits on (log format v5)",
+        ),
+        StateKey(name="resume_answer", summary="a person's answer to a pause"),
+        StateKey(name="pause_count", structure=True, summary="pauses in the conversation so far"),
+    ),
     events=(ToolStart, ToolEnd, ArgsInvalid),
     recorded_events=(ArgsInvalid,),
     ports=("tools",),

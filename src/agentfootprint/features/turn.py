@@ -22,6 +22,7 @@ from agentfootprint.features.base import (
     refuse,
 )
 from agentfootprint.features.registry import hooks_at
+from agentfootprint.features.tool_dispatch import abandon_pause
 from agentfootprint.logformat.commitments import read_json_text
 from agentfootprint.runtime.events import TurnStart
 from agentfootprint.runtime.run import ReplayInput, StageContext
@@ -96,6 +97,8 @@ async def seed(ctx: StageContext) -> None:
     s = ctx.scope
     config = ctx.config
     message = ctx.run.input_message  # the turn's input, held by the run
+    if "pending" in s:  # a new turn on a paused run abandons its question
+        abandon_pause(ctx)
     content = message
     if isinstance(message, ReplayInput):  # a replay restores both recorded forms as they were
         message, content = message.user_message, message.content

@@ -18,9 +18,14 @@ import orjson
 from agentfootprint.audit.divergence import VAULT_HINT
 from agentfootprint.audit.read import RunReader, _Step
 from agentfootprint.errors import ReplayDivergence
-from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
+from agentfootprint.features.tool_dispatch import (
+    RESUME_STAGE,
+    TOOL_CALLS_STAGE,
+    results_recorded,
+)
 from agentfootprint.features.turn import SEED_STAGE
 from agentfootprint.logformat.calls import commit_calls
+from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     Disclosure,
@@ -50,6 +55,8 @@ class RecordedToolCall:
     #: whether the original executed the tool (False: refused by argument validation, no
     #: such tool, arguments not JSON; None: cannot tell, the evidence is redacted)
     ran: bool | None
+    #: the original paused at this call (log format v5): it has no result in this run
+    paused: bool = False
 
 
 class Recording:
@@ -71,6 +78,15 @@ class Recording:
         self.tool_calls: list[list[RecordedToolCall] | None] = []
         self.opened: dict[str, Any] = {}
         self.parent_run_id: str | None = None
+        #: a run that answers its parent's pause (``run.open.resumes``): the answer its
+        #: ``resume`` stage committed, and the tool calls of the paused batch it finished
+        #: (from the paused call on), with the results it gave
+        self.resumes: str | None = None
+        self.answer: dict[str, Any] | None = None
+        self.resumed: list[RecordedToolCall] | None = None
+        self._paused_reply: Any = None
+        self._paused_done = 0
+        self._pending = b"null"
         #: commitments of the starting state (a continued run's inheritance)
         self.inherited: set[str] = set()
         #: disclosures of the commitments the run recorded, in the order it recorded them:
@@ -117,6 +133,12 @@ class Recording:
             if self._redacted:
                 self.inherited = {digest for digest, _, _ in iter_commitments(state)}
             self._history_before = len(state.get("history", []))
+            self._pending = canon(state.get("pending"))
+            resumes = step.body.get("resumes")
+            if isinstance(resumes, str):
+                self.resumes = resumes
+                self._paused_reply = self._reveal(copy.deepcopy(state.get("last_response")))
+                self._paused_done = results_recorded(state.get("history", []))
             return
         if step.type == "event":
             self._events.append(step.body)
@@ -147,11 +169,22 @@ class Recording:
             response = state.get("last_response")
             self.responses.append(self._reveal(copy.deepcopy(response)) if answered else None)
             self.tool_calls.append(None)
-        elif stage == TOOL_CALLS_STAGE and self.tool_calls:
+        elif stage == RESUME_STAGE and self.resumes is not None:
+            answer = self._reveal(copy.deepcopy(state.get("resume_answer")))
+            self.answer = answer if isinstance(answer, dict) else None
+        elif stage == TOOL_CALLS_STAGE and (self.tool_calls or self.resumed is None):
             appended = state.get("history", [])[self._history_before :]
-            self.tool_calls[-1] = self._answers(appended, state)
+            paused = canon(state.get("pending")) != self._pending and "pending" in state
+            if self.tool_calls:
+                answers = self._answers(self.responses[-1], appended[1:], state, paused)
+                self.tool_calls[-1] = answers
+            elif self.resumes is not None:  # the paused batch, from the paused call on
+                self.resumed = self._answers(
+                    self._paused_reply, appended, state, paused, skip=self._paused_done
+                )
         self._events = []
         self._history_before = len(state.get("history", []))
+        self._pending = canon(state.get("pending"))
 
     def _keep_salts(self, body: Any) -> None:
         for digest in ordered_commitments(body):
@@ -164,17 +197,26 @@ class Recording:
                 inherited = digest in self.inherited
                 (self._inherited_salts if inherited else self.salts).append(found)
 
-    def _answers(self, appended: list[Any], state: dict[str, Any]) -> list[RecordedToolCall]:
-        """The tool calls of the last reply, in order, with the results the original gave.
+    def _answers(
+        self,
+        reply: Any,
+        appended: list[Any],
+        state: dict[str, Any],
+        paused: bool,
+        *,
+        skip: int = 0,
+    ) -> list[RecordedToolCall]:
+        """The tool calls of ``reply`` (from call ``skip`` on), in order, with the results
+        the original gave (``appended``: the results its commit added to the history); with
+        ``paused``, the call after them is where the original paused.
 
         The loop appends the assistant's turn and then one result per tool call, in the
         reply's order: results are taken by position (not by role, id or name, any of which
         a policy may have committed). Ids, names and arguments come from the recorded reply.
         """
-        reply = self.responses[-1] if self.responses else None
         raw_calls = reply.get("tool_calls") if isinstance(reply, dict) else None
-        calls = raw_calls if isinstance(raw_calls, list) else []
-        results = self._reveal(appended[1:])
+        calls = (raw_calls if isinstance(raw_calls, list) else [])[skip:]
+        results = self._reveal(appended)
         findings = [
             payload
             for event in map(self._reveal, self._events)
@@ -228,6 +270,19 @@ class Recording:
                     content=message.get("content"),
                     is_error=is_error,
                     ran=ran,
+                )
+            )
+        if paused and len(answers) < len(calls) and isinstance(calls[len(answers)], dict):
+            raw = calls[len(answers)]
+            answers.append(
+                RecordedToolCall(
+                    id=raw.get("id"),
+                    name=raw.get("name"),
+                    arguments=raw.get("arguments"),
+                    content=None,
+                    is_error=None,
+                    ran=False,
+                    paused=True,
                 )
             )
         return answers

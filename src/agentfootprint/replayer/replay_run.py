@@ -228,7 +228,10 @@ class _ReplayHooks:
         k, index = self.call, self.tool_index
         self.tool_index += 1
         tool_calls = self.recording.tool_calls
-        recorded = tool_calls[k] if 0 <= k < len(tool_calls) else None
+        # before any call of its own, a resume finishes its parent's paused batch
+        recorded = (
+            self.recording.resumed if k < 0 else (tool_calls[k] if k < len(tool_calls) else None)
+        )
         if recorded is None or index >= len(recorded):
             answered = (
                 "the original ran none of this reply's tool calls: it ended the turn here"
@@ -316,6 +319,13 @@ class _ReplayHooks:
 
     def answer(self, entry: RecordedToolCall) -> tuple[Any, bool]:
         """The recorded result, for a call the replay would run its tool on."""
+        if entry.paused:
+            raise self._departure(
+                f"call {self.call}: tool call {self.tool_index - 1} "
+                f"({self._shown_call(entry)}): the replay would run the tool, the original "
+                "paused there for a person's answer (its run closed paused)",
+                self.tool_index - 1,
+            )
         if entry.ran is False:
             raise self._departure(
                 f"call {self.call}: tool call {self.tool_index - 1} "
@@ -684,7 +694,13 @@ async def _replay(
     with naming_run():
         shared_verifier(store).verify(run_id)
     recording = Recording(store, run_id, vault=vault)
-    if recording.message is None:
+    if recording.resumes is not None:
+        if recording.answer is None:
+            raise UsageError(
+                f"run {run_id} resumes a pause, but its answer cannot be read (redacted: "
+                "replay with the disclosure vault)"
+            )
+    elif recording.message is None:
         raise UsageError(f"run {run_id} has no recorded input (its seed never committed)")
     lineage = None
     if recording.parent_run_id is not None:
@@ -732,6 +748,7 @@ async def _replay(
         replayed_policy=hooks.policy,
         log_format=recording.log_format,
         finish=hooks.finish,
+        resume=recording.answer if recording.resumes is not None else None,
     )
     return ReplayResult(
         original_run=run_id,

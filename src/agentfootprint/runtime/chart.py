@@ -35,7 +35,7 @@ class Stage:
 class Chart:
     """Stages by name, an entry, and a structural check done once at build."""
 
-    def __init__(self, stages: list[Stage], entry: str) -> None:
+    def __init__(self, stages: list[Stage], entry: str, *, resume: str | None = None) -> None:
         self.stages: dict[str, Stage] = {}
         for stage in stages:
             if stage.name in self.stages:
@@ -44,6 +44,10 @@ class Chart:
         if entry not in self.stages:
             raise UsageError(f"chart entry {entry!r} is not a stage")
         self.entry = entry
+        if resume is not None and resume not in self.stages:
+            raise UsageError(f"chart resume entry {resume!r} is not a stage")
+        #: where a run that answers a pause enters (None: no feature of the agent pauses)
+        self.resume = resume
         for stage in stages:
             targets = [stage.next] if stage.kind == "linear" else list(stage.branches.values())
             for target in targets:

@@ -231,6 +231,23 @@ class StageContext(DeclaredPorts):
         unchanged = committed is not _UNSET and json_equal(committed, pending)
         self.run_memory[f"derived:{key}"] = (source, committed if unchanged else pending)
 
+    def pause(self, pending: dict[str, Any], private: Mapping[str, str]) -> None:
+        """End the run after this stage's commit, closed ``paused`` on ``pending`` (the
+        question, docs/log-format.md section 5.9), which this commit writes to state;
+        ``private`` (a consent URL) is handed to the caller, never recorded."""
+        run = self.run
+        if not run.format.may_pause:
+            raise RunError(
+                f"the run paused (a {pending.get('kind')} question for tool call "
+                f"{pending.get('tool_call_id')}), but it records {run.format.name}, which has "
+                "no pauses (a replay records in its original's log format)",
+                run_id=run.run_id,
+            )
+        if run.paused is not None:
+            raise RuntimeError("a stage paused its run twice")
+        self.scope.set("pending", pending)
+        run.paused = (pending, dict(private))
+
     async def write_ahead(self) -> None:
         """Before the call leaves the process: its receipts (a format that writes ahead, v3
         on) and everything the run committed before it are made durable."""
@@ -314,6 +331,11 @@ class RunState:
         self.memory: dict[str, Any] = {}
         #: the ``run_end`` hooks ran (once per run)
         self.ended = False
+        #: the question the run paused on, as written to state, and what only the caller
+        #: gets (a consent URL); None: the run did not pause
+        self.paused: tuple[dict[str, Any], dict[str, str]] | None = None
+        #: a resume's answer (the ``resume`` stage commits it); None: not a resume
+        self.resume_answer: dict[str, Any] | None = None
         #: what seals the run at its close (log format v4), and the policy digest it attests
         self.signer = signer
         self.policy_digest = policy_digest
@@ -322,9 +344,10 @@ class RunState:
     def mode(self) -> CommitValues:
         return self.config.commit_values
 
-    async def execute(self) -> None:
-        """Walk the chart from its entry until a stage breaks; each stage commits."""
-        name: str | None = self.chart.entry
+    async def execute(self, entry: str | None = None) -> None:
+        """Walk the chart from its entry (or ``entry``: a resume's) until a stage breaks or
+        pauses the run; each stage commits."""
+        name: str | None = self.chart.entry if entry is None else entry
         budget = self.seam.stage_budget
         try:
             while name is not None:
@@ -343,12 +366,15 @@ class RunState:
                     result = await stage.fn(ctx)
                 except BaseException as exc:  # recorded, then re-raised below
                     error = exc
-                if error is not None or (stage.kind == "linear" and stage.next is None):
+                ends = stage.kind == "linear" and stage.next is None
+                if error is not None or ends or self.paused is not None:
                     # the run ends here: its end hooks record into this stage's commit
                     error = await self._end(ctx, error)
                 self._commit(stage.name, stage.kind, ctx, result if error is None else None, error)
                 if error is not None:
                     raise error
+                if self.paused is not None:
+                    return  # closed paused: the answer continues it in a run of its own
                 name = self.chart.follow(stage, result)
         except BaseException as exc:
             if not self.ended:  # it ended outside a stage (the stage budget, a bad decision)

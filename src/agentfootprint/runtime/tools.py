@@ -33,6 +33,7 @@ from jsonschema.exceptions import SchemaError
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import canon, check_ijson
+from agentfootprint.runtime.credentials import Credential, CredentialNeed, credential_need
 from agentfootprint.runtime.scope import to_json_value
 from agentfootprint.runtime.tool_threads import DEFAULT_GRACE_S, call_user_code
 from agentfootprint.store.redaction import refuse_reserved_key
@@ -67,6 +68,9 @@ class ToolContext:
     teardown_sink: Callable[[Callable[[], Any]], None] | None = field(
         default=None, repr=False, compare=False
     )
+    #: the credential the tool declared it needs (``define_tool(needs=...)``), issued by
+    #: the agent's ``credentials`` service for this call; None for a tool that needs none
+    credential: Credential | None = field(default=None, repr=False, compare=False)
 
     def on_teardown(self, fn: Callable[[], Any]) -> None:
         """Register ``fn()`` (sync, or returning an awaitable) to clean up what this call
@@ -99,6 +103,8 @@ class Tool:
     execute: ToolFn
     takes_context: bool = False
     validator: Any = field(default=None, repr=False, compare=False)
+    #: the credential it needs before it runs (None: none)
+    needs: CredentialNeed | None = None
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -116,8 +122,13 @@ def define_tool(
     description: str,
     execute: ToolFn,
     input_schema: Mapping[str, Any] | None = None,
+    needs: Mapping[str, Any] | None = None,
 ) -> Tool:
     """Define a tool. ``execute(args)`` or ``execute(args, ctx)``, sync or async.
+
+    ``needs={"credential": "github", "scopes": [...], "mode": "machine" | "user"}``: the
+    tool runs with ``ctx.credential``, resolved by the agent's ``credentials`` service after
+    the permission check (an agent without one refuses the tool at construction).
 
     Refused with :class:`UsageError`: a name outside ``[a-zA-Z0-9_-]{1,64}``, an
     empty description, a schema that is not a JSON Schema object schema
@@ -168,6 +179,7 @@ def define_tool(
         execute=execute,
         takes_context=_takes_context(execute),
         validator=validator_cls(schema),
+        needs=None if needs is None else credential_need(name, needs),
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from agentfootprint.errors import StoreError, UsageError
+from agentfootprint.errors import PauseAnsweredError, StoreError, UsageError
 from agentfootprint.logformat.rows import LinkedEvent, StoredEvent
 from agentfootprint.logformat.runs import RunInfo
 
@@ -35,6 +35,8 @@ __all__ = [
     "RunInfo",
     "StoredEvent",
     "agreed_durability",
+    "answered_pause",
+    "refuse_second_answer",
     "run_index_from_open",
     "same_file",
 ]
@@ -63,6 +65,38 @@ def run_index_from_open(event: StoredEvent) -> tuple[str, str | None]:
     if not isinstance(conversation, str):
         raise StoreError(f"run {event.run_id}: run.open conversation_id is not a string")
     return conversation, parent_id
+
+
+def answered_pause(event: StoredEvent) -> str | None:
+    """The parent whose pause a ``run.open`` answers (it carries ``resumes`` or ``abandons``,
+    log format v5, section 5.9), or None. Stores allow one such run per parent: the check
+    runs in the transaction that stores the opening (:func:`refuse_second_answer`)."""
+    body_bytes = bytes(event.body)
+    if event.type != "run.open" or (
+        b'"resumes"' not in body_bytes and b'"abandons"' not in body_bytes
+    ):
+        return None  # most openings answer no pause: no parse
+    try:
+        body = orjson.loads(body_bytes)
+    except orjson.JSONDecodeError:
+        return None
+    parent = body.get("parent") if isinstance(body, dict) else None
+    if not isinstance(parent, dict) or not ("resumes" in body or "abandons" in body):
+        return None
+    parent_id = parent.get("run_id")
+    return parent_id if isinstance(parent_id, str) else None
+
+
+def refuse_second_answer(run_id: str, parent: str, answered_by: str | None) -> None:
+    """Raise :class:`StoreConflictError` when ``parent``'s pause is answered already (by
+    ``answered_by``, a run the store holds that continues it)."""
+    if answered_by is not None:
+        raise PauseAnsweredError(
+            f"run {run_id}: run {parent} paused, and its question was answered already (by "
+            f"run {answered_by}): a pause is answered once (docs/log-format.md section 5.9)",
+            parent=parent,
+            answered_by=answered_by,
+        )
 
 
 #: what ``durability=`` may be, for every backend that keeps its log across a crash

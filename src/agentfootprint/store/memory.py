@@ -11,6 +11,8 @@ from agentfootprint.store.base import (
     IndexEntry,
     RunInfo,
     StoredEvent,
+    answered_pause,
+    refuse_second_answer,
     run_index_from_open,
 )
 from agentfootprint.store.seal_log import sealed_in
@@ -49,6 +51,14 @@ class MemoryStore(EventStore):
                     )
                 if first == 0:
                     index[run_id] = run_index_from_open(events[0])
+                    parent = answered_pause(events[0])
+                    if parent is not None:
+                        children = (
+                            r
+                            for r, (_, p) in [*self._index.items(), *index.items()]
+                            if p == parent and r != run_id
+                        )
+                        refuse_second_answer(run_id, parent, next(children, None))
                 lengths[run_id] = have + len(events)
                 staged.append(events)
             self._index.update(index)

@@ -43,6 +43,8 @@ from agentfootprint.store.base import (
     RunInfo,
     StoredEvent,
     agreed_durability,
+    answered_pause,
+    refuse_second_answer,
 )
 from agentfootprint.store.postgres_db import (
     APPEND_ONLY,
@@ -66,6 +68,7 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "translate_errors"]
 
 _LOCK_MIGRATE: Final = 1
 _LOCK_SEAL: Final = 2
+_LOCK_ANSWER: Final = 3
 _TABLES: Final = ("events", "runs", "seal_log", "schema_version")
 
 _REFUSE_FUNCTION = f"""
@@ -324,7 +327,8 @@ class PostgresStore(EventStore):
                 f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
             )
         sealed = sealed_in(events)
-        if first.seq != 0 and count is None:
+        answers = first.seq == 0 and answered_pause(first) is not None
+        if (first.seq != 0 and count is None) or answers:
             with self._cursor(context, write=True) as cur, _seal_conflicts(sealed):
                 self._insert(cur, events, ())
                 self._seal(cur, sealed)
@@ -384,6 +388,16 @@ class PostgresStore(EventStore):
         its run (read from the database when this store does not know the run's length, or
         an earlier batch of the transaction wrote to the same run)."""
         first = events[0]
+        answered = answered_pause(first) if first.seq == 0 else None
+        if answered is not None:
+            # one answer per pause: answerers take turns under a lock, and the check reads
+            # what committed before it (each statement of a READ COMMITTED transaction does)
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _LOCK_ANSWER))
+            row = cur.execute(
+                "SELECT run_id FROM runs WHERE parent_run_id = %s AND run_id <> %s LIMIT 1",
+                (answered, first.run_id),
+            ).fetchone()
+            refuse_second_answer(first.run_id, answered, row[0] if row else None)
         if first.seq != 0:  # (the run index's primary key refuses a second opening)
             with self._lock:
                 count = self._next_seq.get(first.run_id)

@@ -24,7 +24,13 @@ import orjson
 from agentfootprint.errors import StoreConflictError, StoreError
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, canon
 from agentfootprint.logformat.chain import CLOSING_TYPES, DERIVED, GENESIS, chain_hash, event_hash
-from agentfootprint.store.base import LinkedEvent, StoredEvent, run_index_from_open
+from agentfootprint.store.base import (
+    LinkedEvent,
+    StoredEvent,
+    answered_pause,
+    refuse_second_answer,
+    run_index_from_open,
+)
 
 _APPEND_ONLY = "agentfootprint log is append-only"
 
@@ -465,6 +471,13 @@ class Layout(abc.ABC):
     def _index_run(conn: sqlite3.Connection, first: StoredEvent) -> None:
         """A new run's index entry, from its ``run.open`` (never evidence)."""
         conversation, parent = run_index_from_open(first)
+        answered = answered_pause(first)
+        if answered is not None:  # one answer per pause, in the appending transaction
+            row = conn.execute(
+                "SELECT run_id FROM runs WHERE parent_run_id = ? AND run_id <> ? LIMIT 1",
+                (answered, first.run_id),
+            ).fetchone()
+            refuse_second_answer(first.run_id, answered, row[0] if row else None)
         conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?)", (first.run_id, conversation, parent, first.ts)
         )

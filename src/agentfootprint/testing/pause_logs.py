@@ -1,17 +1,49 @@
 """Hand-built logs of format v5 (docs/log-format.md section 5.9): a paused run and the runs
 that continue it, written row by row through :class:`RunWriter` into any store, so both
 verifiers (the library's and the independent one of ``tests/spec``) can be given the same
-logs, valid ones and each kind of damage. No agent writes v5 yet."""
+logs, valid ones and each kind of damage (agents write v5 too: a pause of ``credentials``)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 from agentfootprint.logformat.log_formats import LOG_FORMAT_V5
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import open_body
 
-__all__ = ["PENDING", "close", "commit", "paused", "record", "resumed", "v5_open", "write"]
+__all__ = [
+    "PENDING",
+    "close",
+    "commit",
+    "paused",
+    "record",
+    "resumed",
+    "unchecked_answers",
+    "v5_open",
+    "write",
+]
+
+
+@contextlib.contextmanager
+def unchecked_answers() -> Iterator[None]:
+    """Write as a writer that does not check one answer per pause (the stores' guard off,
+    in this block only): how a log with two answers to one pause is made, for the verifier
+    to report it (docs/log-format.md section 9.5 step 5)."""
+    import agentfootprint.store.memory as memory
+    import agentfootprint.store.sqlite_layout as sqlite_layout
+
+    def accept(run_id: str, parent: str, answered_by: str | None) -> None:
+        return None
+
+    with (
+        mock.patch.object(sqlite_layout, "refuse_second_answer", accept),
+        mock.patch.object(memory, "refuse_second_answer", accept),
+    ):
+        yield
+
 
 PENDING: dict[str, Any] = {
     "request_id": "req-1",

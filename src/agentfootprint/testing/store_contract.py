@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from agentfootprint.errors import RunNotFoundError, StoreConflictError, StoreError
+from agentfootprint.errors import (
+    PauseAnsweredError,
+    RunNotFoundError,
+    StoreConflictError,
+    StoreError,
+)
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.chain import GENESIS, chain_hash, event_hash
 from agentfootprint.logformat.log_formats import LOG_FORMAT, LOG_FORMAT_V1
@@ -216,6 +221,46 @@ class StoreContract:
         assert store.run_ids() == ["old", "new", "last"]
         for run_id in ("old", "new", "last"):
             assert Verifier(store).verify(run_id).outcome is Outcome.UNSEALED
+
+    def test_a_pause_is_answered_once(self, store: EventStore) -> None:
+        """A ``run.open`` that resumes or abandons its parent's pause (log format v5) is
+        refused when a run continuing that parent is stored already, in the appending
+        transaction, keeping nothing (docs/log-format.md section 5.9)."""
+
+        def answering(run_id: str, member: str) -> dict[str, Any]:
+            return {**open_body(run_id, "p", {"run_id": "p"}), member: "pause-1"}
+
+        self._write_run(store, "p", commits=1)
+        RunWriter(store, "a1", clock=_ticking_clock()).append(
+            [("run.open", answering("a1", "resumes"))]
+        )
+        index_before = store.index_entries()
+        for run_id, member in (("a2", "resumes"), ("a3", "abandons")):
+            with pytest.raises(PauseAnsweredError) as refused:
+                RunWriter(store, run_id, clock=_ticking_clock()).append(
+                    [("run.open", answering(run_id, member))]
+                )
+            assert (refused.value.parent, refused.value.answered_by) == ("p", "a1")
+        # in one atomic append: the second answer takes the first down with it
+        both = [
+            hashed_batch("q", [("run.open", open_body("q"))]),
+            hashed_batch(
+                "b1", [("run.open", {**answering("b1", "abandons"), "parent": {"run_id": "q"}})]
+            ),
+            hashed_batch(
+                "b2", [("run.open", {**answering("b2", "resumes"), "parent": {"run_id": "q"}})]
+            ),
+        ]
+        with pytest.raises(PauseAnsweredError):
+            store.append_runs(both)
+        assert store.run_ids() == ["p", "a1"]
+        assert store.index_entries() == index_before
+        # a run that answers no pause is the store's to keep (the verifier judges it), and
+        # a value that only reads "resumes" is no answer
+        RunWriter(store, "c", clock=_ticking_clock()).append(
+            [("run.open", {**open_body("c", "p", {"run_id": "p"}), "model": "resumes"})]
+        )
+        assert store.run_ids() == ["p", "a1", "c"]
 
     def test_the_seal_log_lists_sealed_runs_in_seal_order(self, store: EventStore) -> None:
         """A batch holding a ``run.seal`` row gives its run the next leaf, in that batch's
