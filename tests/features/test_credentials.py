@@ -462,3 +462,25 @@ def test_paused_and_resumed_runs_are_sealed_and_verify_under_the_key() -> None:
     verifier = af.Verifier(agent.store, trusted_keys=[signer.public_key])
     for run_id in (paused.run_id, resumed.run_id):
         assert verifier.verify(run_id).outcome is af.Outcome.VALID
+
+
+@pytest.mark.parametrize("key", ["question", "tool", "service", "context"])
+def test_a_policy_naming_a_member_of_the_question_is_refused(key: str) -> None:
+    """``pending``'s members are read as structure: a policy that would commit one is refused
+    at construction by an agent that may pause (and taken by one that cannot)."""
+    with pytest.raises(af.UsageError) as caught:
+        agent_with(af.static_tokens({}), [], [], redact=af.RedactionPolicy(keys=[key]))
+    assert caught.value.option == "redact" and repr(key) in str(caught.value)
+    af.Agent(provider=af.MockProvider([]), model="m", redact=af.RedactionPolicy(keys=[key])).close()
+
+
+def test_a_paused_run_under_conversation_redaction_verifies_and_resumes() -> None:
+    service = Service(af.AuthorizationRequired(authorization_url=URL), af.Issued(token=TOKEN))
+    agent = agent_with(service, script(("search", "c1")), [], redact=af.conversation_redaction())
+    paused = agent.run_sync("find")
+    assert paused.outcome == "paused"
+    resumed = agent.resume_sync(paused)
+    assert resumed.outcome == "answered" and resumed.answer == "found 3"
+    stored = every_byte(agent.store)
+    assert b"found 3" not in stored  # the answer is committed, the question is not
+    assert consent_question("github", "search").encode() in stored

@@ -34,6 +34,7 @@ from agentfootprint.errors import (
 from agentfootprint.features.base import MISSING
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam, event_kinds
+from agentfootprint.features.tool_dispatch import refuse_pending_members
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import check_ijson
 from agentfootprint.logformat.fold import continued_lists
@@ -292,6 +293,8 @@ class Agent:
         self.config: AgentConfig = resolve_options(_in_check_order(given))
         #: the features taking part, and the chart, budget and projection they make
         self.seam = Seam.build(self.config.options)
+        if self.seam.may_pause and self.config.redact is not None:
+            refuse_pending_members(self.config.redact)
         self._described = self._provider_info()  # checked once, recorded in every run.open
         self.vault: Vault | None = open_disclosures(disclosures, store)
         try:
@@ -590,6 +593,8 @@ class Agent:
         if policy is not None and policy is not self.config.redact:
             try:
                 refuse_structure_keys(policy)
+                if self.seam.may_pause:
+                    refuse_pending_members(policy)
             except UsageError as exc:
                 if lineage is None:
                     raise

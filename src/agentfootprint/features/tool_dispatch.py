@@ -312,6 +312,34 @@ def _pause(ctx: StageContext, call: dict[str, Any], request: PauseRequest) -> No
     ctx.pause(pending, request.private)
 
 
+#: the members of ``pending`` (docs/log-format.md section 5.9): read as structure by the
+#: verifier, so a redaction policy of an agent that may pause may not name them
+PENDING_MEMBERS = (
+    "request_id",
+    "kind",
+    "tool_call_id",
+    "tool",
+    "question",
+    "fields",
+    "context",
+    "service",
+)
+
+
+def refuse_pending_members(policy: Any) -> None:
+    """Refuse (``UsageError`` naming ``redact``) a policy that would commit a member of a
+    pause's ``pending`` record (the record would not verify)."""
+    matches = policy.document.matcher()
+    for member in PENDING_MEMBERS:
+        if matches(member):
+            raise refuse(
+                "redact",
+                f"the policy matches {member!r}, a member of the question a paused run "
+                "records (pending, read as structure), and this agent may pause "
+                "(credentials=...); name other keys",
+            )
+
+
 def abandon_pause(ctx: StageContext) -> None:
     """A new turn on a paused run that abandons its question (``run(..., abandon=True)``):
     each call of the paused batch still without a result gets one saying it was not run

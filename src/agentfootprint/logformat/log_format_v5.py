@@ -3,7 +3,8 @@
 A run may close with outcome ``paused`` and the question it waits on (``pending``); the run
 that continues it carries ``resumes`` (the person's answer, committed by its first stage,
 ``resume``) or ``abandons`` (set aside explicitly) naming that question. Seals are as in v4.
-Specified and verified; no writer of this version records it yet.
+Recorded by an agent that may pause (a feature declared ``pauses=True``), and by a run
+that continues a paused one.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "translate_errors"]
 
 _LOCK_MIGRATE: Final = 1
 _LOCK_SEAL: Final = 2
-_LOCK_ANSWER: Final = 3
+_LOCK_ANSWER: Final = 5
 _TABLES: Final = ("events", "runs", "seal_log", "schema_version")
 
 _REFUSE_FUNCTION = f"""

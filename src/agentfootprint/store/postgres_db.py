@@ -54,8 +54,8 @@ APPEND_ONLY: Final = "agentfootprint log is append-only"
 DURABILITY: Final = {"full": "on", "normal": "off"}
 
 #: the class of every transaction-scoped advisory lock of this library's (0x6166, "af"):
-#: ``pg_advisory_xact_lock(LOCK_CLASS, key)``; the log takes keys 1 (migrations) and 2 (seal
-#: leaves), the vault 3 (its creation) and 4 (master key rotation)
+#: ``pg_advisory_xact_lock(LOCK_CLASS, key)``; the log takes keys 1 (migrations), 2 (seal
+#: leaves) and 5 (answers to pauses), the vault 3 (its creation) and 4 (master key rotation)
 LOCK_CLASS: Final = 0x6166
 
 #: a translator of driver errors: a context manager taking the operation's description
