@@ -105,9 +105,11 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
         ctx.on_teardown(broken)
         return args["a"] + args["b"]
 
-    async def ids(args: Any) -> str:
+    async def ids(args: Any, ctx: af.ToolContext) -> str:
         seen.append(("ids", orjson.dumps(args)))
-        return "valid ids: 7, 9"
+        assert ctx.credential is not None
+        # a tool that echoes its credential: the leak guard withholds the result
+        return f"valid ids: 7, 9 (as {ctx.credential.token})"
 
     async def search(args: Any) -> str:
         seen.append(("search", orjson.dumps(args)))

@@ -508,6 +508,17 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
         """An event of ``kind`` would be recorded or delivered."""
         return self._stage.listens(kind)
 
+    def withhold(self, secret: str) -> None:
+        """Keep ``secret`` (a credential the run vended) out of everything the run records
+        from now on, in every form the leak guard knows
+        (:mod:`agentfootprint.runtime.leak_guard`)."""
+        self._stage.run.guard.withhold(secret)
+
+    def withheld_in(self, text: str) -> bool:
+        """``text`` holds a secret the run keeps out of its record."""
+        guard = self._stage.run.guard
+        return guard.active and guard.holds(text.encode("utf-8", "surrogatepass"))
+
     async def emit(self, event: AgentEvent) -> None:
         """Deliver ``event``; a recorded kind goes into this stage's commit."""
         await self._stage.emit(event)

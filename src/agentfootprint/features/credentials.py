@@ -28,6 +28,7 @@ from agentfootprint.features.base import (
     ToolResult,
     refuse,
 )
+from agentfootprint.logformat.literal_forms import MIN_LITERAL_BYTES
 from agentfootprint.runtime.credentials import (
     AuthorizationRequired,
     Credential,
@@ -35,7 +36,7 @@ from agentfootprint.runtime.credentials import (
     Issued,
     issued_credential,
 )
-from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.events import LEAK_BLOCKED, AgentEvent
 from agentfootprint.runtime.tool_threads import call_user_code
 from agentfootprint.runtime.tools import Tool, ToolOutcome
 
@@ -60,6 +61,18 @@ class CredentialResolved(AgentEvent):
     credential_kind: str | None = field(default=None, metadata={"omit_none": True})
     expires_at: int | None = field(default=None, metadata={"omit_none": True})
     error_class: str | None = field(default=None, metadata={"omit_none": True})
+
+
+@dataclass(frozen=True, kw_only=True)
+class CredentialLeakBlocked(AgentEvent):
+    """The leak guard withheld a credential the run vended: from a tool's result (the whole
+    result refused: ``tool`` and ``tool_call_id`` name it), or from a value the run recorded
+    (``where``: its state key, event kind, or ``error``)."""
+
+    kind: ClassVar[str] = LEAK_BLOCKED
+    where: str
+    tool: str | None = field(default=None, metadata={"omit_none": True})
+    tool_call_id: str | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +129,14 @@ def consent_refusal(service: str) -> str:
     return (
         f"Error: the tool was not run: access to {service} needs a person's authorization, "
         "which has not been given yet. Tell the user; do not retry this tool in this turn."
+    )
+
+
+def withheld_result(tool: str) -> str:
+    """What the model reads, and the log records, for a result that held a credential."""
+    return (
+        f"Error: the result of tool '{tool}' held a credential vended in this run; it was "
+        "withheld (not recorded, not shown)."
     )
 
 
@@ -192,6 +213,8 @@ class _Credentials(Feature[CredentialSettings]):
             status, credential, url, error_class = await _ask(ctx.options.service, request)
             if credential is not None:
                 kind, expires = credential.kind, credential.expires_at
+            if url is not None and len(url.encode("utf-8", "replace")) >= MIN_LITERAL_BYTES:
+                ctx.withhold(url)  # the consent URL is the caller's only
         else:  # a replay: the tool is not run, so no credential is needed (nor exists)
             status, error_class = _recorded(ctx, recorded)
             kind, expires = recorded.get("credential_kind"), recorded.get("expires_at")
@@ -211,6 +234,7 @@ class _Credentials(Feature[CredentialSettings]):
         if status == "issued":
             outstanding.pop(need.service, None)
             if credential is not None:
+                ctx.withhold(credential.token)  # kept out of every row from now on
                 grant["credential"] = credential
             return None
         if status == "failed":
@@ -226,6 +250,24 @@ class _Credentials(Feature[CredentialSettings]):
             )
         outstanding[need.service] = url
         return ToolOutcome(content=consent_refusal(need.service), is_error=True)
+
+    async def tool_result(
+        self, ctx: HookContext[CredentialSettings], result: ToolResult, outcome: ToolOutcome
+    ) -> ToolOutcome:
+        """A result holding a credential the run vended is refused whole (the leak guard
+        would withhold the secret alone; a result built around it is not evidence either)."""
+        content = outcome.content
+        if isinstance(content, str) and ctx.withheld_in(content):
+            await ctx.emit(
+                CredentialLeakBlocked(
+                    run_id=ctx.run_id,
+                    where="tool_result",
+                    tool=result.tool,
+                    tool_call_id=result.tool_call_id,
+                )
+            )
+            return ToolOutcome(content=withheld_result(result.tool), is_error=True)
+        return outcome
 
     async def run_end(
         self, ctx: HookContext[CredentialSettings], error: BaseException | None
@@ -262,8 +304,10 @@ FEATURE = _Credentials(
             summary="pause (default) or tell-model when consent is needed",
         ),
     ),
-    events=(CredentialResolved,),
-    recorded_events=(CredentialResolved,),
+    events=(CredentialResolved, CredentialLeakBlocked),
+    recorded_events=(CredentialResolved, CredentialLeakBlocked),
+    # what the guard withheld happened live: a replay reads the withheld values as recorded
+    live_only_events=(CredentialLeakBlocked,),
     ports=("decisions",),
     pauses=True,
     active=lambda options: options.get(OPTION) is not None,

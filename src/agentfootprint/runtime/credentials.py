@@ -148,8 +148,11 @@ class Credential:
 
 def issued_credential(service: str, answer: Issued) -> Credential:
     """The credential a tool is handed, from the service's :class:`Issued` (checked)."""
-    if not isinstance(answer.token, str) or not answer.token:
-        raise TypeError("Issued.token must be a non-empty string")
+    if not isinstance(answer.token, str) or len(answer.token.encode("utf-8", "replace")) < 6:
+        raise TypeError(
+            "Issued.token must be a string of at least 6 bytes (a shorter one "
+            "cannot be kept out of the log)"
+        )
     if not isinstance(answer.kind, str) or not _KIND.match(answer.kind):
         raise TypeError("Issued.kind must be 1-64 characters of A-Z a-z 0-9 _ . -")
     expires = answer.expires_at

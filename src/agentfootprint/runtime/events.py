@@ -30,6 +30,7 @@ from agentfootprint.logformat.shared_lists import as_list
 from agentfootprint.seal.facts import WIRE_EVENT
 
 __all__ = [
+    "LEAK_BLOCKED",
     "AgentEvent",
     "ArgsInvalid",
     "EventBus",
@@ -48,6 +49,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("agentfootprint.events")
+
+#: the kind of the event that records where the leak guard withheld a secret of the run
+#: (declared by the ``credentials`` feature, recorded by the run at the commit it touched)
+LEAK_BLOCKED = "agentfootprint.credential.leak_blocked"
 
 
 @dataclass(frozen=True, kw_only=True)

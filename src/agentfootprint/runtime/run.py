@@ -24,7 +24,8 @@ from agentfootprint.logformat.fold import apply_write, compress_digests
 from agentfootprint.logformat.log_formats import LOG_FORMAT, LogFormat
 from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests, RequestHasher
-from agentfootprint.runtime.events import AgentEvent, EventBus
+from agentfootprint.runtime.events import LEAK_BLOCKED, AgentEvent, EventBus
+from agentfootprint.runtime.leak_guard import LeakGuard
 from agentfootprint.runtime.ports import (
     DecisionPort,
     LiveDecisions,
@@ -186,6 +187,12 @@ class StageContext(DeclaredPorts):
         recorded = event.kind in self.run.recorded_kinds
         if not recorded and not self.run.bus.wants(event.kind):
             return  # nobody listens and nothing is recorded: nothing to commit or deliver
+        guard = self.run.guard
+        if guard.active:  # neither the row nor a listener gets a secret of the run
+            payload = event.payload()
+            checked = guard.checked(payload, event.kind, note=recorded)
+            if checked is not payload:
+                event = type(event)(**checked)
         if boundary is not None:
             payload = event.payload()
             pending = len(boundary.disclosures)
@@ -318,6 +325,8 @@ class RunState:
             else {kind: [] for kind in PIECE_KINDS}
         )
         same = lineage is not None and lineage.hasher and lineage.projection == seam.projection
+        #: the secrets this run keeps out of everything it records (a credential it vended)
+        self.guard = LeakGuard()
         self.hasher = (
             lineage.hasher.fork()
             if same and lineage is not None and lineage.hasher is not None
@@ -359,7 +368,9 @@ class RunState:
                     )
                 stage = self.chart.stages[name]
                 count = self.stage_counts[name] = self.stage_counts.get(name, 0) + 1
-                ctx = StageContext(run=self, scope=Scope(self.state), stage_run=f"{name}#{count}")
+                ctx = StageContext(
+                    run=self, scope=Scope(self.state, self.guard), stage_run=f"{name}#{count}"
+                )
                 error: BaseException | None = None
                 result: str | None = None
                 try:
@@ -396,7 +407,7 @@ class RunState:
     async def _end_outside(self, error: BaseException) -> None:
         """The end hooks of a run that failed between stages: what they record is committed
         as a ``run-end`` commit of its own (only when they record anything)."""
-        ctx = StageContext(run=self, scope=Scope(self.state), stage_run="run-end#1")
+        ctx = StageContext(run=self, scope=Scope(self.state, self.guard), stage_run="run-end#1")
         await self._end(ctx, error)
         if ctx.recorded:
             with contextlib.suppress(Exception):  # the run's own error is what surfaces
@@ -436,6 +447,11 @@ class RunState:
             raise
         batch: list[tuple[str, Any]] = [("receipt", r) for r in ctx.receipts[ctx.written_ahead :]]
         batch += [("event", e) for e in ctx.recorded]
+        if self.guard.hits and LEAK_BLOCKED in self.recorded_kinds:
+            batch += [
+                ("event", {"name": LEAK_BLOCKED, "payload": {"where": where}})
+                for where in dict.fromkeys(self.guard.take_hits())
+            ]
         batch += [("write", w.body(self.commit_index)) for w in stored]
         batch.append(("commit", marker))
         self._keep_disclosures()
@@ -490,7 +506,9 @@ class RunState:
         )
 
     def recorded_form(self, value: Any) -> Any:
-        """``value`` as the log may hold it (committed under the policy)."""
+        """``value`` as the log may hold it (its secrets withheld, committed under the
+        policy): an error record, what a close adds."""
+        value = self.guard.checked(value, "error") if self.guard.active else value
         return value if self.boundary is None else self.boundary.commit(value)
 
     def _keep_disclosures(self) -> None:

@@ -26,6 +26,7 @@ from agentfootprint.errors import RecordTooLargeError, UsageError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, check_ijson, json_path
 from agentfootprint.logformat.shared_lists import SharedList, as_list
+from agentfootprint.runtime.leak_guard import LeakGuard
 
 __all__ = ["CommitValues", "Scope", "Write", "json_equal", "to_json_value"]
 
@@ -59,14 +60,14 @@ def to_json_value(value: Any, path: tuple[str | int, ...] = ()) -> Any:
     return _detached(value, path)[0]
 
 
-def _detached(value: Any, path: tuple[str | int, ...]) -> tuple[Any, int]:
-    """:func:`to_json_value` and the length of the JSON it went through (the size of the
+def _detached(value: Any, path: tuple[str | int, ...]) -> tuple[Any, bytes]:
+    """:func:`to_json_value` and the JSON it went through (its length is the size of the
     value as recorded, up to number formatting: orjson writes ``1e20`` where JCS writes
     its 21 digits, a difference the write envelope's room absorbs)."""
     plain = check_ijson(value, path)
     encoded = orjson.dumps(value, default=as_list)
     copied = orjson.loads(encoded)
-    return (copied if plain else _as_parsed(copied)), len(encoded)
+    return (copied if plain else _as_parsed(copied)), encoded
 
 
 #: Room a write body takes around its value (``{"commit":..,"path":..,"value":..,"verb":..}``)
@@ -128,8 +129,10 @@ def _is_prefix(base: Sequence[Any], new: Sequence[Any]) -> bool:
 class Scope:
     """Reads and buffered writes of one stage execution."""
 
-    def __init__(self, committed: Mapping[str, Any]) -> None:
+    def __init__(self, committed: Mapping[str, Any], guard: LeakGuard | None = None) -> None:
         self._committed = committed
+        #: the run's secrets: a value written that holds one is written withheld
+        self._guard = guard
         self._pending: dict[str, Any] = {}
         #: key -> the committed list its pending value extends by appends only (so the
         #: commit's ``append`` tail is known without comparing the history item by item)
@@ -179,12 +182,15 @@ class Scope:
         self._pending[self._key(key)] = {**current, **self._recordable(key, dict(members))}
         self._extends.pop(key, None)
 
-    @staticmethod
-    def _recordable(key: str, value: Any) -> Any:
+    def _recordable(self, key: str, value: Any) -> Any:
         """A detached JSON copy of what is written (as ``delta`` records it), refused when
-        it cannot be recorded (not I-JSON, or too large for one log body)."""
-        copied, size = _detached(value, (key,))
-        _fits(key, size)
+        it cannot be recorded (not I-JSON, or too large for one log body), with any secret
+        of the run withheld (:mod:`~agentfootprint.runtime.leak_guard`)."""
+        copied, encoded = _detached(value, (key,))
+        _fits(key, len(encoded))
+        guard = self._guard
+        if guard is not None and guard.active and guard.holds(encoded):
+            return guard.masked(copied, key)
         return copied
 
     def delete(self, key: str) -> None:
