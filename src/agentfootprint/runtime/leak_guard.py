@@ -18,6 +18,7 @@ list (docs/redaction.md, "What a literal search cannot see").
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 import orjson
@@ -38,6 +39,15 @@ _SHORT: Final = "[…]".encode()
 #: switched on only by :func:`agentfootprint.testing.leaks.guard_switched_off`, so that a
 #: test can show its sweep finds what the guard keeps out (never set it otherwise)
 SWITCHED_OFF_FOR_TESTS = False
+
+
+@functools.lru_cache(maxsize=16)
+def _matcher(secrets: tuple[str, ...]) -> LiteralMatcher:
+    """The matcher of these secrets, built once for the runs that vend the same ones (each
+    turn of a conversation asks the service again; building the forms and the pattern is
+    most of what the guard costs a short run). The secrets are held no longer than the
+    credential service itself holds them: the last 16 sets."""
+    return LiteralMatcher(list(secrets))
 
 
 class LeakGuard:
@@ -67,7 +77,7 @@ class LeakGuard:
         if SWITCHED_OFF_FOR_TESTS or secret in self._secrets:
             return
         self._secrets.append(secret)
-        self._matcher = LiteralMatcher(self._secrets)
+        self._matcher = _matcher(tuple(self._secrets))
         # a secret the placeholder itself would spell is withheld by a shorter one
         self._placeholder = _SHORT if self._matcher.find(_PLACEHOLDER) else _PLACEHOLDER
 
