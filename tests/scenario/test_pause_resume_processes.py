@@ -28,12 +28,15 @@ from click.testing import CliRunner
 
 import agentfootprint as af
 from agentfootprint.cli import main
+from agentfootprint.exchange.transfer import export_runs
 from agentfootprint.testing.seals import SIGNER
+from agentfootprint.verify.bundle import BundleSource
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL (POSIX)")
 
 TOKEN = "tok_" + "9fQ2" * 9  # 40 characters
 URL = "https://consent.example/authorize?session=Zq81-0042"
+ORIGIN = "example.com/agent-log"
 
 COMMON = textwrap.dedent(
     """
@@ -121,6 +124,7 @@ def refusing_tool(_: Any) -> Any:
 
 
 def test_pause_sigkill_resume_in_another_process_then_verify_and_replay(tmp_path: Path) -> None:
+    """...and a checkpoint of the log's sealed runs covers the paused run and its resume."""
     db = tmp_path / "agent.db"
     first = child(PAUSING, str(db), URL)
     assert first.stdout is not None
@@ -156,6 +160,19 @@ def test_pause_sigkill_resume_in_another_process_then_verify_and_replay(tmp_path
             assert TOKEN.encode() not in data and URL.encode() not in data
     listed = CliRunner().invoke(main, ["runs", str(db), "--pending"])
     assert listed.exit_code == 0 and "no open questions" in listed.output
+
+    # a checkpoint of the log's sealed runs covers both, and a bundle of the resume (its
+    # paused parent along) proves each is a leaf of it
+    bundle = tmp_path / "chain.afp"
+    with af.SqliteStore(db, readonly=True) as store:
+        manifest = export_runs(store, [resumed["run"]], bundle, signer=SIGNER, origin=ORIGIN)
+    leaves = {item["run_id"]: item["inclusion"]["leaf"] for item in manifest["runs"]}
+    assert leaves == {paused["run"]: 0, resumed["run"]: 1}
+    with BundleSource(bundle) as source:
+        for run_id, verdict in af.Verifier(source, trusted_keys=[SIGNER.public]).verify_all():
+            assert isinstance(verdict, af.RunVerification), (run_id, verdict)
+            assert verdict.outcome is af.Outcome.VALID and verdict.inclusion is not None
+            assert verdict.inclusion.size == 2 and verdict.inclusion.origin == ORIGIN
 
     # replay both runs: nothing outside the record is asked
     tool = af.define_tool(
