@@ -204,6 +204,7 @@ def converse(subscribe: Callable[[af.Agent], None] | None, *, observe: bool = Tr
         window={"keep_last_turns": 1},
         permission_checker=Checker(),
         credentials=af.static_tokens({"registry": "registry-token"}),
+        time={"zone": "Europe/Paris"},
         pricing_table={"m": {"input": 1, "output": 2}},
         cost_budget=0.00001,
         context_budget={"messages": 50},

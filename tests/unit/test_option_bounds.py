@@ -61,6 +61,7 @@ NOT_NUMERIC = frozenset(
         "permission_checker",
         "credentials",
         "on_authorization_required",
+        "time",
         "caching",
         "cache_strategy",
     }

@@ -35,6 +35,7 @@ __all__ = [
     "ContextBudget",
     "CostBudget",
     "ModelPrices",
+    "TimeOption",
     "ToolChoice",
     "TopN",
     "Window",
@@ -86,6 +87,12 @@ class CostBudget(TypedDict, total=False):
     on_exceed: Literal["halt", "warn"]
 
 
+class TimeOption(TypedDict, total=False):
+    """``time=`` as a mapping: the zone the agent's turns are in (an IANA name)."""
+
+    zone: str | None
+
+
 class AgentOptions(TypedDict, total=False):
     """Every option of ``Agent(...)`` by its Python name (``docs/options.md``).
 
@@ -134,6 +141,8 @@ class AgentOptions(TypedDict, total=False):
     #: the service tools' ``needs`` are resolved by (``get_credential(request)``)
     credentials: CredentialService | None
     on_authorization_required: Literal["pause", "tell-model"] | None
+    #: the run's clock as rows: True (zone unknown) or ``{"zone": "Europe/Paris"}``
+    time: bool | TimeOption | None
     # cost
     #: True: the shipped table; a mapping: model -> prices
     pricing_table: bool | Mapping[str, ModelPrices] | None

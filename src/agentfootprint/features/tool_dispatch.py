@@ -189,6 +189,7 @@ async def _dispatch(
         tool=tool.name,
         teardown_sink=tool_teardown.registrar(run, tool.name, call["id"]),
         credential=grant.get("credential"),
+        time=grant.get("time"),
     )
     await run.flush()  # the reply that asked for this call is durable before the tool acts
     try:

@@ -44,6 +44,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutcome",
+    "ToolTime",
     "define_tool",
     "describe_type",
     "json_text_size",
@@ -52,6 +53,16 @@ __all__ = [
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ToolFn = Callable[..., Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolTime:
+    """The run's clock as a tool sees it (the ``time`` option): the zone (None: unknown),
+    the turn's now and this call's dispatch instant, in unix milliseconds, as recorded."""
+
+    zone: str | None
+    now: int
+    dispatched_at: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,6 +82,8 @@ class ToolContext:
     #: the credential the tool declared it needs (``define_tool(needs=...)``), issued by
     #: the agent's ``credentials`` service for this call; None for a tool that needs none
     credential: Credential | None = field(default=None, repr=False, compare=False)
+    #: the run's clock (the ``time`` option); None without it
+    time: ToolTime | None = None
 
     def on_teardown(self, fn: Callable[[], Any]) -> None:
         """Register ``fn()`` (sync, or returning an awaitable) to clean up what this call
