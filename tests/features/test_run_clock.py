@@ -181,3 +181,88 @@ def test_without_the_option_nothing_is_filed() -> None:
     result = agent.run_sync("x")
     assert "time_rows" not in result.state
     assert events_of(agent.store, result.run_id, "agentfootprint.time.read") == []
+
+
+def test_a_run_may_bring_its_own_clock_and_its_replay_keeps_it() -> None:
+    seen: list[Any] = []
+    agent = af.Agent(
+        provider=af.MockProvider(script("c1")),
+        model="m",
+        tools=[when_tool(seen)],
+        time={"zone": "Europe/Paris"},
+        ports=clock_at(DAY),
+    )
+    result = agent.run_sync("when", time={"zone": "Asia/Tokyo", "now": 1_600_000_000_000})
+    clock = result.state["time_rows"][0]
+    assert (clock["now"], clock["now_source"]) == (1_600_000_000_000, "run")
+    assert (clock["zone"], clock["zone_source"]) == ("Asia/Tokyo", "run")
+    assert seen[0].now == 1_600_000_000_000 and seen[0].zone == "Asia/Tokyo"
+    reads = events_of(agent.store, result.run_id, "agentfootprint.time.read")
+    assert [r["purpose"] for r in reads] == ["dispatch"]  # the run's now was given, not read
+    later = af.Agent(
+        provider=af.MockProvider([]),
+        model="m",
+        tools=[when_tool([])],
+        time={"zone": "Europe/Paris"},
+        ports=clock_at(DAY + MONTH),
+    )
+    replayed = af.replay_sync(later, agent.store, result.run_id)
+    assert replayed.result.state["time_rows"] == result.state["time_rows"]
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"now": -1}, "unix milliseconds"),
+        ({"now": 1.5}, "unix milliseconds"),
+        ({"zone": "CET"}, "IANA"),
+        ({"when": 1}, "must be a dict"),
+        ({}, "must be a dict"),
+        ("now", "must be a dict"),
+    ],
+)
+def test_a_runs_clock_is_checked(value: Any, says: str) -> None:
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m", time=True)
+    with pytest.raises(af.UsageError, match=says) as caught:
+        agent.run_sync("x", time=value)
+    assert caught.value.option == "time" and agent.store.run_ids() == []
+
+
+def test_a_runs_clock_needs_the_option() -> None:
+    agent = af.Agent(provider=af.MockProvider(["x"]), model="m")
+    with pytest.raises(af.UsageError, match="time option") as caught:
+        agent.run_sync("x", time={"now": 0})
+    assert caught.value.option == "time"
+
+
+def test_a_resume_with_another_clock_files_it_and_keeps_the_turns() -> None:
+    seen: list[Any] = []
+    service = af.static_tokens({}, consent_url="https://consent.example/{service}")
+    agent = af.Agent(
+        provider=af.MockProvider(script("c1")),
+        model="m",
+        tools=[when_tool(seen, needs={"credential": "cal"})],
+        credentials=service,
+        time=True,
+        ports=clock_at(DAY),
+    )
+    paused = agent.run_sync("when", time={"now": 1_600_000_000_000})
+    service.grant("cal", "token-123456")
+    resumed = agent.resume_sync(paused, time={"zone": "America/New_York", "now": 1_650_000_000_000})
+    clock, on_resume, _ = resumed.state["time_rows"]
+    assert on_resume == {
+        "row": "clock-on-resume",
+        "now": 1_650_000_000_000,
+        "now_source": "run",
+        "zone": "America/New_York",
+    }
+    assert (seen[0].now, seen[0].zone) == (clock["now"], None)  # the turn's clock
+    twin = af.Agent(
+        provider=af.MockProvider([]),
+        model="m",
+        tools=[when_tool([], needs={"credential": "cal"})],
+        credentials=af.static_tokens({}),
+        time=True,
+    )
+    replayed = af.replay_sync(twin, agent.store, resumed.run_id)
+    assert replayed.result.state["time_rows"] == resumed.state["time_rows"]

@@ -378,6 +378,7 @@ CASES: list[Case] = [
         frozenset({"None", MISSING}),
     ),
     Case("Agent.run_sync", "abandon", run_with("abandon")),
+    Case("Agent.run_sync", "time", run_with("time"), frozenset({"None"})),
     Case("Agent.resume_sync", "run", resume_with("run")),
     Case("Agent.resume_sync", "answer", resume_with("answer"), frozenset({"None"})),
     Case("MockProvider", "replies", kwargs_call(af.MockProvider, "replies", replies=["x"])),

@@ -34,6 +34,7 @@ from agentfootprint.errors import (
 from agentfootprint.features.base import MISSING
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam, event_kinds
+from agentfootprint.features.run_clock import checked_run_time
 from agentfootprint.features.tool_dispatch import refuse_pending_members
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import check_ijson
@@ -334,18 +335,25 @@ class Agent:
         *,
         continue_from: str | RunResult | None = None,
         abandon: bool = False,
+        time: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """``run`` for code without an event loop."""
         return self._in_own_loop(
             "run_sync() ... agent.run()",
-            self.run(message, continue_from=continue_from, abandon=abandon),
+            self.run(message, continue_from=continue_from, abandon=abandon, time=time),
         )
 
     def resume_sync(
-        self, run: str | RunResult, answer: Mapping[str, Any] | None = None
+        self,
+        run: str | RunResult,
+        answer: Mapping[str, Any] | None = None,
+        *,
+        time: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """``resume`` for code without an event loop."""
-        return self._in_own_loop("resume_sync() ... agent.resume()", self.resume(run, answer))
+        return self._in_own_loop(
+            "resume_sync() ... agent.resume()", self.resume(run, answer, time=time)
+        )
 
     def _in_own_loop(self, names: str, work: Coroutine[Any, Any, RunResult]) -> RunResult:
         try:
@@ -374,10 +382,13 @@ class Agent:
         *,
         continue_from: str | RunResult | None = None,
         abandon: bool = False,
+        time: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Run one turn. ``continue_from`` (a run id or result) carries its history over; a
         run that paused is continued by :meth:`resume`, or here with ``abandon=True`` (its
-        question is recorded as abandoned, and its waiting tool calls as not run)."""
+        question is recorded as abandoned, and its waiting tool calls as not run).
+        ``time``: the turn's own clock, ``{"zone": IANA name, "now": unix ms}`` (either),
+        recorded on its clock row (needs the agent's ``time`` option)."""
         if not isinstance(abandon, bool):
             raise UsageError(f"run() argument 'abandon' must be True or False, got {abandon!r}")
         if not isinstance(message, str):
@@ -394,6 +405,7 @@ class Agent:
             ) from exc
         refuse_reserved_key(message, "message")
         _check_size(message)
+        run_time = self._run_time(time)
         lineage = self._lineage(continue_from) if continue_from is not None else None
         paused = lineage is not None and lineage.outcome == PAUSED
         if paused and not abandon:
@@ -414,16 +426,32 @@ class Agent:
                 ),
                 option="abandon",
             )
-        return await self._execute(message, lineage)
+        return await self._execute(message, lineage, run_time=run_time)
+
+    def _run_time(self, time: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        checked = checked_run_time(time)
+        if checked is not None and self.config.options.get("time") is None:
+            raise UsageError(
+                "the argument 'time' gives the run its clock, which is recorded by the agent's "
+                "time option: build the agent with time=True (or {'zone': ...})",
+                option="time",
+            )
+        return checked
 
     async def resume(
-        self, run: str | RunResult, answer: Mapping[str, Any] | None = None
+        self,
+        run: str | RunResult,
+        answer: Mapping[str, Any] | None = None,
+        *,
+        time: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Answer the question ``run`` paused on, and go on from where it stopped: a new run,
         recorded as the paused run's continuation (``run.open.resumes``), that commits the
         answer and finishes the paused batch of tool calls. Works from the log alone (in any
         process, after a crash). ``answer``: the fields asked (``pending.fields``), or None
-        for a consent given. A pause is answered once."""
+        for a consent given. A pause is answered once. ``time``: the clock the answer came
+        with (recorded on the turn's ``clock-on-resume`` row; the turn keeps its clock)."""
+        run_time = self._run_time(time)
         lineage = self._lineage(run, resuming=True)
         if lineage.outcome != PAUSED:
             raise ContinuationError(
@@ -432,7 +460,7 @@ class Agent:
                 run_id=lineage.run_id,
             )
         checked = checked_answer(answer, lineage.state["pending"])
-        return await self._execute(None, lineage, resume=checked)
+        return await self._execute(None, lineage, resume=checked, run_time=run_time)
 
     async def _execute(
         self,
@@ -445,6 +473,7 @@ class Agent:
         log_format: str | None = None,
         finish: Callable[[EventStore, str, dict[str, Any]], None] | None = None,
         resume: dict[str, Any] | None = None,
+        run_time: dict[str, Any] | None = None,
     ) -> RunResult:
         """One run. The replayer plugs in recorded ``ports``, the original's
         ``replayed_policy`` (joined with the agent's) and ``log_format``, and ``finish``,
@@ -509,6 +538,7 @@ class Agent:
             policy_digest=policy.digest if policy else None,
         )
         run.resume_answer = resume
+        run.time_input = run_time
         try:
             await run.execute(self.chart.resume if resume is not None else None)
             stopped = run.state.get("stopped_early")

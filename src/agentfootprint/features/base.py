@@ -488,6 +488,11 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
         return self._stage.projection
 
     @property
+    def time_input(self) -> Mapping[str, Any] | None:
+        """The run's own clock as its caller gave it (``run(..., time=...)``), or None."""
+        return self._stage.time_input
+
+    @property
     def pausing(self) -> bool:
         """The run closes paused after this stage (its ``run_end`` hooks may carry state
         over to the run that answers it; :meth:`Feature.resumed`)."""

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 import tzdata
 
-from agentfootprint.errors import ReplayDivergence
+from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.features.base import (
     MISSING,
     Feature,
@@ -66,6 +66,34 @@ def zone_info(name: str) -> ZoneInfo:
     resource = importlib.resources.files("tzdata.zoneinfo").joinpath(*name.split("/"))
     with resource.open("rb") as data:
         return ZoneInfo.from_file(data, key=name)
+
+
+def checked_run_time(value: Any) -> dict[str, Any] | None:
+    """``run(..., time=...)`` checked: ``{"zone": IANA name, "now": unix ms}``, either
+    member optional; a :class:`UsageError` naming ``time`` otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not value or set(value) - {"zone", "now"}:
+        raise UsageError(
+            "run() argument 'time' must be a dict with 'zone' (an IANA name) and/or 'now' "
+            f"(unix milliseconds), got {value!r}",
+            option="time",
+        )
+    now = value.get("now")
+    if "now" in value and (
+        isinstance(now, bool) or not isinstance(now, int) or not 0 <= now <= MAX_SAFE_INT
+    ):
+        raise UsageError(
+            f"run() argument 'time': now must be unix milliseconds (an int from 0), got {now!r}",
+            option="time",
+        )
+    zone = _time({"zone": value.get("zone")}, {})
+    checked: dict[str, Any] = {}
+    if zone is not None and zone["zone"] is not None:
+        checked["zone"] = zone["zone"]
+    if "now" in value:
+        checked["now"] = now
+    return checked
 
 
 def _time(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -133,21 +161,42 @@ class _RunClock(Feature[TimeSettings]):
         return TimeSettings(zone=options[OPTION]["zone"])
 
     async def turn_start(self, ctx: HookContext[TimeSettings]) -> None:
-        now = await _read(ctx, "turn-start")
-        zone = ctx.options.zone
+        given = ctx.time_input or {}
+        if "now" in given:
+            now, now_source = given["now"], "run"
+        else:
+            now, now_source = await _read(ctx, "turn-start"), "turn-start"
+        if given.get("zone") is not None:
+            zone, zone_source = given["zone"], "run"
+        else:
+            zone = ctx.options.zone
+            zone_source = "agent" if zone is not None else "unknown"
         row = {
             "row": "clock",
             "now": now,
-            "now_source": "turn-start",
+            "now_source": now_source,
             "zone": zone,
-            "zone_source": "agent" if zone is not None else "unknown",
+            "zone_source": zone_source,
             "tzdata": tzdata.IANA_VERSION,
         }
         ctx.scope.append(ROWS, [row])
 
     async def resumed(self, ctx: HookContext[TimeSettings]) -> None:
-        now = await _read(ctx, "resume")
-        ctx.scope.append(ROWS, [{"row": "clock-on-resume", "now": now, "now_source": "resume"}])
+        """The turn keeps its clock; the row says when (and, if the caller gave one, with
+        which clock) the answer came."""
+        given = ctx.time_input or {}
+        if "now" in given:
+            row: dict[str, Any] = {
+                "row": "clock-on-resume",
+                "now": given["now"],
+                "now_source": "run",
+            }
+        else:
+            now = await _read(ctx, "resume")
+            row = {"row": "clock-on-resume", "now": now, "now_source": "resume"}
+        if given.get("zone") is not None:
+            row["zone"] = given["zone"]
+        ctx.scope.append(ROWS, [row])
 
     async def tool_ready(
         self, ctx: HookContext[TimeSettings], call: ToolResult, grant: dict[str, Any]
@@ -157,8 +206,8 @@ class _RunClock(Feature[TimeSettings]):
             ROWS, [{"row": "call", "tool_call_id": call.tool_call_id, "dispatched_at": dispatched}]
         )
         clock = _turn_clock(ctx)
-        grant["time"] = ToolTime(
-            zone=ctx.options.zone,
+        grant["time"] = ToolTime(  # the turn's clock, as its row recorded it
+            zone=clock["zone"] if clock is not None else ctx.options.zone,
             now=clock["now"] if clock is not None else dispatched,
             dispatched_at=dispatched,
         )

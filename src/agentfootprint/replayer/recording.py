@@ -84,6 +84,9 @@ class Recording:
         self.resumes: str | None = None
         self.answer: dict[str, Any] | None = None
         self.resumed: list[RecordedToolCall] | None = None
+        #: the run's own clock as its caller gave it (``run(..., time=...)``), read back
+        #: from the clock row the ``time`` option filed; None: not given
+        self.time_input: dict[str, Any] | None = None
         self._paused_reply: Any = None
         self._paused_done = 0
         self._pending = b"null"
@@ -153,6 +156,8 @@ class Recording:
             commit_calls(self.log_format, step.body, self._batch_receipts),
             0,
         )
+        if stage in (SEED_STAGE, RESUME_STAGE):
+            self.time_input = _given_time(state.get("time_rows"), stage == RESUME_STAGE)
         if stage == SEED_STAGE:
             history = state.get("history", [])
             first = history[self._history_before] if len(history) > self._history_before else {}
@@ -420,6 +425,28 @@ def _failure(error: Any) -> str:
     message = error.get("message")
     text = str(error.get("type", "error"))
     return f"{text}: {message}" if isinstance(message, str) else text
+
+
+def _given_time(rows: Any, resuming: bool) -> dict[str, Any] | None:
+    """What the caller gave the run as its clock, from the row its first stage filed (the
+    turn's ``clock``, or a resume's ``clock-on-resume``)."""
+    wanted = "clock-on-resume" if resuming else "clock"
+    row = next(
+        (
+            r
+            for r in reversed(rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and r.get("row") == wanted
+        ),
+        None,
+    )
+    if row is None:
+        return None
+    given: dict[str, Any] = {}
+    if row.get("now_source") == "run":
+        given["now"] = row.get("now")
+    if (row.get("zone_source") == "run") if not resuming else ("zone" in row):
+        given["zone"] = row.get("zone")
+    return given or None
 
 
 def holds_commitment(value: Any) -> bool:

@@ -749,6 +749,7 @@ async def _replay(
         log_format=recording.log_format,
         finish=hooks.finish,
         resume=recording.answer if recording.resumes is not None else None,
+        run_time=recording.time_input,
     )
     return ReplayResult(
         original_run=run_id,

@@ -165,6 +165,11 @@ class StageContext(DeclaredPorts):
         return self.run.seam.projection
 
     @property
+    def time_input(self) -> dict[str, Any] | None:
+        """The run's own clock as its caller gave it (``zone``, ``now``), or None."""
+        return self.run.time_input
+
+    @property
     def run_memory(self) -> dict[str, Any]:
         """What stages keep for one run beside the loop, never in state, each under its own
         key (a hook's :meth:`~agentfootprint.features.base.HookContext.memory` is keyed by
@@ -345,6 +350,9 @@ class RunState:
         self.paused: tuple[dict[str, Any], dict[str, str]] | None = None
         #: a resume's answer (the ``resume`` stage commits it); None: not a resume
         self.resume_answer: dict[str, Any] | None = None
+        #: the run's own clock, given by its caller (``run(..., time={"zone", "now"})``):
+        #: an input of the run, which the ``time`` feature records; None: not given
+        self.time_input: dict[str, Any] | None = None
         #: what seals the run at its close (log format v4), and the policy digest it attests
         self.signer = signer
         self.policy_digest = policy_digest
