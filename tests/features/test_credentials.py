@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from feature_support import events_of, fixed_ports, rows, tool_messages, without_open
 
 import agentfootprint as af
 from agentfootprint.features.credentials import consent_question, consent_refusal
+from agentfootprint.store.writer import RunWriter
 
 KIND = "agentfootprint.credential.resolved"
 TOKEN = "ghp_" + "T0k3n" * 7 + "xyz"  # a 42-character secret nobody else writes
@@ -484,3 +486,31 @@ def test_a_paused_run_under_conversation_redaction_verifies_and_resumes() -> Non
     stored = every_byte(agent.store)
     assert b"found 3" not in stored  # the answer is committed, the question is not
     assert consent_question("github", "search").encode() in stored
+
+
+def test_a_resume_that_died_before_closing_is_named_when_a_second_is_refused(
+    tmp_path: Any,
+) -> None:
+    """A resume's opening is stored first; if its process dies then, the pause stays
+    answered by a run that never closed, and a second resume says so (docs/pauses.md)."""
+    db = tmp_path / "log.db"
+    service = Service(af.AuthorizationRequired(authorization_url=URL))
+    agent = agent_with(service, script(("search", "c1")), [], store=str(db))
+    paused = agent.run_sync("find")
+    opened = next(agent.store.read(paused.run_id))
+    # the opening a dead process left: a resume of this pause, nothing after it
+    writer = af.SqliteStore(db)
+    body = {
+        **orjson.loads(bytes(opened.body)),
+        "run_id": "crashed",
+        "parent": {
+            "run_id": paused.run_id,
+            "events": agent.store.run_info(paused.run_id).events,
+            "head": agent.store.run_info(paused.run_id).head.hex(),
+        },
+        "resumes": "pause-1",
+    }
+    RunWriter(writer, "crashed").append([("run.open", body)])
+    writer.close()
+    with pytest.raises(af.ContinuationError, match="by run crashed, which never closed"):
+        agent.resume_sync(paused)

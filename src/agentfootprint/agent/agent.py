@@ -339,8 +339,9 @@ class Agent:
     ) -> RunResult:
         """``run`` for code without an event loop."""
         return self._in_own_loop(
-            "run_sync() ... agent.run()",
             self.run(message, continue_from=continue_from, abandon=abandon, time=time),
+            "run_sync()",
+            "agent.run()",
         )
 
     def resume_sync(
@@ -352,16 +353,17 @@ class Agent:
     ) -> RunResult:
         """``resume`` for code without an event loop."""
         return self._in_own_loop(
-            "resume_sync() ... agent.resume()", self.resume(run, answer, time=time)
+            self.resume(run, answer, time=time), "resume_sync()", "agent.resume()"
         )
 
-    def _in_own_loop(self, names: str, work: Coroutine[Any, Any, RunResult]) -> RunResult:
+    def _in_own_loop(self, work: Coroutine[Any, Any, RunResult], sync: str, call: str) -> RunResult:
+        """``work`` run to its end on the thread's own loop; refused (naming ``sync`` and the
+        ``call`` to await instead) inside a running event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return run_sync(self._closing_provider(work))
         work.close()
-        sync, call = names.split(" ... ")
         raise UsageError(f"{sync} was called inside a running event loop; use await {call}")
 
     async def _closing_provider(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
@@ -427,6 +429,15 @@ class Agent:
                 option="abandon",
             )
         return await self._execute(message, lineage, run_time=run_time)
+
+    def _unclosed(self, run_id: str) -> str:
+        """What to add when the run that answered a pause never closed (read from the index,
+        for the message only)."""
+        try:
+            closed = self.store.run_info(run_id).closed
+        except AgentFootprintError:
+            return ""
+        return "" if closed else ", which never closed (its process died, or it is still running)"
 
     def _run_time(self, time: Mapping[str, Any] | None) -> dict[str, Any] | None:
         checked = checked_run_time(time)
@@ -519,7 +530,8 @@ class Agent:
             except PauseAnsweredError as exc:
                 raise ContinuationError(
                     f"cannot continue run {lineage.run_id}: its pause was answered already, "
-                    f"by run {exc.answered_by} (a pause is answered once)",
+                    f"by run {exc.answered_by}{self._unclosed(exc.answered_by)} (a pause is "
+                    "answered once)",
                     run_id=lineage.run_id,
                 ) from exc
         run = RunState(
