@@ -185,7 +185,17 @@ def test_a_service_that_raises_fails_the_call_by_its_class_only() -> None:
 
 
 @pytest.mark.parametrize(
-    "answer", [None, "token", af.Issued(token=""), af.Issued(token="t", kind="")]
+    "answer",
+    [
+        None,
+        "token",
+        af.Issued(token=""),
+        af.Issued(token="t", kind=""),
+        af.Issued(token="short"),
+        af.Issued(token=TOKEN, expires_at=2**60),
+        af.Issued(token=TOKEN, expires_at=True),
+        af.AuthorizationRequired(authorization_url=""),
+    ],
 )
 def test_an_answer_that_is_not_a_credential_fails_closed(answer: Any) -> None:
     ran: list[Any] = []

@@ -156,7 +156,9 @@ def issued_credential(service: str, answer: Issued) -> Credential:
     if not isinstance(answer.kind, str) or not _KIND.match(answer.kind):
         raise TypeError("Issued.kind must be 1-64 characters of A-Z a-z 0-9 _ . -")
     expires = answer.expires_at
-    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)):
+    if expires is not None and (
+        isinstance(expires, bool) or not isinstance(expires, int) or not 0 <= expires < 2**53
+    ):
         raise TypeError("Issued.expires_at must be unix milliseconds (an int) or None")
     return Credential(answer.token, answer.kind, service, expires)
 
