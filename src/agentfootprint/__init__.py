@@ -96,7 +96,7 @@ _LAZY: dict[str, str] = {
     "build_request": "agentfootprint.logformat.request",
     "commit_value_at": "agentfootprint.audit.read",
     "define_tool": "agentfootprint.runtime.tools",
-    "open_store": "agentfootprint.agent.agent",
+    "open_store": "agentfootprint.agent.stores",
     "receipt_at": "agentfootprint.audit.read",
     "reply": "agentfootprint.runtime.mock_provider",
     "served_at": "agentfootprint.audit.read",
@@ -120,9 +120,10 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from agentfootprint.agent.agent import Agent, RunResult, StoppedEarly, open_store
+    from agentfootprint.agent.agent import Agent, RunResult, StoppedEarly
     from agentfootprint.agent.option_types import AgentOptions
     from agentfootprint.agent.pauses import Pending
+    from agentfootprint.agent.stores import open_store
     from agentfootprint.audit.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.audit.read import commit_value_at, receipt_at, served_at, state_at
     from agentfootprint.audit.tool_calls import ToolCallRecord, tool_calls

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -20,11 +19,11 @@ from typing import Any, Unpack
 from agentfootprint.agent.option_types import AgentOptions
 from agentfootprint.agent.options import AgentConfig, resolve_options
 from agentfootprint.agent.pauses import Pending, checked_answer
+from agentfootprint.agent.stores import check_durability, open_disclosures, open_store
 from agentfootprint.errors import (
     AgentFootprintError,
     CanonicalFormError,
     ContinuationError,
-    FileError,
     PauseAnsweredError,
     RunError,
     RunNotFoundError,
@@ -50,24 +49,14 @@ from agentfootprint.runtime.run import Lineage, RunState, error_record
 from agentfootprint.runtime.sync_loop import run_sync
 from agentfootprint.runtime.tools import json_text_size
 from agentfootprint.seal.signer import Signer, checked_signer
-from agentfootprint.store.base import EventStore, agreed_durability
-from agentfootprint.store.memory import MemoryStore
+from agentfootprint.store.base import EventStore
 from agentfootprint.store.redaction import Boundary, RedactionPolicy, refuse_reserved_key
-from agentfootprint.store.sqlite import SqliteStore
-from agentfootprint.store.urls import (
-    database_of,
-    is_store_url,
-    open_store_url,
-    parse_store_url,
-    store_file,
-)
-from agentfootprint.store.vault import open_vault
 from agentfootprint.store.vault_base import Vault
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.verify.verifier import shared_verifier
 from agentfootprint.version import __version__
 
-__all__ = ["Agent", "Pending", "RunResult", "StoppedEarly", "open_store"]
+__all__ = ["Agent", "Pending", "RunResult", "StoppedEarly"]
 
 _LINEAGE_CACHE = 8
 _CONTINUABLE = ("answered", "stopped_early", PAUSED)
@@ -150,104 +139,6 @@ def _check_size(message: str) -> None:
             "MAX_ENVELOPE_BYTES, agentfootprint.logformat.limits); send less, or a reference",
             option="message",
         )
-
-
-def check_durability(durability: Any, store: Any) -> str | None:
-    """``durability`` checked against the ``store`` it applies to (one the agent opens from
-    a path); None when not given."""
-    if durability is None:
-        return None
-    chosen = agreed_durability(durability, None)
-    in_memory = store is None
-    if is_store_url(store):  # a URL's durability=... must agree; memory: has none
-        location = parse_store_url(store, option="store")
-        in_memory = location.kind == "memory"
-        agreed_durability(durability, location.durability)
-    if in_memory or not isinstance(store, str | os.PathLike):
-        raise UsageError(
-            "option 'durability' applies to a store the agent opens from a path "
-            "(store='runs.db'); "
-            + (
-                "the in-memory store keeps nothing across a crash"
-                if in_memory
-                else "a store object keeps the durability it was opened with "
-                "(SqliteStore(path, durability=...))"
-            ),
-            option="durability",
-        )
-    return chosen
-
-
-def open_store(store: Any, durability: str | None = None) -> EventStore:
-    """``None`` or ``"memory:"`` -> in memory; a path or ``"sqlite:///PATH"`` -> SQLite
-    file (at ``durability``, else the URL's ``durability=``, default "full"); an
-    :class:`EventStore` as is. Other URLs are refused (:mod:`agentfootprint.store.urls`)."""
-    if store is None:
-        return MemoryStore()
-    if is_store_url(store):
-        try:
-            return open_store_url(store, option="store", durability=durability)
-        except FileError as exc:
-            raise _naming(exc, "store") from exc
-    if isinstance(store, EventStore):
-        if getattr(store, "readonly", False) is True:
-            raise UsageError(
-                "option 'store': the store was opened read-only (readonly=True); an agent "
-                "records its runs: give it a store opened for writing",
-                option="store",
-            )
-        return store
-    if isinstance(store, str | os.PathLike):
-        path = _file_path(store, "store")
-        try:
-            return SqliteStore(path, durability=durability or "full")
-        except FileError as exc:
-            raise _naming(exc, "store") from exc
-    raise UsageError(
-        f"option 'store': expected None, a database path or an EventStore, got {store!r}",
-        option="store",
-    )
-
-
-def _file_path(value: str | os.PathLike[Any], option: str) -> str:
-    """A path option as a non-empty str (the store checks the file itself)."""
-    path = os.fspath(value)
-    if not isinstance(path, str) or not path:
-        raise UsageError(f"option {option!r}: expected a file path, got {value!r}", option=option)
-    return path
-
-
-def _naming(exc: FileError, option: str) -> FileError:
-    """``exc`` (same type) with the option it came from named."""
-    if exc.option == option:
-        return exc
-    return type(exc)(f"option {option!r}: {exc}", path=exc.path, option=option)
-
-
-def open_disclosures(disclosures: Any, store: Any) -> Vault | None:
-    """The ``disclosures`` option as a vault, never the log: the same file as ``store`` (by
-    any path, a link included) or any other log is refused before anything is opened (the
-    vault holds what the log must not)."""
-    if isinstance(disclosures, str | os.PathLike):
-        disclosures = _file_path(disclosures, "disclosures")
-    log_database = database_of(store)
-    if log_database is not None and database_of(disclosures) == log_database:
-        raise UsageError(
-            "option 'disclosures': the vault is the log's own PostgreSQL database; the vault "
-            "keeps the redacted values and must be a database of its own, never the log's",
-            option="disclosures",
-        )
-    log: str | os.PathLike[str] | None = None
-    if is_store_url(store):
-        log = store_file(store)  # the file of a sqlite: URL (None: memory: is no file)
-    elif isinstance(store, str | os.PathLike):
-        log = _file_path(store, "store")
-    elif isinstance(store, SqliteStore):
-        log = store.path
-    try:
-        return open_vault(disclosures, log=log)
-    except FileError as exc:  # NotAVaultError: a log, another database, not SQLite at all
-        raise _naming(exc, "disclosures") from exc
 
 
 #: the options checked first, in this order, each with the value it is checked as when left
