@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
-from agentfootprint.errors import UsageError
+from agentfootprint.errors import ReplayDivergence, UsageError
 from agentfootprint.logformat.canonical import MAX_SAFE_INT, has_lone_surrogate
 from agentfootprint.runtime.ports import PortName
 from agentfootprint.runtime.run import DeclaredPorts
@@ -63,6 +63,7 @@ __all__ = [
     "loggable",
     "refuse",
     "takes_part",
+    "unreadable_decision",
 ]
 
 
@@ -93,6 +94,18 @@ def hook_point(fn: _F) -> _F:
     """Mark a :class:`Feature` method as a hook point (the registry finds them by it)."""
     setattr(fn, _HOOK_POINT, True)
     return fn
+
+
+def unreadable_decision(ctx: HookContext[Any], kind: str, what: str) -> ReplayDivergence:
+    """A replay's divergence when the original's recorded decision of ``kind`` holds no
+    ``what`` it can read (the decider is never asked in a replay: nothing else answers)."""
+    return ReplayDivergence(
+        f"the original's {kind} event holds no {what} the replay can read (redacted or "
+        "malformed); replay with the disclosure vault",
+        call=max(ctx.calls - 1, 0),
+        kind="redacted",
+        run_id=ctx.run_id,
+    )
 
 
 def refuse(option: str, message: str) -> UsageError:

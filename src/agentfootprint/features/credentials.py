@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from agentfootprint.errors import CredentialConsentRequiredError, ReplayDivergence
+from agentfootprint.errors import CredentialConsentRequiredError
 from agentfootprint.features.base import (
     MISSING,
     Feature,
@@ -27,6 +27,7 @@ from agentfootprint.features.base import (
     PauseRequest,
     ToolResult,
     refuse,
+    unreadable_decision,
 )
 from agentfootprint.logformat.literal_forms import MIN_LITERAL_BYTES
 from agentfootprint.runtime.credentials import (
@@ -170,13 +171,7 @@ async def _ask(
 def _recorded(ctx: HookContext[Any], recorded: Mapping[str, Any]) -> tuple[str, str | None]:
     status, error_class = recorded.get("status"), recorded.get("error_class", "Exception")
     if status not in STATUSES or not isinstance(error_class, str):
-        raise ReplayDivergence(
-            f"the original's {CredentialResolved.kind} event holds no status the replay can "
-            "read (redacted or malformed); replay with the disclosure vault",
-            call=max(ctx.calls - 1, 0),
-            kind="redacted",
-            run_id=ctx.run_id,
-        )
+        raise unreadable_decision(ctx, CredentialResolved.kind, "status")
     return str(status), error_class
 
 

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from agentfootprint.errors import PolicyHaltError, ReplayDivergence, UsageError
+from agentfootprint.errors import PolicyHaltError, UsageError
 from agentfootprint.features import tool_teardown
 from agentfootprint.features.base import (
     MISSING,
@@ -49,6 +49,7 @@ from agentfootprint.features.base import (
     OptionSpec,
     ToolResult,
     refuse,
+    unreadable_decision,
 )
 from agentfootprint.features.tool_dispatch import recordable_arguments
 from agentfootprint.runtime.events import AgentEvent, detached
@@ -232,13 +233,7 @@ def _recorded_answer(
 ) -> tuple[str, str, str]:
     decision, by, reason = (recorded.get(k) for k in ("decision", "by", "reason"))
     if decision not in DECISIONS or not isinstance(by, str) or not isinstance(reason, str):
-        raise ReplayDivergence(
-            f"the original's {PermissionCheck.kind} event holds no decision the replay can "
-            "read (redacted or malformed); replay with the disclosure vault",
-            call=max(ctx.calls - 1, 0),
-            kind="redacted",
-            run_id=ctx.run_id,
-        )
+        raise unreadable_decision(ctx, PermissionCheck.kind, "decision")
     return str(decision), by, reason
 
 

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 import tzdata
 
-from agentfootprint.errors import ReplayDivergence, UsageError
+from agentfootprint.errors import UsageError
 from agentfootprint.features.base import (
     MISSING,
     Feature,
@@ -33,6 +33,7 @@ from agentfootprint.features.base import (
     StateKey,
     ToolResult,
     refuse,
+    unreadable_decision,
 )
 from agentfootprint.logformat.canonical import MAX_SAFE_INT
 from agentfootprint.runtime.events import AgentEvent
@@ -135,13 +136,7 @@ async def _read(
     else:
         value = recorded.get("at")
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INT:
-            raise ReplayDivergence(
-                f"the original's {TimeRead.kind} event holds no instant the replay can read "
-                "(redacted or malformed); replay with the disclosure vault",
-                call=max(ctx.calls - 1, 0),
-                kind="redacted",
-                run_id=ctx.run_id,
-            )
+            raise unreadable_decision(ctx, TimeRead.kind, "instant")
         at = value
     event = TimeRead(
         run_id=ctx.run_id, purpose=purpose, tool_call_id=tool_call_id, at=at, source="clock"

@@ -25,7 +25,6 @@ from agentfootprint.features.tool_dispatch import (
 )
 from agentfootprint.features.turn import SEED_STAGE
 from agentfootprint.logformat.calls import commit_calls
-from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     Disclosure,
@@ -89,7 +88,9 @@ class Recording:
         self.time_input: dict[str, Any] | None = None
         self._paused_reply: Any = None
         self._paused_done = 0
-        self._pending = b"null"
+        #: the ``pending`` of the state before the commit being read (a commit that writes
+        #: it anew pauses the run: the fold replaces a written value, never mutates one)
+        self._pending: Any = None
         #: commitments of the starting state (a continued run's inheritance)
         self.inherited: set[str] = set()
         #: disclosures of the commitments the run recorded, in the order it recorded them:
@@ -136,7 +137,7 @@ class Recording:
             if self._redacted:
                 self.inherited = {digest for digest, _, _ in iter_commitments(state)}
             self._history_before = len(state.get("history", []))
-            self._pending = canon(state.get("pending"))
+            self._pending = state.get("pending")
             resumes = step.body.get("resumes")
             if isinstance(resumes, str):
                 self.resumes = resumes
@@ -179,7 +180,7 @@ class Recording:
             self.answer = answer if isinstance(answer, dict) else None
         elif stage == TOOL_CALLS_STAGE and (self.tool_calls or self.resumed is None):
             appended = state.get("history", [])[self._history_before :]
-            paused = canon(state.get("pending")) != self._pending and "pending" in state
+            paused = state.get("pending") is not self._pending and "pending" in state
             if self.tool_calls:
                 answers = self._answers(self.responses[-1], appended[1:], state, paused)
                 self.tool_calls[-1] = answers
@@ -189,7 +190,7 @@ class Recording:
                 )
         self._events = []
         self._history_before = len(state.get("history", []))
-        self._pending = canon(state.get("pending"))
+        self._pending = state.get("pending")
 
     def _keep_salts(self, body: Any) -> None:
         for digest in ordered_commitments(body):

@@ -24,7 +24,7 @@ from typing import Any, Final
 import orjson
 
 from agentfootprint.logformat.literal_forms import MIN_LITERAL_BYTES, LiteralMatcher
-from agentfootprint.logformat.shared_lists import as_list
+from agentfootprint.logformat.shared_lists import SharedList, as_list
 
 __all__ = ["WITHHELD", "LeakGuard"]
 
@@ -99,7 +99,7 @@ class LeakGuard:
         :data:`WITHHELD`, in strings and in keys; ``where`` is noted as a hit."""
         if note:
             self.hits.append(where)
-        return self._mask(as_list(value) if not isinstance(value, dict | list | str) else value)
+        return self._mask(value)
 
     def _mask(self, value: Any) -> Any:
         kind = type(value)
@@ -107,10 +107,8 @@ class LeakGuard:
             return self._mask_text(value)
         if kind is dict:
             return {self._mask_text(k): self._mask(v) for k, v in value.items()}
-        if kind is list:
+        if kind is list or kind is SharedList:  # (a state list held as versions)
             return [self._mask(v) for v in value]
-        if hasattr(value, "__len__") and not isinstance(value, bytes | bytearray):
-            return [self._mask(v) for v in as_list(value)]
         return value
 
     def _mask_text(self, text: str) -> str:

@@ -192,26 +192,22 @@ class StageContext(DeclaredPorts):
         recorded = event.kind in self.run.recorded_kinds
         if not recorded and not self.run.bus.wants(event.kind):
             return  # nobody listens and nothing is recorded: nothing to commit or deliver
+        payload = original = event.payload()
         guard = self.run.guard
         if guard.active:  # neither the row nor a listener gets a secret of the run
-            payload = event.payload()
-            checked = guard.checked(payload, event.kind, note=recorded)
-            if checked is not payload:
-                event = type(event)(**checked)
+            payload = guard.checked(payload, event.kind, note=recorded)
         if boundary is not None:
-            payload = event.payload()
             pending = len(boundary.disclosures)
-            committed = boundary.commit(payload, recorded=recorded)
+            payload = boundary.commit(payload, recorded=recorded)
             if not recorded:  # listener-only commitments are never opened: drop theirs only
                 del boundary.disclosures[pending:]
-            if committed is not payload:
-                event = type(event)(**committed)
         if recorded:
             # the row belongs to the run already: its id is not repeated in the payload (so a
             # replay records byte-identical events)
-            payload = {k: v for k, v in event.payload().items() if k != "run_id"}
-            self.recorded.append({"name": event.kind, "payload": payload})
-        await self.run.bus.emit(event)
+            row = {k: v for k, v in payload.items() if k != "run_id"}
+            self.recorded.append({"name": event.kind, "payload": row})
+        delivered = event if payload is original else type(event)(**payload)
+        await self.run.bus.emit(delivered)
 
     def mint_receipt(self, digests: RequestDigests) -> None:
         """Buffer the receipt of the call this stage makes (written at its commit)."""
