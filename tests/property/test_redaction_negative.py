@@ -497,7 +497,7 @@ def _key_dropped_digest_kept(opened: dict[str, Any]) -> None:
 
 
 def _version(opened: dict[str, Any]) -> None:
-    opened["policy"]["v"] = 3
+    opened["policy"]["v"] = 4
 
 
 def _version_one(opened: dict[str, Any]) -> None:

@@ -306,7 +306,7 @@ class Matcher:
         if key in self.keys:
             return True
         if key not in self.cache:
-            if self.version == 2:  # unanchored RE2 search in the UTF-8 key, no length limit
+            if self.version in (2, 3):  # unanchored RE2 search in the UTF-8 key, no length limit
                 self.cache[key] = any(p.search(key) for p in self.patterns)
             elif len(key) > V1_MAX_KEY:  # longer keys match exact keys only
                 return False
@@ -347,7 +347,7 @@ def check_policy(policy: Any, digest: Any) -> Matcher | None:
     if not is_obj(policy) or set(policy) != {"v", "keys", "patterns"}:
         raise bad("the policy is not an object with exactly v, keys and patterns")
     v, keys, patterns = policy["v"], policy["keys"], policy["patterns"]
-    if not is_int(v) or v not in (1, 2):
+    if not is_int(v) or v not in (1, 2, 3):
         raise bad(f"unknown policy version {v!r}")
     for items in (keys, patterns):
         if not isinstance(items, list) or not all(is_str(x) and x for x in items):
@@ -355,7 +355,7 @@ def check_policy(policy: Any, digest: Any) -> Matcher | None:
     compiled = []
     for p in patterns:
         try:
-            if v == 2:
+            if v in (2, 3):  # section 12.1: version 3 reads patterns as version 2 does
                 compiled.append(re2.compile(p))
             else:
                 re.compile(p)
@@ -402,14 +402,22 @@ class Redaction:
     policy: Matcher | None = None
     seen: set[str] = field(default_factory=set)
     inherited: set[str] = field(default_factory=set)
+    #: section 12.5 step 1: digest -> (seq, the key it sits under), at its first sighting
+    sightings: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    #: every scanned value: (seq, its name, the value), for the echo check (section 12.8)
+    scans: list[tuple[int, str | None, Any]] = field(default_factory=list)
 
-    def scan(self, value: Any, seq: int, in_place: dict[tuple[Any, ...], str]) -> None:
-        """Walk one scanned value; report commitment, then policy-budget, reuse, leak."""
+    def scan(
+        self, value: Any, seq: int, in_place: dict[tuple[Any, ...], str], name: str | None = None
+    ) -> None:
+        """Walk one scanned value (``name``: an append's or merge's path); report commitment,
+        then policy-budget, reuse, leak."""
         malformed = reuse = budget = False
         leak = ""
-        stack: list[tuple[Any, tuple[Any, ...], bool]] = [(value, (), False)]
+        self.scans.append((seq, name, value))
+        stack: list[tuple[Any, tuple[Any, ...], bool, str | None]] = [(value, (), False, name)]
         while stack:
-            v, pos, reported = stack.pop()  # reported: inside a value already reported
+            v, pos, reported, under = stack.pop()  # reported: inside a value already reported
             if isinstance(v, dict):
                 if "$commit" in v:
                     if not is_commitment(v):
@@ -419,6 +427,7 @@ class Redaction:
                     if d in self.seen and d not in self.inherited and in_place.get(pos) != d:
                         reuse = True
                     self.seen.add(d)
+                    self.sightings.setdefault(d, (seq, under))
                     continue
                 for name, item in v.items():
                     hit = False
@@ -430,13 +439,13 @@ class Redaction:
                     leaked = hit and not is_commitment(item)
                     if leaked:
                         leak = leak or f"member {name!r} at {list(pos)} holds no commitment"
-                    stack.append((item, (*pos, name), reported or leaked))
+                    stack.append((item, (*pos, name), reported or leaked, name))
             elif isinstance(v, list):
-                stack.extend((item, (*pos, i), reported) for i, item in enumerate(v))
+                stack.extend((item, (*pos, i), reported, under) for i, item in enumerate(v))
             elif isinstance(v, str):
                 kind, parsed = classify(v)
                 if kind == WALKABLE:
-                    stack.append((parsed, (*pos, None), reported))
+                    stack.append((parsed, (*pos, None), reported, under))
                 elif kind == OPAQUE and self.policy is not None and not reported:
                     leak = leak or f"JSON text the boundary commits whole at {list(pos)}"
         if malformed:
@@ -872,6 +881,9 @@ class RunResult:
     #: and signed_by (the key ids of the pinned keys that signed the checkpoint; empty:
     #: unproven); None for a run without a seal and outside version 2 bundles
     inclusion: dict[str, Any] | None = None
+    #: its redaction checks: the policy, the commitments met and every scanned value
+    redaction: Any = None
+    initial: dict[str, Any] = field(default_factory=dict)  # its parent's final state
 
 
 def apply_write(state: dict[str, Any], path: str, verb: Any, value: Any) -> str | None:
@@ -1175,6 +1187,7 @@ class Verifier:
         if not rows:
             raise Failure("rows", None, "no events")
         head, state = bytes(32), {}
+        initial: dict[str, Any] = {}  # section 12.8: the run's initial state
         lists: dict[str, list[str]] = {"system": [], "messages": [], "tools": []}
         commit = receipts = phase = 0
         pending: list[tuple[int, str, Any, Any]] = []
@@ -1200,7 +1213,7 @@ class Verifier:
             head = H("chain", head + e)
             if head != c:
                 raise Failure("chain", seq, "the chain hash differs")
-            scanned, in_place = None, {}
+            scanned, in_place, scanned_name = None, {}, None
             if seq == 0:  # step 5, in the order of section 9.3
                 if type_ != "run.open":
                     raise structure(0, "the first event is not run.open")
@@ -1231,6 +1244,7 @@ class Verifier:
                 if parent is not None:
                     p = self.ancestry(R, parent, conversation, answers)
                     state, lists = dict(p.state), {k: list(v) for k, v in p.lists.items()}
+                    initial = dict(p.state)
                     redaction.inherited = set(commitment_positions(state).values())
                     parent_id = parent["run_id"]
                 redaction.policy = check_policy(body.get("policy"), body.get("policy_digest"))
@@ -1277,7 +1291,7 @@ class Verifier:
                     if path in state:
                         in_place = commitment_positions({path: state[path]})
                 elif verb in ("append", "merge"):
-                    scanned = body["value"]
+                    scanned, scanned_name = body["value"], path
             elif type_ == "receipt":
                 if not has(body, RECEIPT):
                     raise structure(seq, "receipt: a member missing or of the wrong shape")
@@ -1340,7 +1354,7 @@ class Verifier:
                 rest = ("outcome", "commits", "receipts", "calls")  # pending: scanned too
                 scanned = {k: v for k, v in body.items() if k not in rest}
             if scanned is not None:
-                redaction.scan(scanned, seq, in_place)
+                redaction.scan(scanned, seq, in_place, scanned_name)
         # section 6: a v3 log may end after the receipts written ahead of a call (a crash
         # during it), with nothing else of their commit
         if in_batch and not (fmt in WRITE_AHEAD and phase == PHASE["receipt"]):
@@ -1383,7 +1397,8 @@ class Verifier:
         outcome = (SIGNED if signed else VALID) if closed else UNSEALED
         return RunResult(outcome, len(rows), head, conversation, close,
                          state, lists, parent_id, opened_at, envelope is not None,
-                         envelope.encode() if envelope is not None else b"")  # fmt: skip
+                         envelope.encode() if envelope is not None else b"",
+                         redaction=redaction, initial=initial)  # fmt: skip
 
     @staticmethod
     def receipt(body: dict[str, Any], seq: int, state: dict[str, Any],
@@ -2044,3 +2059,110 @@ def check_bundle_checkpoint(path: str | os.PathLike[str], note: bytes, public_ke
         source.close()
     same = (carried.origin, carried.size, carried.root) == (kept.origin, kept.size, kept.root)
     return "CONSISTENT" if same else "checkpoint"
+
+
+# --- disclosures (section 12.6) and echoes (section 12.8) ----------------------------------
+
+CONVERSATION = {"content", "arguments", "user_message", "final_answer", "message", "answer",
+                "result"}  # fmt: skip
+ECHO_MIN = 8
+
+
+def literals(value: Any) -> set[str]:
+    """Section 12.8: strings of >= 8 code points and number texts of >= 8 characters, at any
+    depth of objects and arrays (not member names, not inside JSON text)."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, str):
+            if len(v) >= ECHO_MIN:
+                found.add(v)
+        elif isinstance(v, int | float):
+            text = canon(v).decode()
+            if len(text) >= ECHO_MIN:
+                found.add(text)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return found
+
+
+def conversation_strings(value: Any, name: str | None) -> list[str]:
+    """Section 12.8: the text (JSON-text rule) under a conversation member on its path."""
+    out = []
+    stack = [(value, name is not None and name in CONVERSATION)]
+    while stack:
+        v, inside = stack.pop()
+        if isinstance(v, dict):
+            if "$commit" in v:
+                continue
+            stack.extend((item, inside or k in CONVERSATION) for k, item in v.items())
+        elif isinstance(v, list):
+            stack.extend((item, inside) for item in v)
+        elif isinstance(v, str):
+            kind, parsed = classify(v)
+            if kind == WALKABLE:
+                stack.append((parsed, inside))
+            elif kind == TEXT and inside:
+                out.append(v)
+    return out
+
+
+def prove_disclosures(
+    path: str | os.PathLike[str], disclosures: list[dict[str, Any]]
+) -> tuple[str, Any, int | None] | None:
+    """Sections 12.6 and 12.8 on a file whose runs all verified: None when every disclosure
+    is proven and no proven value is quoted in clear, else ``(code, run, seq)`` of the first
+    failure (a disclosure failure, then the first echo leak)."""
+    source = open_source(path)
+    try:
+        verifier = Verifier(source)
+        first: dict[str, tuple[Any, int, str | None]] = {}
+        results: dict[Any, RunResult] = {}
+        for run in source.run_keys():
+            try:
+                result = verifier.verify(run)
+            except Failure:
+                continue
+            results[run] = result
+            for digest, (seq, under) in result.redaction.sightings.items():
+                first.setdefault(digest, (run, seq, under))
+        proven = []
+        for d in disclosures:
+            seen = first.get(d["commitment"])
+            opens = H("commit", canon([d["salt"], d["key"], d["value"]])).hex() == d["commitment"]
+            if not opens or seen is None:
+                return ("disclosure", seen[0] if seen else "-", seen[1] if seen else None)
+            if seen[2] != d["key"]:
+                return ("disclosure", seen[0], seen[1])
+            proven.append((seen[0], seen[1], d["value"]))
+        leaks = []
+        for run, at, value in proven:
+            result = results[run]
+            if result.redaction.policy is None or result.redaction.policy.version != 3:
+                continue
+            for lit in literals(value):
+                if any(lit in t for t in conversation_strings(result.initial, None)):
+                    continue
+                if any(
+                    lit in t
+                    for seq, name, scanned in result.redaction.scans
+                    if seq <= at
+                    for t in conversation_strings(scanned, name)
+                ):
+                    continue
+                for seq, name, scanned in result.redaction.scans:
+                    if seq > at and any(lit in t for t in conversation_strings(scanned, name)):
+                        leaks.append((run, seq))
+                        break
+        if leaks:
+            order = {run: i for i, run in enumerate(dict.fromkeys(r for r, _, _ in proven))}
+            run, seq = min(leaks, key=lambda x: (order[x[0]], x[1]))
+            return ("leak", run, seq)
+        return None
+    finally:
+        source.close()

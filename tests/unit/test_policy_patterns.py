@@ -81,7 +81,7 @@ def test_a_v2_policy_records_and_verifies(tmp_path: Path) -> None:
     result = agent.run_sync("go")
     opened: Any = next(iter(agent.store.read(result.run_id))).decoded()
     assert opened["policy"] == {
-        "v": 2,
+        "v": 3,  # version 2's patterns, and echo redaction
         "keys": ["ssn"],
         "patterns": [r"^[^\x00-\x7f]mail\z", r"_secret\z"],
     }
@@ -152,7 +152,7 @@ def test_re2_refusals_are_named() -> None:
         ({"v": 2, "keys": ["ssn"], "patterns": "x"}, "non-empty strings"),
         ({"v": 2, "keys": ["ssn"]}, "{v, keys, patterns}"),
         ({"v": 2, "keys": ["ssn"], "patterns": [], "flags": "i"}, "{v, keys, patterns}"),
-        ({"v": 3, "keys": ["ssn"], "patterns": []}, "unknown policy version 3"),
+        ({"v": 4, "keys": ["ssn"], "patterns": []}, "unknown policy version 4"),
         ({"v": "2", "keys": ["ssn"], "patterns": []}, "unknown policy version"),
         ({"v": 2.0, "keys": ["ssn"], "patterns": []}, "unknown policy version"),
         ({"v": 1, "keys": [], "patterns": ["("]}, "not a Python regular expression"),
@@ -267,7 +267,7 @@ def test_the_v1_logs_keep_verifying(v1_logs: tuple[Path, Path]) -> None:
     assert (DATA / "v1.db").read_bytes() == db.read_bytes()
 
 
-def test_a_v1_run_continues_under_a_v2_policy(v1_logs: tuple[Path, Path]) -> None:
+def test_a_v1_run_continues_under_a_v3_policy(v1_logs: tuple[Path, Path]) -> None:
     db, _ = v1_logs
     agent = af.Agent(
         provider=af.MockProvider(["again"]),
@@ -278,7 +278,7 @@ def test_a_v1_run_continues_under_a_v2_policy(v1_logs: tuple[Path, Path]) -> Non
     result = agent.run_sync('{"email": "bob@example.com"}', continue_from=CHILD)
     opened: Any = next(iter(agent.store.read(result.run_id))).decoded()
     assert opened["policy"] == {
-        "v": 2,
+        "v": 3,  # the continuation takes on its own writer's duties (echo redaction)
         "keys": ["iban", "ssn"],
         "patterns": ["(?i)(^|_)e-?mail($|_)", "(?i)token"],
     }

@@ -32,7 +32,7 @@ def test_policy_document_and_digest() -> None:
     policy = af.RedactionPolicy(keys=["ssn", "email", "ssn"], patterns=["(?i)token$"])
     assert policy.keys == ("ssn", "email")
     assert policy.document.to_json() == {
-        "v": 2,
+        "v": 3,
         "keys": ["email", "ssn"],
         "patterns": ["(?i)token$"],
     }
@@ -184,7 +184,7 @@ def test_redacted_run_records_commitments_and_serves_raw(tmp_path: Path) -> None
     proven = verified.check_disclosures(opened)
     assert {p.value for p in proven} == {"111-22-3333", "999-00-1234"}
     opened_body = next(iter(agent.store.read(result.run_id))).decoded()
-    assert opened_body["policy"] == {"v": 2, "keys": ["ssn"], "patterns": []}  # type: ignore[index]
+    assert opened_body["policy"] == {"v": 3, "keys": ["ssn"], "patterns": []}  # type: ignore[index]
 
 
 def test_reserved_key_in_input_is_refused(tmp_path: Path) -> None:
@@ -305,8 +305,8 @@ def test_a_policy_key_on_error_records(tmp_path: Path) -> None:
     assert all(p.value["details"] == {"account": "A-1", "reason": "denied"} for p in proven)
 
 
-@pytest.mark.parametrize("version", [True, 1.0, 2.0, "2", 0, 3, None])
-def test_a_policy_version_must_be_the_integer_one_or_two(version: Any) -> None:
+@pytest.mark.parametrize("version", [True, 1.0, 2.0, 3.0, "2", "3", 0, 4, None])
+def test_a_policy_version_must_be_the_integer_one_two_or_three(version: Any) -> None:
     with pytest.raises(ValueError, match="version"):
         PolicyDocument.from_json({"v": version, "keys": ["a"], "patterns": []})
 

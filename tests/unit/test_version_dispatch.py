@@ -25,6 +25,7 @@ from agentfootprint.logformat.calls import commit_calls
 from agentfootprint.logformat.commitments import (
     LEGACY_POLICY_VERSION,
     POLICY_VERSION,
+    RE2_POLICY_VERSION,
     PolicyDocument,
     pattern_rules,
 )
@@ -99,8 +100,9 @@ def test_an_absent_projection_reads_as_projection_1_in_format_v1_only() -> None:
 
 def test_the_policy_versions_and_their_dispatch() -> None:
     assert pattern_rules(LEGACY_POLICY_VERSION) is policy_v1.RULES
-    assert pattern_rules(POLICY_VERSION) is policy_v2.RULES
-    for refused in (0, 3, True, 2.0, "2", None):
+    assert pattern_rules(RE2_POLICY_VERSION) is policy_v2.RULES
+    assert pattern_rules(POLICY_VERSION) is policy_v2.RULES  # version 2's patterns, and echoes
+    for refused in (0, 4, True, 2.0, 3.0, "2", None):
         with pytest.raises(ValueError, match="unknown policy version"):
             pattern_rules(refused)
     # a backreference is Python re, not RE2: each version names its own syntax

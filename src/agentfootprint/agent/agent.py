@@ -37,6 +37,8 @@ from agentfootprint.features.run_clock import checked_run_time
 from agentfootprint.features.tool_dispatch import refuse_pending_members
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import check_ijson
+from agentfootprint.logformat.commitments import iter_commitments
+from agentfootprint.logformat.echo import EchoSearch, literals_of
 from agentfootprint.logformat.fold import continued_lists
 from agentfootprint.logformat.log_format_spec import PAUSED
 from agentfootprint.logformat.log_formats import LOG_FORMAT, LOG_FORMAT_V4, LOG_FORMAT_V5
@@ -399,7 +401,12 @@ class Agent:
         boundary = (
             None
             if policy is None
-            else Boundary(policy, salt=ports.salts, replay=ports.recorded_salts)
+            else Boundary(
+                policy,
+                salt=ports.salts,
+                replay=ports.recorded_salts,
+                echoes=lineage.echoes if lineage is not None else None,
+            )
         )
         if boundary is not None and lineage is not None and lineage.memo:
             boundary.seed(lineage.memo)
@@ -484,6 +491,7 @@ class Agent:
                 hasher=run.hasher,
                 committed=None if run.boundary is None else run.committed,
                 memo=None if run.boundary is None else run.boundary.memo,
+                echoes=None if run.boundary is None else run.boundary.echo,
                 policy=policy.document.to_json() if policy is not None else None,
                 projection=self.seam.projection,
             )
@@ -523,6 +531,8 @@ class Agent:
                         run_id=lineage.run_id,
                     ) from exc
                 policy = other if policy is None else policy | other
+        if policy is not None and replayed is not None:  # its rows compare with the original's
+            policy = policy.at_version(RedactionPolicy.from_document(replayed).version)
         if policy is not None and policy is not self.config.redact:
             try:
                 refuse_structure_keys(policy)
@@ -604,18 +614,25 @@ class Agent:
     # -- conversations ------------------------------------------------------------------
     def _reopen(
         self, committed: dict[str, Any], vault: Vault | None
-    ) -> tuple[dict[str, Any], dict[int, tuple[Any, Any]]]:
+    ) -> tuple[dict[str, Any], dict[int, tuple[Any, Any]], EchoSearch | None]:
         """Live state from recorded state: commitments the vault can open are opened.
 
-        Returns the live state and, for each container that was opened, its recorded form
-        (so recording it again keeps the parent's commitments). Without a vault (or for
-        erased entries) the commitment stays in place: the model is served
-        ``{"$commit": ...}`` where the value was.
+        Returns the live state; for each container that was opened, its recorded form (so
+        recording it again keeps the parent's commitments); and the literals of the values
+        opened (the model is served them, so the run commits its quotations of them).
+        Without a vault (or for erased entries) the commitment stays in place: the model is
+        served ``{"$commit": ...}`` where the value was.
         """
         memo: dict[int, tuple[Any, Any]] = {}
         if vault is None:
-            return committed, memo
-        return {key: vault.reveal(value, memo) for key, value in committed.items()}, memo
+            return committed, memo, None
+        literals: dict[str, None] = {}
+        for digest, _key, _path in iter_commitments(committed):
+            found = vault.get(digest)
+            if found is not None and found.opens():
+                literals.update(dict.fromkeys(literals_of(found.value)))
+        state = {key: vault.reveal(value, memo) for key, value in committed.items()}
+        return state, memo, EchoSearch(literals)
 
     def _remember(self, lineage: Lineage) -> None:
         self._lineages[lineage.run_id] = lineage
@@ -657,7 +674,7 @@ class Agent:
                 + "; continue from a run that answered, stopped early or paused"
             )
         committed = dict(verified.final_state)
-        state, memo = self._reopen(committed, self.vault if own else vault)
+        state, memo, echoes = self._reopen(committed, self.vault if own else vault)
         # everything the child links to comes from the verified parent (its run.open and
         # events), never from the store's run index, which is not evidence
         return Lineage(
@@ -668,6 +685,7 @@ class Agent:
             state=state,
             committed=committed,
             memo=memo,
+            echoes=echoes,
             policy=verified.policy,
             receipt_lists=continued_lists(verified.receipt_lists),
             outcome=str(outcome),

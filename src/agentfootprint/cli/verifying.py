@@ -276,7 +276,8 @@ def verify(
     found from the events themselves, and each row of the run index that disagrees with
     them is reported as INVALID. Redacted runs verify without any secret; with
     --disclosures, each disclosed value is proven against the commitment the log holds
-    (and must sit under the same key).
+    (and must sit under the same key), and, for a run recorded under a version 3 policy,
+    no later text of the conversation may quote it in clear (echo redaction: a leak).
 
     A sealed run (recorded with a signer) is VALID when its seal verifies under a key you
     pinned with --key,

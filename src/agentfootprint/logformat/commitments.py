@@ -2,8 +2,9 @@
 
 A policy selects values by the *name of the key* they sit under, at any depth: a key
 matches when it is one of ``keys`` exactly, or when a ``patterns`` regular expression finds
-a match in it. Policy documents of version 2 (what the writer records) hold RE2 patterns,
-matched in linear time at any key length; version 1 documents (older logs) hold Python
+a match in it. Policy documents of version 3 (what the writer records) and 2 hold RE2
+patterns, matched in linear time at any key length (3 adds echo redaction:
+:mod:`~agentfootprint.logformat.echo`); version 1 documents (older logs) hold Python
 ``re`` patterns, tried on keys of at most 256 characters and matched under a budget of
 counted steps (:class:`MatchBudgetExceeded` when it runs out, on every machine alike). Each
 version's rules are one module (:mod:`~agentfootprint.logformat.policy_v1`,
@@ -56,6 +57,7 @@ __all__ = [
     "MAX_TEXT_DEPTH",
     "OPAQUE",
     "POLICY_VERSION",
+    "RE2_POLICY_VERSION",
     "Disclosure",
     "Leak",
     "MatchBudgetExceeded",
@@ -75,7 +77,11 @@ __all__ = [
 ]
 
 COMMIT_KEY: Final = "$commit"
-POLICY_VERSION: Final = 2
+#: what writers record: RE2 patterns, and echo redaction (section 12.8)
+POLICY_VERSION: Final = 3
+#: logs of earlier writers: RE2 patterns, no echo redaction
+RE2_POLICY_VERSION: Final = 2
+#: logs of earlier writers: Python ``re`` patterns (appendix C)
 LEGACY_POLICY_VERSION: Final = 1
 #: deepest bracket nesting of JSON text that is walked (deeper text is opaque)
 MAX_TEXT_DEPTH: Final = MAX_DEPTH
@@ -420,16 +426,17 @@ def pattern_rules(version: Any) -> PatternRules:
     version this code does not know."""
     if type(version) is int and version == LEGACY_POLICY_VERSION:
         return policy_v1.RULES
-    elif type(version) is int and version == POLICY_VERSION:
-        return policy_v2.RULES
+    elif type(version) is int and version in (RE2_POLICY_VERSION, POLICY_VERSION):
+        return policy_v2.RULES  # version 3: version 2's patterns, and echo redaction
     else:
-        raise ValueError(f"unknown policy version {version!r} (known: 1, 2)")
+        raise ValueError(f"unknown policy version {version!r} (known: 1, 2, 3)")
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyDocument:
-    """A policy as recorded in ``run.open``: ``{"v": 2, "keys": [...], "patterns": [...]}``
-    (RE2 patterns); ``version`` 1 for documents of older logs (Python ``re`` patterns)."""
+    """A policy as recorded in ``run.open``: ``{"v": 3, "keys": [...], "patterns": [...]}``
+    (RE2 patterns, echo redaction); ``version`` 2 (RE2, no echoes) and 1 (Python ``re``) for
+    documents of older logs."""
 
     keys: tuple[str, ...]
     patterns: tuple[str, ...]
@@ -450,7 +457,12 @@ class PolicyDocument:
             why = rules.refusal(pattern)
             if why is not None:
                 raise ValueError(f"pattern {pattern!r:.200} is not {rules.syntax} ({why})")
-        return cls(keys=tuple(keys), patterns=tuple(patterns), version=rules.version)
+        return cls(keys=tuple(keys), patterns=tuple(patterns), version=document["v"])
+
+    @property
+    def echoes(self) -> bool:
+        """Its writer commits quotations of committed values (section 12.8)."""
+        return self.version >= POLICY_VERSION
 
     def to_json(self) -> dict[str, Any]:
         return {"v": self.version, "keys": sorted(set(self.keys)), "patterns": list(self.patterns)}
@@ -460,7 +472,7 @@ class PolicyDocument:
         return hexdigest("policy", canon(self.to_json()))
 
     def matcher(self) -> Callable[[str], bool]:
-        """``matches(key)``, with a cache. Version 2: exact keys, or an RE2 pattern found
+        """``matches(key)``, with a cache. Versions 2 and 3: exact keys, or an RE2 pattern found
         anywhere in the key (linear time). Version 1: exact keys, or a Python ``re`` pattern
         found in a key of at most 256 characters, within a budget of
         :data:`LEGACY_BUDGET_STEPS` plus :data:`LEGACY_BUDGET_STEPS_PER_KEY` per key tried;

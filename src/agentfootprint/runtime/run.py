@@ -20,6 +20,7 @@ from agentfootprint.errors import (
     RecordTooLargeError,
     RunError,
 )
+from agentfootprint.logformat.echo import EchoSearch
 from agentfootprint.logformat.fold import apply_write, compress_digests
 from agentfootprint.logformat.log_formats import LOG_FORMAT, LogFormat
 from agentfootprint.logformat.log_formats import log_format as log_format_of
@@ -69,6 +70,8 @@ class Lineage:
     committed: dict[str, Any] | None = None
     #: the committed form of live objects (the boundary's memo), and the parent's policy
     memo: dict[int, tuple[Any, Any]] | None = None
+    #: the literals of the parent's values the child is served open (echo redaction)
+    echoes: EchoSearch | None = None
     policy: Any = None
     #: the projection version the parent was recorded under (its hasher's)
     projection: int = 1

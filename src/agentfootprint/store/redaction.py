@@ -7,7 +7,9 @@ payloads on their way to listeners): each value under a matching key becomes
 ``[salt, key, value]`` goes to the vault when there is one, or is dropped.
 
 What the model receives and what ``run()`` returns are never redacted: the
-runtime keeps the live values and records only their committed form.
+runtime keeps the live values and records only their committed form. Under a version 3
+policy (what new runs record) the boundary also commits the conversation's text that quotes
+a value it committed earlier in the run (echo redaction: :mod:`agentfootprint.logformat.echo`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from agentfootprint.logformat.commitments import (
     COMMIT_KEY,
     LEGACY_POLICY_VERSION,
     OPAQUE,
+    POLICY_VERSION,
+    RE2_POLICY_VERSION,
     Disclosure,
     PolicyDocument,
     b64url,
@@ -34,6 +38,7 @@ from agentfootprint.logformat.commitments import (
     re2_refusal,
     read_json_text,
 )
+from agentfootprint.logformat.echo import CONVERSATION_KEYS, EchoSearch
 from agentfootprint.logformat.shared_lists import SharedList
 from agentfootprint.store.pattern_subset import PatternRefused, check_pattern
 
@@ -52,16 +57,7 @@ __all__ = [
 #: keys its features declare: ``agentfootprint.features.registry.structure_keys``.)
 RESERVED_REQUEST_FIELDS = frozenset({"model", "params", "system", "messages", "tools"})
 
-#: Every key the conversation's text travels under, in state, events and error records.
-CONVERSATION_KEYS = (
-    "content",
-    "arguments",
-    "user_message",
-    "final_answer",
-    "message",
-    "answer",
-    "result",
-)
+_CONVERSATION = frozenset(CONVERSATION_KEYS)
 
 SaltSource = Callable[[], bytes]
 
@@ -78,7 +74,9 @@ class RedactionPolicy:
     ``keys``: exact key names. ``patterns``: regular expressions, found anywhere in a key,
     written in the version 2 pattern subset of RE2 (:mod:`agentfootprint.store.pattern_subset`:
     linear-time matching, and a meaning an auditor's matcher can reproduce exactly); put the
-    flag inline, e.g. ``"(?i)email"``. Recorded as a version 2 policy document.
+    flag inline, e.g. ``"(?i)email"``. Recorded as a version 3 policy document (version 2's
+    patterns, and echo redaction); a run continued or replayed from a version 2 run carries
+    version 2 where its rows must compare with the original's (:meth:`at_version`).
     """
 
     keys: tuple[str, ...]
@@ -94,6 +92,7 @@ class RedactionPolicy:
         patterns: Iterable[str | re.Pattern[str]] = (),
         *,
         _carried: frozenset[str] = frozenset(),
+        _version: int = POLICY_VERSION,
     ) -> None:
         keys_t = _strings("keys", keys)
         patterns_t = tuple(
@@ -110,7 +109,7 @@ class RedactionPolicy:
                 raise UsageError(
                     "option 'redact': '$commit' is reserved for commitments", option="redact"
                 )
-        document = PolicyDocument(keys=keys_t, patterns=patterns_t)
+        document = PolicyDocument(keys=keys_t, patterns=patterns_t, version=_version)
         matches = document.matcher()
         for reserved in sorted(RESERVED_REQUEST_FIELDS):
             if matches(reserved):
@@ -127,8 +126,9 @@ class RedactionPolicy:
 
     @classmethod
     def from_document(cls, document: Any) -> RedactionPolicy:
-        """The policy a recorded ``run.open`` document (version 1 or 2) names, to record a
-        run that continues or replays it: always a version 2 policy. Its patterns are carried
+        """The policy a recorded ``run.open`` document (version 1, 2 or 3) names, to record a
+        run that continues or replays it: a version 3 policy from a version 3 document, else
+        version 2 (its writer had no echo duty). Its patterns are carried
         as recorded (the version 2 subset is asked of new patterns only); a version 1 pattern
         (Python ``re``) that RE2 cannot compile is a :class:`UsageError` naming it."""
         try:
@@ -149,16 +149,40 @@ class RedactionPolicy:
                         option="redact",
                     )
         return cls(
-            keys=recorded.keys, patterns=recorded.patterns, _carried=frozenset(recorded.patterns)
+            keys=recorded.keys,
+            patterns=recorded.patterns,
+            _carried=frozenset(recorded.patterns),
+            _version=POLICY_VERSION if recorded.echoes else RE2_POLICY_VERSION,
         )
 
     def __or__(self, other: RedactionPolicy) -> RedactionPolicy:
-        """The union of two policies (``conversation_redaction() | RedactionPolicy(...)``)."""
+        """The union of two policies (``conversation_redaction() | RedactionPolicy(...)``),
+        of the newer version of the two (a continuation takes on the newer writer's duties)."""
         return RedactionPolicy(
             keys=(*self.keys, *other.keys),
             patterns=(*self.patterns, *other.patterns),
             _carried=self.carried | other.carried,
+            _version=max(self.version, other.version),
         )
+
+    def at_version(self, version: int) -> RedactionPolicy:
+        """This policy recorded as ``version`` (3, or 2: no echo redaction), as a replay
+        records the version of the run it replays."""
+        if version == self.version:
+            return self
+        if type(version) is not int or version not in (RE2_POLICY_VERSION, POLICY_VERSION):
+            raise UsageError(
+                f"option 'redact': a policy is recorded as version 3, or 2 as a replay of an "
+                f"earlier writer's run; not version {version!r}",
+                option="redact",
+            )
+        return RedactionPolicy(
+            keys=self.keys, patterns=self.patterns, _carried=self.carried, _version=version
+        )
+
+    @property
+    def version(self) -> int:
+        return self.document.version
 
     @property
     def digest(self) -> str:
@@ -318,8 +342,9 @@ class ReplayCommitments:
 
 
 # a frame of the boundary's walk: [kind, source, under, keys, position, out, changed, member
-# being walked, live]. kind: _DICT, _LIST, or _TEXT (walkable JSON text in a string: keys holds
-# the parsed value, position the number of disclosures before it, out its walked result)
+# being walked, live, inside]. kind: _DICT, _LIST, or _TEXT (walkable JSON text in a string:
+# keys holds the parsed value, position the number of disclosures before it, out its walked
+# result); inside: under a conversation member (its text is searched for echoes)
 _DICT, _LIST, _TEXT = 0, 1, 2
 
 
@@ -329,7 +354,9 @@ class Boundary:
     The walk is iterative (deep values and JSON text inside strings never recurse). Strings
     follow the JSON-text rule (:func:`~agentfootprint.logformat.commitments.read_json_text`):
     walkable text is rewritten in canonical form when something in it was committed, and
-    opaque JSON text is committed whole, under the nearest enclosing member name."""
+    opaque JSON text is committed whole, under the nearest enclosing member name. Under a
+    version 3 policy, conversation text holding a literal of a value committed earlier in the
+    run is committed whole too, under the nearest member name (echo redaction)."""
 
     def __init__(
         self,
@@ -337,7 +364,10 @@ class Boundary:
         *,
         salt: SaltSource = random_salt,
         replay: ReplayCommitments | None = None,
+        echoes: EchoSearch | None = None,
     ) -> None:
+        """``echoes``: the literals of values the run inherits open (a parent's, in memory or
+        opened from the vault), searched for from the start."""
         self.policy = policy
         self._matches = policy.document.matcher()
         self._salt = salt
@@ -347,6 +377,10 @@ class Boundary:
         # committed form of each container walked (keyed by identity, holding the object):
         # a value recorded twice (full mode, a continued run) keeps its commitments
         self.memo: dict[int, tuple[Any, Any]] = {}
+        #: the literals of every value committed (version 3 policies only)
+        self.echo: EchoSearch | None = None
+        if policy.document.echoes:
+            self.echo = echoes.fork() if echoes is not None else EchoSearch()
 
     def seed(self, memo: dict[int, tuple[Any, Any]]) -> None:
         """Start from the committed forms an earlier run (or the vault) established."""
@@ -396,6 +430,8 @@ class Boundary:
         if replay is not None:
             replay.passing(digest, key)
             replay.made[digest] = value
+        if self.echo is not None:
+            self.echo.learn(value)
         self.disclosures.append(Disclosure(commitment=digest, salt=salt, key=key, value=value))
         return {COMMIT_KEY: digest}
 
@@ -403,7 +439,8 @@ class Boundary:
         """``(committed form, whether it differs)``; members by sorted name, depth first (the
         order commitments are made in, which a replay reads back from the log)."""
         stack: list[list[Any]] = []
-        result = self._visit(value, under, stack, True)
+        inside = under is not None and under in _CONVERSATION
+        result = self._visit(value, under, stack, True, inside)
         while stack:
             frame = stack[-1]
             if result is not None:  # the child the frame was waiting for is done
@@ -421,7 +458,7 @@ class Boundary:
         return result
 
     def _visit(
-        self, value: Any, under: str | None, stack: list[list[Any]], live: bool
+        self, value: Any, under: str | None, stack: list[list[Any]], live: bool, inside: bool
     ) -> tuple[Any, bool] | None:
         """A value's committed form, or None when a frame was pushed to walk it."""
         kind = type(value)
@@ -440,21 +477,40 @@ class Boundary:
                         self.memo[id(value)] = (value, value)
                     return value, False
                 keys = list(value) if len(value) < 2 else sorted(value)
-                stack.append([_DICT, value, under, keys, 0, {}, False, None, live])
+                stack.append([_DICT, value, under, keys, 0, {}, False, None, live, inside])
             else:
-                stack.append([_LIST, value, under, None, 0, [], False, None, live])
+                stack.append([_LIST, value, under, None, 0, [], False, None, live, inside])
             return None
         if kind is str:
             inner = read_json_text(value)
             if inner is None:
-                return value, False
+                return self._text(value, under, inside)
             if inner is OPAQUE:
                 return self._commitment(_name(under), value), True
             stack.append(
-                [_TEXT, value, under, inner, len(self.disclosures), None, False, None, False]
+                [
+                    _TEXT,
+                    value,
+                    under,
+                    inner,
+                    len(self.disclosures),
+                    None,
+                    False,
+                    None,
+                    False,
+                    inside,
+                ]
             )
             return None
         return value, False
+
+    def _text(self, text: str, under: str | None, inside: bool) -> tuple[Any, bool]:
+        """Text (no JSON in it): committed whole when it is conversation text quoting a value
+        committed earlier in the run, else kept."""
+        echo = self.echo
+        if inside and echo and echo.found(text) is not None:
+            return self._commitment(_name(under), text), True
+        return text, False
 
     def _step(self, frame: list[Any], stack: list[list[Any]]) -> tuple[Any, bool] | None:
         """Walk the frame's next children; its result when it is done (and popped)."""
@@ -472,10 +528,15 @@ class Boundary:
                     out[key] = new
                     continue
                 kind = type(child)
-                if _leaf(kind, child):
-                    out[key] = child  # a scalar, or text: nothing to walk
+                if _leaf(kind, child):  # a scalar, or text: nothing to walk
+                    if kind is str and self.echo and (frame[9] or key in _CONVERSATION):
+                        new, changed = self._text(child, key, True)
+                        out[key] = new
+                        frame[6] = frame[6] or changed
+                    else:
+                        out[key] = child
                     continue
-                found = self._visit(child, key, stack, frame[8])
+                found = self._visit(child, key, stack, frame[8], frame[9] or key in _CONVERSATION)
                 if found is None:
                     frame[4], frame[7] = position, key
                     return None
@@ -490,9 +551,14 @@ class Boundary:
                 position += 1
                 kind = type(child)
                 if _leaf(kind, child):
-                    out.append(child)
+                    if kind is str and frame[9] and self.echo:
+                        new, changed = self._text(child, frame[2], True)
+                        out.append(new)
+                        frame[6] = frame[6] or changed
+                    else:
+                        out.append(child)
                     continue
-                found = self._visit(child, frame[2], stack, frame[8])
+                found = self._visit(child, frame[2], stack, frame[8], frame[9])
                 if found is None:
                     frame[4] = position
                     return None
@@ -502,7 +568,7 @@ class Boundary:
             frame[4] = position
         else:
             if frame[5] is None:
-                frame[5] = self._visit(frame[3], frame[2], stack, False)
+                frame[5] = self._visit(frame[3], frame[2], stack, False, frame[9])
                 if frame[5] is None:
                     return None
             stack.pop()

@@ -370,62 +370,69 @@ def check_receipt(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     check.receipts += 1
 
 
-def check_redaction(check: RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
-    """Commitments well formed and never repeated; no plaintext under a policy key."""
-    where: tuple[str | int, ...] = ()
-    rerecorded: Callable[[str, tuple[str | int, ...]], bool] = lambda _d, _p: False  # noqa: E731
+def scanned_value(
+    type_: str, body: dict[str, Any]
+) -> tuple[str | None, Any, tuple[str | int, ...]] | None:
+    """What section 12.5 scans in a body: ``(the name it sits under, the value, its path)``,
+    or None for a body that is not scanned. A ``set`` is scanned as ``{path: value}``; an
+    ``append`` or ``merge`` operand sits inside its state key."""
     if type_ == "write":
         if "value" not in body:
-            return
+            return None
         path, value = body["path"], body["value"]
         if body["verb"] == "set":
-            rerecorded = _held_by(check.state.get(path), (path,))
-            entries = [(None, {path: value})]
-        elif body["verb"] in ("append", "merge"):  # the operand sits inside the state key
-            entries, where = [(path, value)], (path,)
-        else:  # an unknown verb is not scanned (section 12.5): it fails the fold
-            return
-    elif type_ == "event":
-        entries = [(None, body["payload"])]
-    elif type_ == "commit" and "error" in body:
-        entries = [(None, {"error": body["error"]})]
-    elif type_ == "run.close":
-        recorded = {k: v for k, v in body.items() if k not in _CLOSE_COUNTS}
-        entries = [(None, recorded)]
-    else:
+            return None, {path: value}, ()
+        if body["verb"] in ("append", "merge"):
+            return path, value, (path,)
+        return None  # an unknown verb is not scanned (section 12.5): it fails the fold
+    if type_ == "event":
+        return None, body["payload"], ()
+    if type_ == "commit" and "error" in body:
+        return None, {"error": body["error"]}, ()
+    if type_ == "run.close":
+        return None, {k: v for k, v in body.items() if k not in _CLOSE_COUNTS}, ()
+    return None
+
+
+def check_redaction(check: RunCheck, seq: int, type_: str, body: dict[str, Any]) -> None:
+    """Commitments well formed and never repeated; no plaintext under a policy key."""
+    scanned = scanned_value(type_, body)
+    if scanned is None:
         return
-    for key, value in entries:
-        # one walk: every malformed commitment (commitment) before any reuse
-        # (commitment-reuse) before any leak (leak), whatever the walk order
-        try:
-            scan = scan_redaction(value, check.matches, where, key)
-        except MatchBudgetExceeded as exc:
-            try:  # a malformed commitment in the same value is reported first
-                for _ in iter_commitments(value, where, key=key):
-                    pass
-            except ValueError as malformed:
-                raise check.fail(seq, str(malformed), "commitment") from malformed
+    key, value, where = scanned
+    rerecorded: Callable[[str, tuple[str | int, ...]], bool] = lambda _d, _p: False  # noqa: E731
+    if type_ == "write" and body["verb"] == "set":
+        rerecorded = _held_by(check.state.get(body["path"]), (body["path"],))
+    # one walk: every malformed commitment (commitment) before any reuse
+    # (commitment-reuse) before any leak (leak), whatever the walk order
+    try:
+        scan = scan_redaction(value, check.matches, where, key)
+    except MatchBudgetExceeded as exc:
+        try:  # a malformed commitment in the same value is reported first
+            for _ in iter_commitments(value, where, key=key):
+                pass
+        except ValueError as malformed:
+            raise check.fail(seq, str(malformed), "commitment") from malformed
+        raise check.fail(
+            seq, f"policy matching ran out of its budget: {exc}", "policy-budget"
+        ) from exc
+    except ValueError as exc:
+        raise check.fail(seq, str(exc), "commitment") from exc
+    for digest, under, at_path in scan.commitments:
+        if (
+            digest in check.digests
+            and not check.inherited(digest)
+            and not rerecorded(digest, at_path)
+        ):
             raise check.fail(
-                seq, f"policy matching ran out of its budget: {exc}", "policy-budget"
-            ) from exc
-        except ValueError as exc:
-            raise check.fail(seq, str(exc), "commitment") from exc
-        for digest, under, at_path in scan.commitments:
-            if (
-                digest in check.digests
-                and not check.inherited(digest)
-                and not rerecorded(digest, at_path)
-            ):
-                raise check.fail(
-                    seq,
-                    f"commitment {digest} appears twice in the run "
-                    "(a reused salt links equal values)",
-                    "commitment-reuse",
-                )
-            check.digests.add(digest)
-            check.sightings.append((digest, seq, under))
-        if scan.leaks:
-            raise check.fail(seq, scan.leaks[0].message, "leak")
+                seq,
+                f"commitment {digest} appears twice in the run (a reused salt links equal values)",
+                "commitment-reuse",
+            )
+        check.digests.add(digest)
+        check.sightings.append((digest, seq, under))
+    if scan.leaks:
+        raise check.fail(seq, scan.leaks[0].message, "leak")
 
 
 def _held_by(

@@ -62,6 +62,7 @@ from agentfootprint.logformat.fold import ReceiptLists, continued_lists
 from agentfootprint.logformat.index_check import IndexCheck
 from agentfootprint.logformat.log_format_spec import PAUSED
 from agentfootprint.logformat.request import RequestHasher
+from agentfootprint.logformat.rows import StoredEvent
 from agentfootprint.logformat.shared_lists import FoldedState, folded
 from agentfootprint.seal.signer import PublicKey
 from agentfootprint.verify.body_checks import (
@@ -78,6 +79,7 @@ from agentfootprint.verify.body_checks import (
 )
 from agentfootprint.verify.bundle_proofs import InclusionJudge
 from agentfootprint.verify.disclosure_check import ProvenValue, prove_disclosures
+from agentfootprint.verify.echo_check import EchoRun, check_echoes
 from agentfootprint.verify.pause_checks import PauseAnswers, parent_answered
 from agentfootprint.verify.results import Outcome, RunVerification
 from agentfootprint.verify.row_checks import CanonicalBodies, canonical_body, sound_row
@@ -365,9 +367,28 @@ class Verifier:
         """Prove disclosed values against the runs verified so far.
 
         Each disclosure must hash to its commitment, that commitment must sit in a
-        verified run, under the disclosure's key. Fails on the first that does not.
+        verified run, under the disclosure's key. Fails on the first that does not. Then,
+        under a version 3 policy, no proven value may be quoted in clear in a later body of
+        its run (echo redaction, section 12.8: code ``leak``).
         """
-        return prove_disclosures(self.commitments, disclosures)
+        proven = prove_disclosures(self.commitments, disclosures)
+        check_echoes(proven, self._echo_run)
+        return proven
+
+    def _echo_run(self, run_id: str) -> EchoRun:
+        """What the echo check reads of a verified run: its policy version, its initial
+        state and its bodies."""
+        verified = self._verified(run_id)[0]
+        parent = verified.ancestors[-1] if verified.ancestors else None
+        policy = verified.policy
+        return EchoRun(
+            policy_version=policy.get("v") if policy is not None else None,
+            initial_state=self._verified(parent)[0].final_state if parent is not None else {},
+            bodies=(
+                (row.seq, row.type, row.decoded())
+                for row in map(StoredEvent.of_values, self._rows(run_id))
+            ),
+        )
 
     # -- one run: docs/log-format.md section 9.2, "Algorithm for run R" -----------------------
     def _verify(self, run_id: str, rows: Iterable[_RowValues]) -> _Verified:
