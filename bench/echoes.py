@@ -12,7 +12,9 @@ against the record time per body.
 The same conversation with **every final answer quoting** the turn's last e-mail address (the
 worst case: each answer committed in ``final_answer``, the history and the events) is
 recorded under version 3 once more: the quotation commitments it made, and that no address is
-left in clear anywhere in the file.
+left in clear anywhere in the file. And, steadier than the difference of two noisy recordings,
+the search's own time (its methods timed call by call: an upper bound) and the redaction
+boundary's time under each version (what echo redaction adds to it, the search included).
 
 Usage::
 
@@ -38,6 +40,8 @@ from common import conversation_agent, environment, final_text, print_environmen
 from redaction import PII_KEYS, PiiConversation, pii
 
 import agentfootprint as af
+from agentfootprint.logformat import echo
+from agentfootprint.store.redaction import Boundary
 
 
 def policy(version: int) -> af.RedactionPolicy:
@@ -81,6 +85,43 @@ def record(conv: PiiConversation, db: Path, version: int, quoting: bool = False)
         store.close()
 
 
+def timed_work(conv: PiiConversation, db: Path, version: int, owner: Any, names: Any) -> float:
+    """Seconds spent inside ``owner``'s methods ``names`` (timed call by call, so an upper
+    bound) while the conversation is recorded under ``version``."""
+    spent = [0.0]
+    originals = {name: getattr(owner, name) for name in names}
+
+    def timed(fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+
+        return call
+
+    try:
+        for name, fn in originals.items():
+            setattr(owner, name, timed(fn))
+        record(conv, db, version)
+    finally:
+        for name, fn in originals.items():
+            setattr(owner, name, fn)
+    return spent[0]
+
+
+def search_work(conv: PiiConversation, db: Path) -> float:
+    """The echo search itself: ``EchoSearch``'s methods, under version 3."""
+    return timed_work(conv, db, 3, echo.EchoSearch, ("learn", "found", "fork", "__init__"))
+
+
+def boundary_work(conv: PiiConversation, db: Path, version: int) -> float:
+    """The whole redaction boundary (``Boundary.commit`` and ``commit_entry``): its
+    difference between versions 3 and 2 is what echo redaction adds to it, search included."""
+    return timed_work(conv, db, version, Boundary, ("commit", "commit_entry"))
+
+
 def bodies_of(db: Path) -> tuple[int, list[bytes]]:
     store = af.SqliteStore(db)
     try:
@@ -103,6 +144,15 @@ def cost(n: int, repeat: int) -> None:
                 times[version].append(record(conv, db, version))
                 for path in folder.glob(f"v{version}-{i}.db*"):
                     path.unlink()
+        inside = statistics.median(
+            search_work(conv, folder / f"timed{i}.db") for i in range(repeat)
+        )
+        walls = {
+            version: statistics.median(
+                boundary_work(conv, folder / f"b{version}-{i}.db", version) for i in range(repeat)
+            )
+            for version in (2, 3)
+        }
         quoting_db = folder / "quoting.db"
         t_quoting = record(conv, quoting_db, 3, quoting=True)
         quoted_bodies, rows = bodies_of(quoting_db)
@@ -126,6 +176,16 @@ def cost(n: int, repeat: int) -> None:
         f"echo search: {extra:+.2f} µs a body = {extra / per_body:+.2%} of record time "
         f"(runs v3/v2: {' '.join(f'{s:.2f}' for s in times[3])} / "
         f"{' '.join(f'{s:.2f}' for s in times[2])})"
+    )
+    print(
+        f"inside the search (its methods timed): {inside * 1e6 / bodies:.2f} µs a body = "
+        f"{inside / v2:.2%} of record CPU time"
+    )
+    walled = (walls[3] - walls[2]) * 1e6 / bodies
+    print(
+        f"the redaction boundary: {walls[2] * 1e6 / bodies:.2f} µs a body under version 2, "
+        f"{walls[3] * 1e6 / bodies:.2f} under version 3: echo redaction adds {walled:.2f} µs "
+        f"a body = {walled / per_body:.2%} of record time"
     )
     print(
         f"\n2. every answer quoting an address: {quoted_bodies:,} bodies in {t_quoting:.2f} CPU s; "

@@ -96,7 +96,7 @@ literal_sets = st.lists(
 
 
 @given(literal_sets, st.lists(st.text(alphabet="abcé😀-@.0123", max_size=40), max_size=6))
-@example(["aaaaaaaa"] * 2 + [f"{i:08d}" for i in range(40)], ["xx00000039yy", "aaaaaaa"])
+@example(["aaaaaaaa"] * 2 + [f"{i:08d}" for i in range(300)], ["xx00000299yy", "aaaaaaa"])
 def test_the_search_finds_exactly_the_literals_a_text_holds(
     literals: list[str], extra: list[str]
 ) -> None:

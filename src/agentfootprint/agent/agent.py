@@ -491,7 +491,11 @@ class Agent:
                 hasher=run.hasher,
                 committed=None if run.boundary is None else run.committed,
                 memo=None if run.boundary is None else run.boundary.memo,
-                echoes=None if run.boundary is None else run.boundary.echo,
+                echoes=(
+                    None
+                    if run.boundary is None or run.boundary.echo is None
+                    else run.boundary.echo.fork()  # without the run's cache of clean texts
+                ),
                 policy=policy.document.to_json() if policy is not None else None,
                 projection=self.seam.projection,
             )

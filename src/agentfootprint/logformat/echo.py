@@ -41,8 +41,10 @@ CONVERSATION_KEYS: Final = (
     "result",
 )
 _CONVERSATION: Final = frozenset(CONVERSATION_KEYS)
-#: literals looked for one by one before they join the automaton (a few µs a text)
+#: literals looked for one by one before they join an automaton (a few µs a text)
 _RECENT: Final = 32
+#: clean texts remembered (then forgotten all at once)
+_CLEAN_TEXTS: Final = 4096
 
 
 def literals_of(value: Any) -> list[str]:
@@ -73,65 +75,111 @@ def literals_of(value: Any) -> list[str]:
 class EchoSearch:
     """The literals of the values a run committed, and the search of a text for them.
 
-    A conversation that commits a value in every tool call gathers thousands of literals
-    (each turn inherits its parent's), and every text it records is searched for all of
-    them: they are held in an Aho-Corasick automaton (one pass over the text whatever their
-    number), rebuilt once more than :data:`_RECENT` literals wait beside it (those are
-    looked for one by one). A child run's search starts as a copy sharing the automaton."""
+    A conversation that commits values in every tool call gathers thousands of literals (each
+    turn inherits its parent's), and every text it records is searched for all of them. They
+    are held in two Aho-Corasick automata (one pass over a text whatever their number): a
+    large one, rebuilt only when the small one has grown past a quarter of its size (so each
+    literal is inserted a bounded number of times over a conversation), and a small one of
+    the literals learned since, rebuilt once more than :data:`_RECENT` wait beside it (those
+    are looked for one by one). An automaton is never changed once built, so a continued
+    run's search (:meth:`fork`) shares them and copies nothing but the few waiting."""
 
-    __slots__ = ("_automaton", "_literals", "_recent")
+    __slots__ = ("_big", "_clean", "_count", "_recent", "_sizes", "_small")
 
     def __init__(self, literals: Iterable[str] = ()) -> None:
-        self._literals: dict[str, None] = dict.fromkeys(literals)
-        self._automaton: Any = None
-        self._recent: list[str] = list(self._literals)
+        self._big: Any = None
+        self._small: Any = None
+        self._sizes = (0, 0)  # literals in the big and the small automaton
+        self._recent: list[str] = list(dict.fromkeys(literals))
+        #: texts found to hold none of the literals, with how many there were then (a text
+        #: recorded in several bodies, a reply in the history, the state and the events, is
+        #: searched once)
+        self._clean: dict[str, int] = {}
+        self._count = len(self._recent)  # literals held, all told
         self._settle()
 
     def __bool__(self) -> bool:
-        return bool(self._literals)
+        return self._count > 0
 
     def __len__(self) -> int:
-        return len(self._literals)
+        return self._count
 
     @property
     def literals(self) -> tuple[str, ...]:
-        return tuple(self._literals)
+        held = [a.keys() for a in (self._big, self._small) if a is not None]
+        return (*(k for keys in held for k in keys), *self._recent)
 
     def fork(self) -> EchoSearch:
         """A search that starts with these literals (a continued run's), learning on its own."""
         copy = EchoSearch.__new__(EchoSearch)
-        copy._literals = dict(self._literals)
-        copy._automaton = self._automaton  # never changed once built: shared
+        copy._big, copy._small, copy._sizes = self._big, self._small, self._sizes
         copy._recent = list(self._recent)
+        copy._count = self._count
+        copy._clean = {}
         return copy
 
     def learn(self, value: Any) -> None:
         """Search for ``value``'s literals from now on (a value just committed)."""
+        if type(value) is str:  # most committed values: no walk
+            if len(value) >= ECHO_MIN_CHARS and not self._knows(value):
+                self._recent.append(value)
+                self._count += 1
+                self._settle()
+            return
+        learned = False
         for literal in literals_of(value):
-            if literal not in self._literals:
-                self._literals[literal] = None
+            if not self._knows(literal):
                 self._recent.append(literal)
-        self._settle()
+                self._count += 1
+                learned = True
+        if learned:
+            self._settle()
+
+    def _knows(self, literal: str) -> bool:
+        return (
+            literal in self._recent
+            or (self._small is not None and self._small.exists(literal))
+            or (self._big is not None and self._big.exists(literal))
+        )
 
     def _settle(self) -> None:
-        if len(self._recent) > _RECENT:
-            automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)
-            for literal in self._literals:
-                automaton.add_word(literal)
-            automaton.make_automaton()
-            self._automaton, self._recent = automaton, []
+        if len(self._recent) <= _RECENT:
+            return
+        pending = [*(self._small.keys() if self._small is not None else ()), *self._recent]
+        big = self._sizes[0]
+        if len(pending) > big // 4:  # the big one grows by a quarter at least: rebuilt
+            everything = [*(self._big.keys() if self._big is not None else ()), *pending]
+            self._big, self._small = _automaton(everything), None
+            self._sizes = (len(everything), 0)
+        else:
+            self._small = _automaton(pending)
+            self._sizes = (big, len(pending))
+        self._recent = []
 
     def found(self, text: str) -> str | None:
         """A literal ``text`` holds, or None."""
-        if len(text) < ECHO_MIN_CHARS:
+        known = self._count
+        if not known or len(text) < ECHO_MIN_CHARS or self._clean.get(text) == known:
             return None
         for literal in self._recent:
             if literal in text:
                 return literal
-        if self._automaton is not None:
-            for end, length in self._automaton.iter(text):
-                return text[end - length + 1 : end + 1]
+        for automaton in (self._small, self._big):
+            if automaton is not None:
+                for end, length in automaton.iter(text):
+                    return text[end - length + 1 : end + 1]
+        if len(self._clean) >= _CLEAN_TEXTS:
+            self._clean.clear()
+        self._clean[text] = known
         return None
+
+
+def _automaton(literals: list[str]) -> Any:
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)
+    for literal in literals:
+        automaton.add_word(literal)
+    automaton.make_automaton()
+    return automaton
 
 
 def conversation_texts(

@@ -508,7 +508,7 @@ class Boundary:
         """Text (no JSON in it): committed whole when it is conversation text quoting a value
         committed earlier in the run, else kept."""
         echo = self.echo
-        if inside and echo and echo.found(text) is not None:
+        if inside and echo is not None and echo.found(text) is not None:
             return self._commitment(_name(under), text), True
         return text, False
 
@@ -529,7 +529,7 @@ class Boundary:
                     continue
                 kind = type(child)
                 if _leaf(kind, child):  # a scalar, or text: nothing to walk
-                    if kind is str and self.echo and (frame[9] or key in _CONVERSATION):
+                    if kind is str and self.echo is not None and (frame[9] or key in _CONVERSATION):
                         new, changed = self._text(child, key, True)
                         out[key] = new
                         frame[6] = frame[6] or changed
@@ -551,7 +551,7 @@ class Boundary:
                 position += 1
                 kind = type(child)
                 if _leaf(kind, child):
-                    if kind is str and frame[9] and self.echo:
+                    if kind is str and frame[9] and self.echo is not None:
                         new, changed = self._text(child, frame[2], True)
                         out.append(new)
                         frame[6] = frame[6] or changed
