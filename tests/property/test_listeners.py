@@ -72,13 +72,21 @@ class Prefer:
     """Ranks by a fixed preference: narrowed to the top one, ``add`` is off the wire."""
 
     name = "prefer"
-    order = ("lookup", "add", "ids", "search")
+    order = ("lookup", "add", "ids", "search", "report")
 
     async def rank(self, query: str, candidates: Any) -> list[tuple[str, float]]:
         return [(c.name, float(len(self.order) - self.order.index(c.name))) for c in candidates]
 
 
 QUERY = {"type": "object", "properties": {"q": {"type": "string"}}}
+REPORT = {
+    "type": "object",
+    "properties": {
+        "q": {"type": "string"},
+        "window": {"type": "string"},
+        "days": {"type": "integer"},
+    },
+}
 NUMBERS = {
     "type": "object",
     "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
@@ -115,6 +123,10 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
         seen.append(("search", orjson.dumps(args)))
         return "web"
 
+    async def report(args: Any) -> str:
+        seen.append(("report", orjson.dumps(args)))
+        return "3 rows"
+
     return [
         af.define_tool(
             name="lookup", description="Look it up.", input_schema=QUERY, execute=lookup
@@ -130,6 +142,13 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
             needs={"credential": "registry"},
         ),
         af.define_tool(name="search", description="Search.", input_schema=QUERY, execute=search),
+        af.define_tool(
+            name="report",
+            description="A report.",
+            input_schema=REPORT,
+            execute=report,
+            ask_or_assume={"window": {"assume": "24h"}, "days": {"ask": "How many days?"}},
+        ),
     ]
 
 
@@ -157,6 +176,8 @@ TURNS: list[list[Any]] = [
     [asks("lookup", {"q": "y"}), asks("lookup", {"q": "z"}), "a2"],
     [asks("lookup", {"q": "w"}), "a3"],
     [asks("lookup", {"q": "v"}), "a4"],
+    # the inputs layer: a default filled in, and an ask (an input pause, then its resume)
+    [asks("report", {"q": "r"}), "a5"],
 ]
 
 
@@ -209,6 +230,7 @@ def converse(subscribe: Callable[[af.Agent], None] | None, *, observe: bool = Tr
         cost_budget=0.00001,
         context_budget={"messages": 50},
         tool_choice={"classifier": Prefer(), "serve": {"top": 1}, "always_serve": ["search"]},
+        argument_ask_context=lambda: {"screen": "reports"},
     )
     if subscribe is not None:
         subscribe(agent)
@@ -219,7 +241,10 @@ def converse(subscribe: Callable[[af.Agent], None] | None, *, observe: bool = Tr
     for turn in range(len(TURNS)):
         parent = results[-1] if results else None
         results.append(agent.run_sync(f"question {turn}", continue_from=parent))
-    assert [r.answer for r in results] == ["wrapped up", "a1", "a2", "a3", "a4"]
+        if results[-1].outcome == "paused":
+            results.append(agent.resume_sync(results[-1], {"f1": 7}))
+    answers = [r.answer for r in results if r.outcome != "paused"]
+    assert answers == ["wrapped up", "a1", "a2", "a3", "a4", "a5"]
     rows = tuple(
         tuple((e.type, bytes(e.body)) for e in agent.store.read(r.run_id)) for r in results
     )

@@ -62,6 +62,8 @@ NOT_NUMERIC = frozenset(
         "credentials",
         "on_authorization_required",
         "time",
+        "inputs_layer",
+        "argument_ask_context",
         "caching",
         "cache_strategy",
     }

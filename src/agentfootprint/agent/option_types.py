@@ -15,8 +15,8 @@ No ``from __future__ import annotations`` here: on Python 3.11 a TypedDict reads
 """
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Literal, Required, TypedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Required, TypedDict
 
 from agentfootprint.features.caching import CacheStrategy
 from agentfootprint.features.classifiers import ToolClassifier
@@ -143,6 +143,10 @@ class AgentOptions(TypedDict, total=False):
     on_authorization_required: Literal["pause", "tell-model"] | None
     #: the run's clock as rows: True (zone unknown) or ``{"zone": "Europe/Paris"}``
     time: bool | TimeOption | None
+    #: the inputs layer (armed by any tool with ``ask_or_assume``; True arms it alone)
+    inputs_layer: bool | None
+    #: the host's own object for the context of the inputs layer's ask
+    argument_ask_context: Callable[[], Mapping[str, Any]] | None
     # cost
     #: True: the shipped table; a mapping: model -> prices
     pricing_table: bool | Mapping[str, ModelPrices] | None

@@ -399,6 +399,26 @@ class Feature(Generic[Settings]):
         """At the start of each turn (a feature resets what it keeps per turn)."""
 
     @hook_point
+    async def batch_ready(
+        self, ctx: HookContext[Settings], calls: list[dict[str, Any]], resuming: bool
+    ) -> PauseRequest | None:
+        """Before the calls of a reply's batch still to run (``calls``: all of them, or, in a
+        run that answers a pause, those from the paused one on: ``resuming``) are dispatched:
+        a :class:`PauseRequest` pauses the run on a question for the whole batch, at its first
+        waiting call, before any of them runs (only a feature declared ``pauses=True``). May
+        write scope and emit events (in the tool-calls commit)."""
+        return None
+
+    @hook_point
+    async def tool_arguments(
+        self, ctx: HookContext[Settings], call: ToolResult
+    ) -> dict[str, Any] | ToolOutcome | None:
+        """Before a call's arguments are validated: the arguments the tool runs with instead
+        (arguments the model left out, filled in), an outcome refusing the call (the tool
+        does not run), or None to keep them. What the model sent stays in the history."""
+        return None
+
+    @hook_point
     async def tool_permission(
         self, ctx: HookContext[Settings], call: ToolResult
     ) -> ToolOutcome | None:

@@ -4,10 +4,11 @@ A call is checked before it runs (no such tool, arguments not JSON, arguments re
 validation in ``enforce`` mode: answered without running), then the ``tool_permission``
 hooks of active features may answer it instead (a permission checker's denial), then the
 ``tool_ready`` hooks may answer it, grant its context something (a credential) or pause
-the run at it (a question for a person). Its outcome passes the ``tool_result`` hooks of
-active features (before ``tool_end``: what the event and the model both carry) and then the
-``tool_result_noted`` hooks (after it). The turn and its results join the history as one
-write.
+the run at it (a question for a person). Before any call of a batch runs, ``batch_ready``
+hooks may pause the run on a question for the whole batch (the inputs layer's ask). Its
+outcome passes the ``tool_result`` hooks of active features (before ``tool_end``: what the
+event and the model both carry) and then the ``tool_result_noted`` hooks (after it). The turn
+and its results join the history as one write.
 
 A batch that pauses joins the history with the results of the calls before the paused one,
 and the run closes ``paused`` on the question (``pending``, docs/log-format.md section
@@ -150,6 +151,21 @@ async def _dispatch(
                 content=f"Error: tool '{tool.name}' was not run: {problem}.", is_error=True
             )
         else:
+            for given in hooks_at(ctx, Feature.tool_arguments):
+                proposed = ToolResult(
+                    tool=tool.name,
+                    tool_call_id=call["id"],
+                    arguments=arguments,
+                    iteration=iteration,
+                    ran=False,
+                )
+                changed = await given(ctx, proposed)
+                if isinstance(changed, ToolOutcome):
+                    # a feature's answer, as a permission denial is (a replay's feature
+                    # answers from the same state): the call is not run
+                    return changed, arguments, False
+                if changed is not None:
+                    arguments = changed
             refusal = await _validate(ctx, tool, call, arguments, iteration)
     if refusal is not None:
         if expected is not None:
@@ -239,7 +255,11 @@ async def tool_calls(ctx: StageContext) -> None:
     room = ResultRoom()  # the results are recorded together, in one body
     outcomes: list[ToolOutcome] = []
     paused: PauseRequest | None = None
-    for call in calls[done:]:
+    for ready in hooks_at(ctx, Feature.batch_ready):  # a question for the whole batch
+        paused = await ready(ctx, calls[done:], resuming)
+        if paused is not None:
+            break
+    for call in calls[done:] if paused is None else ():
         outcome = await _one_call(ctx, call, iteration, room)
         if isinstance(outcome, PauseRequest):
             paused = outcome

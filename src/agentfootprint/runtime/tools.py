@@ -33,6 +33,7 @@ from jsonschema.exceptions import SchemaError
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import canon, check_ijson
+from agentfootprint.runtime.argument_rules import ArgumentRule, ruled_schema
 from agentfootprint.runtime.credentials import Credential, CredentialNeed, credential_need
 from agentfootprint.runtime.scope import to_json_value
 from agentfootprint.runtime.tool_threads import DEFAULT_GRACE_S, call_user_code
@@ -118,6 +119,8 @@ class Tool:
     validator: Any = field(default=None, repr=False, compare=False)
     #: the credential it needs before it runs (None: none)
     needs: CredentialNeed | None = None
+    #: its ruled arguments (``ask_or_assume``): what the inputs layer does when one is left out
+    rules: tuple[ArgumentRule, ...] = ()
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -136,8 +139,15 @@ def define_tool(
     execute: ToolFn,
     input_schema: Mapping[str, Any] | None = None,
     needs: Mapping[str, Any] | None = None,
+    ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Tool:
     """Define a tool. ``execute(args)`` or ``execute(args, ctx)``, sync or async.
+
+    ``ask_or_assume={"window": {"assume": "24h"}, "period": {"ask": "Which period?",
+    "choices": ["7d", "30d"]}}``: what happens when a call leaves a ruled argument out (the
+    inputs layer, docs/pauses.md): the default is filled in, or the person is asked. Each rule
+    names a property of ``input_schema`` and its values fit that property's schema; the model
+    is served the schema with the ruled arguments optional and their rules said.
 
     ``needs={"credential": "github", "scopes": [...], "mode": "machine" | "user"}``: the
     tool runs with ``ctx.credential``, resolved by the agent's ``credentials`` service after
@@ -185,6 +195,9 @@ def define_tool(
         raise UsageError(
             f"tool {name!r}: input_schema is not a valid JSON Schema: {exc}", option="tools"
         ) from exc
+    rules: tuple[ArgumentRule, ...] = ()
+    if ask_or_assume is not None:
+        rules, schema = ruled_schema(name, schema, ask_or_assume)
     return Tool(
         name=name,
         description=description,
@@ -193,6 +206,7 @@ def define_tool(
         takes_context=_takes_context(execute),
         validator=validator_cls(schema),
         needs=None if needs is None else credential_need(name, needs),
+        rules=rules,
     )
 
 

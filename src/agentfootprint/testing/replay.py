@@ -21,6 +21,7 @@ change of what the model is served is intended.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from agentfootprint.audit.sources import check_run_id, opened
 from agentfootprint.errors import FileError, ReplayDivergence, UsageError
 from agentfootprint.replayer.replay_run import ReplayResult, replay_sync
-from agentfootprint.runtime.tools import Tool, define_tool
+from agentfootprint.runtime.tools import Tool
 
 if TYPE_CHECKING:
     from agentfootprint.agent.agent import Agent
@@ -147,19 +148,15 @@ class NoModel:
 
 
 def silent_twins(tools: Any, executed: list[str]) -> list[Tool]:
-    """Tools with the same model-visible schemas whose execution fails (and is logged in
-    ``executed``): a replay answers every tool call from the recording."""
+    """Tools with the same model-visible schemas (and the same declarations: needs, ruled
+    arguments) whose execution fails (and is logged in ``executed``): a replay answers every
+    tool call from the recording."""
 
     def twin(tool: Tool) -> Tool:
         def execute(arguments: Any) -> Any:
             executed.append(tool.name)
             raise AssertionError(f"the replay ran tool {tool.name}")
 
-        return define_tool(
-            name=tool.name,
-            description=tool.description,
-            input_schema=dict(tool.input_schema),
-            execute=execute,
-        )
+        return dataclasses.replace(tool, execute=execute, takes_context=False)
 
     return [twin(tool) for tool in tools]
