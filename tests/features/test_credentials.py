@@ -498,13 +498,14 @@ def test_a_paused_run_under_conversation_redaction_verifies_and_resumes() -> Non
     assert consent_question("github", "search").encode() in stored
 
 
-def test_a_resume_that_died_before_closing_is_named_when_a_second_is_refused(
+def test_a_resume_that_died_before_closing_is_named_and_may_be_retried(
     tmp_path: Any,
 ) -> None:
-    """A resume's opening is stored first; if its process dies then, the pause stays
-    answered by a run that never closed, and a second resume says so (docs/pauses.md)."""
+    """A resume's opening is stored first; if its process dies then, a second resume is
+    refused naming the run that never closed, and ``retry=True`` answers instead: the dead
+    run verifies UNSEALED and is no answer (docs/pauses.md, log-format.md section 5.9)."""
     db = tmp_path / "log.db"
-    service = Service(af.AuthorizationRequired(authorization_url=URL))
+    service = Service(af.AuthorizationRequired(authorization_url=URL), af.Issued(token=TOKEN))
     agent = agent_with(service, script(("search", "c1")), [], store=str(db))
     paused = agent.run_sync("find")
     opened = next(agent.store.read(paused.run_id))
@@ -522,5 +523,27 @@ def test_a_resume_that_died_before_closing_is_named_when_a_second_is_refused(
     }
     RunWriter(writer, "crashed").append([("run.open", body)])
     writer.close()
-    with pytest.raises(af.ContinuationError, match="by run crashed, which never closed"):
+    with pytest.raises(af.ContinuationError, match="run crashed began answering") as refused:
         agent.resume_sync(paused)
+    assert "retry=True" in str(refused.value)
+    retried = agent.resume_sync(paused, retry=True)
+    assert retried.outcome == "answered"
+    opening = orjson.loads(bytes(next(agent.store.read(retried.run_id)).body))
+    assert opening["retries"] is True and opening["resumes"] == "pause-1"
+    verdicts = dict(af.Verifier(agent.store).verify_all())
+    assert not isinstance(verdicts.pop("crashed"), Exception)
+    assert all(not isinstance(v, Exception) for v in verdicts.values()), verdicts
+    with pytest.raises(af.ContinuationError, match="answered already"):
+        agent.resume_sync(paused, retry=True)  # an answer closed: no retry answers again
+
+
+def test_retry_is_refused_when_no_answer_began() -> None:
+    service = Service(af.AuthorizationRequired(authorization_url=URL))
+    agent = agent_with(service, script(("search", "c1")), [])
+    paused = agent.run_sync("find")
+    with pytest.raises(af.UsageError, match="no run began answering"):
+        agent.resume_sync(paused, retry=True)
+    with pytest.raises(af.UsageError, match="'retry'"):
+        agent.run_sync("hi", continue_from=paused, retry=True)  # not an abandonment
+    with pytest.raises(af.UsageError, match="True or False"):
+        agent.resume_sync(paused, retry="yes")  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import agentfootprint as af
 from agentfootprint.audit.pauses import open_questions
 from agentfootprint.cli import EXIT_OK, main
-from agentfootprint.testing.pause_logs import PENDING, paused, resumed
+from agentfootprint.testing.pause_logs import PENDING, paused, record, resumed, v5_open
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "pauses"
 
@@ -43,6 +43,21 @@ def test_a_pause_is_open_until_a_run_names_its_request(
     line = 'p  request="req-1"  kind="input"  tool="book"  question="Which dates?"'
     assert (line in shown) is listed and ("no open questions" in shown) is not listed
     assert db.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == [vector]
+
+
+def test_an_answer_that_never_closed_leaves_the_question_open_and_is_named(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "retry.db"
+    shutil.copyfile(VECTORS / "a-resume-that-never-closed-and-its-retry.db", db)
+    assert "no open questions" in runs(db, "--pending")  # the retry closed: answered
+    with af.SqliteStore(db) as store:
+        parent = paused(store, "p9", pending={**PENDING, "request_id": "req-9"})
+        record(store, "dead", v5_open("dead", parent, resumes="req-9"))
+    with af.SqliteStore(db, readonly=True) as reader:
+        (question,) = open_questions(reader)
+    assert (question.run_id, question.unclosed) == ("p9", ("dead",))
+    assert "began-answering-never-closed=dead" in runs(db, "--pending")
 
 
 def test_open_questions_of_a_database_and_of_its_bundle(tmp_path: Path) -> None:

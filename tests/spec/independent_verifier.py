@@ -1094,9 +1094,17 @@ def resume_answer(marker: dict[str, Any], writes: list[Any], asked: Any, seq: in
 
 
 def pause_findings(verifier: Any) -> list[Any]:
-    """Section 9.5 step 5: a paused run whose question more than one run continues."""
+    """Section 9.5 step 5: a paused run whose question more than one run continues, not
+    counting runs that verified UNSEALED (they never closed)."""
     out = []
-    for paused, (request, runs) in verifier.answered.items():
+    for paused, (request, answering) in verifier.answered.items():
+        runs = [
+            run
+            for run in answering
+            if not (
+                isinstance(verifier.cache.get(run), RunResult) and verifier.cache[run].close is None
+            )
+        ]
         if len(runs) > 1:
             out.append(((paused, "pause", None), f"request {request} answered {len(runs)} times"))
     return out

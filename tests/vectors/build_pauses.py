@@ -119,6 +119,23 @@ def _two_answers(store: Any) -> None:
         resumed(store, parent, "r2", resumes=None, abandons="req-1")
 
 
+def _retried(store: Any) -> None:
+    """A resume whose process died after its run.open (UNSEALED), then the retry that
+    answers: not two answers (the first never closed)."""
+    parent = paused(store)
+    record(store, "r1", v5_open("r1", parent, resumes="req-1"))
+    resumed(store, parent, "r2", retries=True)
+
+
+def _retried_and_both_closed(store: Any) -> None:
+    """A retry told wrongly: the first resume was alive, and both closed."""
+    parent = paused(store)
+    first = record(store, "r1", v5_open("r1", parent, resumes="req-1"))
+    resumed(store, parent, "r2", retries=True)
+    first.append([write(0, "resume_answer", {"start": "2026-12-24"}), commit(0, 1, "resume")])
+    first.append([close(1)])
+
+
 #: (file name, build, the run whose verdict is expected, that verdict or failure code)
 CASES: list[tuple[str, Build, str, str]] = [
     ("a pause and its resume", _valid, "r", "VALID_UNSIGNED"),
@@ -136,6 +153,8 @@ CASES: list[tuple[str, Build, str, str]] = [
     ("a resume whose first stage is not resume", _answer_first_stage, "r", "structure"),
     ("a resume that appends its answer", _answer_appended, "r", "structure"),
     ("two answers to one pause", _two_answers, "p", "pause"),
+    ("a resume that never closed, and its retry", _retried, "r2", "VALID_UNSIGNED"),
+    ("a retry whose first resume closed too", _retried_and_both_closed, "p", "pause"),
 ]
 
 

@@ -229,10 +229,11 @@ class Agent:
         continue_from: str | RunResult | None = None,
         abandon: bool = False,
         time: Mapping[str, Any] | None = None,
+        retry: bool = False,
     ) -> RunResult:
         """``run`` for code without an event loop."""
         return self._in_own_loop(
-            self.run(message, continue_from=continue_from, abandon=abandon, time=time),
+            self.run(message, continue_from=continue_from, abandon=abandon, time=time, retry=retry),
             "run_sync()",
             "agent.run()",
         )
@@ -243,10 +244,11 @@ class Agent:
         answer: Mapping[str, Any] | None = None,
         *,
         time: Mapping[str, Any] | None = None,
+        retry: bool = False,
     ) -> RunResult:
         """``resume`` for code without an event loop."""
         return self._in_own_loop(
-            self.resume(run, answer, time=time), "resume_sync()", "agent.resume()"
+            self.resume(run, answer, time=time, retry=retry), "resume_sync()", "agent.resume()"
         )
 
     def _in_own_loop(self, work: Coroutine[Any, Any, RunResult], sync: str, call: str) -> RunResult:
@@ -278,14 +280,23 @@ class Agent:
         continue_from: str | RunResult | None = None,
         abandon: bool = False,
         time: Mapping[str, Any] | None = None,
+        retry: bool = False,
     ) -> RunResult:
         """Run one turn. ``continue_from`` (a run id or result) carries its history over; a
         run that paused is continued by :meth:`resume`, or here with ``abandon=True`` (its
-        question is recorded as abandoned, and its waiting tool calls as not run).
-        ``time``: the turn's own clock, ``{"zone": IANA name, "now": unix ms}`` (either),
-        recorded on its clock row (needs the agent's ``time`` option)."""
-        if not isinstance(abandon, bool):
-            raise UsageError(f"run() argument 'abandon' must be True or False, got {abandon!r}")
+        question is recorded as abandoned, and its waiting tool calls as not run; ``retry``:
+        as for :meth:`resume`). ``time``: the turn's own clock, ``{"zone": IANA name,
+        "now": unix ms}`` (either), recorded on its clock row (needs the agent's ``time``
+        option)."""
+        for name, flag in (("abandon", abandon), ("retry", retry)):
+            if not isinstance(flag, bool):
+                raise UsageError(f"run() argument {name!r} must be True or False, got {flag!r}")
+        if retry and not abandon:
+            raise UsageError(
+                "run() argument 'retry' retries an abandonment of a pause (abandon=True); "
+                "a resume is retried with resume(..., retry=True)",
+                option="retry",
+            )
         if not isinstance(message, str):
             raise UsageError(
                 f"run() argument 'message' must be the user message as a str, got "
@@ -321,16 +332,33 @@ class Agent:
                 ),
                 option="abandon",
             )
-        return await self._execute(message, lineage, run_time=run_time)
+        if retry:
+            assert lineage is not None
+            self._check_retry(lineage)
+        return await self._execute(message, lineage, run_time=run_time, retry=retry)
 
-    def _unclosed(self, run_id: str) -> str:
-        """What to add when the run that answered a pause never closed (read from the index,
-        for the message only)."""
+    def _check_retry(self, lineage: Lineage) -> None:
+        """``retry=True`` says an earlier answer to the pause is gone: refused (a
+        :class:`UsageError`) unless a run began answering it and never closed (read from the
+        store's index, to refuse a claim that cannot hold; the store checks it again)."""
+        began = [
+            info
+            for info in self.store.runs()
+            if info.parent_run_id == lineage.run_id and not info.closed
+        ]
+        if not began:
+            raise UsageError(
+                f"retry=True: no run began answering the pause of run {lineage.run_id} "
+                "without closing; answer it without retry",
+                option="retry",
+            )
+
+    def _closed(self, run_id: str) -> bool:
+        """Whether a run the store holds has closed (read from the index, for a message)."""
         try:
-            closed = self.store.run_info(run_id).closed
+            return self.store.run_info(run_id).closed
         except AgentFootprintError:
-            return ""
-        return "" if closed else ", which never closed (its process died, or it is still running)"
+            return True
 
     def _run_time(self, time: Mapping[str, Any] | None) -> dict[str, Any] | None:
         checked = checked_run_time(time)
@@ -348,13 +376,20 @@ class Agent:
         answer: Mapping[str, Any] | None = None,
         *,
         time: Mapping[str, Any] | None = None,
+        retry: bool = False,
     ) -> RunResult:
         """Answer the question ``run`` paused on, and go on from where it stopped: a new run,
         recorded as the paused run's continuation (``run.open.resumes``), that commits the
         answer and finishes the paused batch of tool calls. Works from the log alone (in any
         process, after a crash). ``answer``: the fields asked (``pending.fields``), or None
         for a consent given. A pause is answered once. ``time``: the clock the answer came
-        with (recorded on the turn's ``clock-on-resume`` row; the turn keeps its clock)."""
+        with (recorded on the turn's ``clock-on-resume`` row; the turn keeps its clock).
+        ``retry=True``: an earlier resume of this pause began and never closed (its process
+        died), and is gone: this one answers instead (``run.open.retries``). If that earlier
+        resume was in fact still running, the one that closes first is the answer, and
+        whole-file verification reports a pause answered twice if both close."""
+        if not isinstance(retry, bool):
+            raise UsageError(f"resume() argument 'retry' must be True or False, got {retry!r}")
         run_time = self._run_time(time)
         lineage = self._lineage(run, resuming=True)
         if lineage.outcome != PAUSED:
@@ -364,7 +399,9 @@ class Agent:
                 run_id=lineage.run_id,
             )
         checked = checked_answer(answer, lineage.state["pending"])
-        return await self._execute(None, lineage, resume=checked, run_time=run_time)
+        if retry:
+            self._check_retry(lineage)
+        return await self._execute(None, lineage, resume=checked, run_time=run_time, retry=retry)
 
     async def _execute(
         self,
@@ -378,6 +415,7 @@ class Agent:
         finish: Callable[[EventStore, str, dict[str, Any]], None] | None = None,
         resume: dict[str, Any] | None = None,
         run_time: dict[str, Any] | None = None,
+        retry: bool = False,
     ) -> RunResult:
         """One run. The replayer plugs in recorded ``ports``, the original's
         ``replayed_policy`` (joined with the agent's) and ``log_format``, and ``finish``,
@@ -420,6 +458,8 @@ class Agent:
         if answers:
             assert lineage is not None
             opened["resumes" if resume is not None else "abandons"] = _request_of(lineage)
+            if retry:  # an earlier answer began and never closed (section 5.9)
+                opened["retries"] = True
         writer.append([("run.open", {**opened, **(open_extra or {})})])
         if answers:  # the store refuses a second answer to a pause before anything runs
             assert lineage is not None
@@ -427,9 +467,15 @@ class Agent:
                 await writer.aflush()
             except PauseAnsweredError as exc:
                 raise ContinuationError(
-                    f"cannot continue run {lineage.run_id}: its pause was answered already, "
-                    f"by run {exc.answered_by}{self._unclosed(exc.answered_by)} (a pause is "
-                    "answered once)",
+                    f"cannot continue run {lineage.run_id}: "
+                    + (
+                        f"its pause was answered already, by run {exc.answered_by} (a pause "
+                        "is answered once)"
+                        if self._closed(exc.answered_by)
+                        else f"run {exc.answered_by} began answering its pause and never "
+                        "closed (still under way in another process, or its process died); "
+                        "if it is gone, answer again with retry=True"
+                    ),
                     run_id=lineage.run_id,
                 ) from exc
         run = RunState(

@@ -49,8 +49,9 @@ def _exit_codes(one: str) -> str:
 @click.option(
     "--pending",
     is_flag=True,
-    help="Only the questions still open: runs closed paused (log format v5) that no run "
-    "resumes or abandons yet, each with its request, kind, tool and question.",
+    help="Only the questions still open: runs closed paused (log format v5) that no closed "
+    "run resumes or abandons yet, each with its request, kind, tool and question (and the "
+    "runs that began answering and never closed: retry them once gone).",
 )
 def runs(db: Database, pending: bool) -> None:
     """List the runs in DB (a database or an export bundle), in the order they opened.
@@ -102,6 +103,11 @@ def _pending(db: Database) -> None:
             f"kind={short(asked.get('kind'))}  tool={short(asked.get('tool'))}  "
             f"question={short(asked.get('question'), 120)}{named}  "
             f"conversation={one_line(question.conversation_id)}"
+            + (
+                f"  began-answering-never-closed={','.join(map(one_line, question.unclosed))}"
+                if question.unclosed
+                else ""
+            )
         )
 
 

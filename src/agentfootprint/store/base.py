@@ -27,6 +27,7 @@ from agentfootprint.logformat.rows import LinkedEvent, StoredEvent
 from agentfootprint.logformat.runs import RunInfo
 
 __all__ = [
+    "Answering",
     "AsyncAppend",
     "EventReader",
     "EventStore",
@@ -67,10 +68,18 @@ def run_index_from_open(event: StoredEvent) -> tuple[str, str | None]:
     return conversation, parent_id
 
 
-def answered_pause(event: StoredEvent) -> str | None:
-    """The parent whose pause a ``run.open`` answers (it carries ``resumes`` or ``abandons``,
-    log format v5, section 5.9), or None. Stores allow one such run per parent: the check
-    runs in the transaction that stores the opening (:func:`refuse_second_answer`)."""
+@dataclass(frozen=True, slots=True)
+class Answering:
+    """A ``run.open`` that answers a pause (``resumes`` or ``abandons``, log format v5): the
+    paused parent, and whether its writer retries an answer that never closed."""
+
+    parent: str
+    retries: bool
+
+
+def answered_pause(event: StoredEvent) -> Answering | None:
+    """What pause a ``run.open`` answers, or None. Stores let one answer per pause close:
+    the opening is checked in the transaction that stores it (:func:`refuse_second_answer`)."""
     body_bytes = bytes(event.body)
     if event.type != "run.open" or (
         b'"resumes"' not in body_bytes and b'"abandons"' not in body_bytes
@@ -84,18 +93,36 @@ def answered_pause(event: StoredEvent) -> str | None:
     if not isinstance(parent, dict) or not ("resumes" in body or "abandons" in body):
         return None
     parent_id = parent.get("run_id")
-    return parent_id if isinstance(parent_id, str) else None
+    if not isinstance(parent_id, str):
+        return None
+    return Answering(parent_id, body.get("retries") is True)
 
 
-def refuse_second_answer(run_id: str, parent: str, answered_by: str | None) -> None:
-    """Raise :class:`StoreConflictError` when ``parent``'s pause is answered already (by
-    ``answered_by``, a run the store holds that continues it)."""
-    if answered_by is not None:
+def refuse_second_answer(
+    run_id: str, answering: Answering, others: Iterable[tuple[str, bool]]
+) -> None:
+    """Raise :class:`PauseAnsweredError` unless ``run_id`` may answer ``answering.parent``'s
+    pause, given the other runs that answer it (``(run id, closed)``, as the store holds
+    them): never once one closed; while one is open (a resume under way, or one whose
+    process died) only when its writer retries (``retries``: the caller says it is gone)."""
+    parent = answering.parent
+    others = list(others)
+    closed = next((other for other, done in others if done), None)
+    if closed is not None:
         raise PauseAnsweredError(
             f"run {run_id}: run {parent} paused, and its question was answered already (by "
-            f"run {answered_by}): a pause is answered once (docs/log-format.md section 5.9)",
+            f"run {closed}): a pause is answered once (docs/log-format.md section 5.9)",
             parent=parent,
-            answered_by=answered_by,
+            answered_by=closed,
+        )
+    if others and not answering.retries:
+        began = others[0][0]
+        raise PauseAnsweredError(
+            f"run {run_id}: run {parent} paused, and run {began} began answering it and "
+            "never closed (under way in another process, or its process died): if it is "
+            "gone, answer again with retry=True (docs/pauses.md)",
+            parent=parent,
+            answered_by=began,
         )
 
 

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 from agentfootprint.errors import RunNotFoundError, StoreConflictError
+from agentfootprint.logformat.chain import CLOSING_TYPES
 from agentfootprint.store.base import (
     EventStore,
     IndexEntry,
@@ -51,14 +52,14 @@ class MemoryStore(EventStore):
                     )
                 if first == 0:
                     index[run_id] = run_index_from_open(events[0])
-                    parent = answered_pause(events[0])
-                    if parent is not None:
-                        children = (
-                            r
+                    answering = answered_pause(events[0])
+                    if answering is not None:
+                        others = [
+                            (r, r in self._events and self._events[r][-1].type in CLOSING_TYPES)
                             for r, (_, p) in [*self._index.items(), *index.items()]
-                            if p == parent and r != run_id
-                        )
-                        refuse_second_answer(run_id, parent, next(children, None))
+                            if p == answering.parent and r != run_id
+                        ]
+                        refuse_second_answer(run_id, answering, others)
                 lengths[run_id] = have + len(events)
                 staged.append(events)
             self._index.update(index)

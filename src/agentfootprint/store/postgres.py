@@ -388,16 +388,18 @@ class PostgresStore(EventStore):
         its run (read from the database when this store does not know the run's length, or
         an earlier batch of the transaction wrote to the same run)."""
         first = events[0]
-        answered = answered_pause(first) if first.seq == 0 else None
-        if answered is not None:
+        answering = answered_pause(first) if first.seq == 0 else None
+        if answering is not None:
             # one answer per pause: answerers take turns under a lock, and the check reads
             # what committed before it (each statement of a READ COMMITTED transaction does)
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _LOCK_ANSWER))
-            row = cur.execute(
-                "SELECT run_id FROM runs WHERE parent_run_id = %s AND run_id <> %s LIMIT 1",
-                (answered, first.run_id),
-            ).fetchone()
-            refuse_second_answer(first.run_id, answered, row[0] if row else None)
+            others = cur.execute(
+                self._INFO + " WHERE r.parent_run_id = %s AND r.run_id <> %s",
+                (answering.parent, first.run_id),
+            ).fetchall()
+            refuse_second_answer(
+                first.run_id, answering, [(row[0], row[5] in CLOSING_TYPES) for row in others]
+            )
         if first.seq != 0:  # (the run index's primary key refuses a second opening)
             with self._lock:
                 count = self._next_seq.get(first.run_id)

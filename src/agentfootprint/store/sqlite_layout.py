@@ -467,17 +467,20 @@ class Layout(abc.ABC):
                 f"run {first.run_id}: append at seq {first.seq} but the run has {count} events"
             )
 
-    @staticmethod
-    def _index_run(conn: sqlite3.Connection, first: StoredEvent) -> None:
+    def _index_run(self, conn: sqlite3.Connection, first: StoredEvent) -> None:
         """A new run's index entry, from its ``run.open`` (never evidence)."""
         conversation, parent = run_index_from_open(first)
-        answered = answered_pause(first)
-        if answered is not None:  # one answer per pause, in the appending transaction
-            row = conn.execute(
-                "SELECT run_id FROM runs WHERE parent_run_id = ? AND run_id <> ? LIMIT 1",
-                (answered, first.run_id),
-            ).fetchone()
-            refuse_second_answer(first.run_id, answered, row[0] if row else None)
+        answering = answered_pause(first)
+        if answering is not None:  # one answer per pause, in the appending transaction
+            others = conn.execute(
+                self.info_query + " WHERE r.parent_run_id = ? AND r.run_id <> ?",
+                (answering.parent, first.run_id),
+            ).fetchall()
+            refuse_second_answer(
+                first.run_id,
+                answering,
+                [(row[0], self.type_name(row[5]) in CLOSING_TYPES) for row in others],
+            )
         conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?)", (first.run_id, conversation, parent, first.ts)
         )

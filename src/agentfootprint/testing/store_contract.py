@@ -262,6 +262,31 @@ class StoreContract:
         )
         assert store.run_ids() == ["p", "a1", "c"]
 
+    def test_an_answer_that_never_closed_may_be_retried_once(self, store: EventStore) -> None:
+        """An answering run that never closed does not answer the pause: a run that says it
+        retries (``run.open.retries``) may answer it; once an answer has closed, none may,
+        retrying or not (docs/log-format.md section 5.9)."""
+
+        def answering(run_id: str, **extra: Any) -> dict[str, Any]:
+            return {**open_body(run_id, "p", {"run_id": "p"}), "resumes": "pause-1", **extra}
+
+        self._write_run(store, "p", commits=1)
+        RunWriter(store, "dead", clock=_ticking_clock()).append([("run.open", answering("dead"))])
+        with pytest.raises(PauseAnsweredError, match="never closed") as refused:
+            RunWriter(store, "plain", clock=_ticking_clock()).append(
+                [("run.open", answering("plain"))]
+            )
+        assert refused.value.answered_by == "dead"
+        retry = RunWriter(store, "retry", clock=_ticking_clock())
+        retry.append([("run.open", answering("retry", retries=True))])
+        retry.append([("run.close", {"outcome": "answered", "commits": 0, "receipts": 0})])
+        with pytest.raises(PauseAnsweredError, match="answered already") as refused:
+            RunWriter(store, "late", clock=_ticking_clock()).append(
+                [("run.open", answering("late", retries=True))]
+            )
+        assert refused.value.answered_by == "retry"
+        assert store.run_ids() == ["p", "dead", "retry"]
+
     def test_the_seal_log_lists_sealed_runs_in_seal_order(self, store: EventStore) -> None:
         """A batch holding a ``run.seal`` row gives its run the next leaf, in that batch's
         transaction (docs/log-format.md section 4.1); a store keeping no seal log says None."""

@@ -183,19 +183,26 @@ def check_resume_commit(check: RunCheck, seq: int, body: Mapping[str, Any]) -> N
 class PauseAnswers:
     """Whole-file verification, step 5 (section 9.5): the runs that continue each paused run,
     noted as their ``run.open`` passes section 9.3 (in whatever order the runs are verified);
-    more than one for a pause is one **pause** finding."""
+    more than one for a pause, not counting those that verified UNSEALED (an answer whose
+    writer died before it closed), is one **pause** finding."""
 
-    __slots__ = ("_answers",)
+    __slots__ = ("_answers", "_unclosed")
 
     def __init__(self) -> None:
         #: paused run -> (its request, the runs continuing it, in the order first seen)
         self._answers: dict[str, tuple[str, dict[str, None]]] = {}
+        #: runs that verified and never closed (UNSEALED): an answer whose writer died
+        self._unclosed: set[str] = set()
 
     def answered(self, paused: str, request: str, run_id: str) -> None:
         self._answers.setdefault(paused, (request, {}))[1][run_id] = None
 
+    def unclosed(self, run_id: str) -> None:
+        self._unclosed.add(run_id)
+
     def findings(self) -> Iterator[VerificationError]:
-        for paused, (request, runs) in self._answers.items():
+        for paused, (request, answering) in self._answers.items():
+            runs = [run for run in answering if run not in self._unclosed]
             if len(runs) > 1:
                 yield VerificationError(
                     paused,

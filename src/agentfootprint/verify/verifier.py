@@ -225,6 +225,8 @@ class Verifier:
                 else:
                     parent = verified.ancestors[-1] if verified.ancestors else None
                     index.verdict(run_id, (verified.conversation_id, parent, verified.opened_at))
+                    if verified.close is None:  # UNSEALED: an answer that never closed
+                        answers.unclosed(run_id)
                     yield run_id, verified
         finally:
             self._failed = None
