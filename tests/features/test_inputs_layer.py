@@ -340,3 +340,36 @@ def test_a_context_without_the_layer_is_refused() -> None:
 def test_define_tool_checks_the_rules(rules: Any, says: str) -> None:
     with pytest.raises(af.UsageError, match=says):
         report_tool([], rules)
+
+
+def test_a_redacted_ask_resumes_with_the_vault_and_fails_closed_without(tmp_path: Path) -> None:
+    """A policy committing what the ask bound (``calls``): a resume that opens the log with
+    the vault answers it; one without the vault is refused before it writes anything."""
+    db, vault = tmp_path / "log.db", tmp_path / "vault.db"
+    policy = af.RedactionPolicy(keys=["calls"])
+    ran: list[Any] = []
+    agent = agent_for(batch({"q": "a"}), ran, store=db, redact=policy, disclosures=vault)
+    paused = agent.run_sync("go")
+    agent.close()
+    blind = af.Agent(
+        provider=af.MockProvider(["done"]),
+        model="m",
+        tools=[report_tool(ran)],
+        store=db,
+        redact=policy,
+    )
+    with pytest.raises(af.ContinuationError, match="redacted"):
+        blind.resume_sync(paused.run_id, {"f1": 7})
+    assert ran == [] and len(blind.store.run_ids()) == 1  # nothing was written
+    blind.close()
+    seeing = af.Agent(
+        provider=af.MockProvider(["done"]),
+        model="m",
+        tools=[report_tool(ran)],
+        store=db,
+        redact=policy,
+        disclosures=vault,
+    )
+    assert seeing.resume_sync(paused.run_id, {"f1": 7}).outcome == "answered"
+    assert ran == [{"q": "a", "window": "24h", "period": 7}]
+    seeing.close()

@@ -1351,6 +1351,8 @@ class Verifier:
                     raise structure(seq, "pending without a pause, or a pause without pending")
                 if body["outcome"] == "paused":
                     paused_close(body["pending"], state.get("pending"), seq)
+                if "pending" in body and "pending" in state:  # 12.5 step 1: repeated, in place
+                    in_place = commitment_positions({"pending": state["pending"]})
                 if body["commits"] != commit or body["receipts"] != receipts:
                     raise structure(seq, "run.close's counts differ from the log")
                 if record_receipt and body["calls"] != receipts:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 import agentfootprint as af
+from agentfootprint.logformat.commitments import PolicyDocument, commitment_digest
 from agentfootprint.logformat.log_formats import LOG_FORMAT_V3
 from agentfootprint.testing.pause_logs import (
     PENDING,
@@ -136,6 +137,25 @@ def _retried_and_both_closed(store: Any) -> None:
     first.append([close(1)])
 
 
+def _redacted_question(store: Any) -> None:
+    """A question whose context holds a value the run's policy commits: the close repeats
+    the state's ``pending``, commitment and all, in place (no reuse: section 12.5 step 1)."""
+    document = {"v": 3, "keys": ["email"], "patterns": []}
+    opened = v5_open(
+        "p", policy=document, policy_digest=PolicyDocument.from_json(document).digest()
+    )
+    hidden = commitment_digest("c2FsdHNhbHRzYWx0c2FsdA", "email", "ann@example.com")
+    question = {**PENDING, "context": {"email": {"$commit": hidden}}}
+    record(
+        store,
+        "p",
+        opened,
+        [write(0, "history", ["hello"]), commit(0, 1)],
+        [write(1, "pending", question), commit(1, 1, stage="tool-calls")],
+        [close(2, "paused", pending=question)],
+    )
+
+
 #: (file name, build, the run whose verdict is expected, that verdict or failure code)
 CASES: list[tuple[str, Build, str, str]] = [
     ("a pause and its resume", _valid, "r", "VALID_UNSIGNED"),
@@ -155,6 +175,7 @@ CASES: list[tuple[str, Build, str, str]] = [
     ("two answers to one pause", _two_answers, "p", "pause"),
     ("a resume that never closed, and its retry", _retried, "r2", "VALID_UNSIGNED"),
     ("a retry whose first resume closed too", _retried_and_both_closed, "p", "pause"),
+    ("a question holding a redacted value", _redacted_question, "p", "VALID_UNSIGNED"),
 ]
 
 

@@ -398,6 +398,13 @@ class Agent:
                 f"{lineage.outcome!r}); continue it with run(message, continue_from=...)",
                 run_id=lineage.run_id,
             )
+        if next(iter_commitments(lineage.state["pending"]), None) is not None:
+            raise ContinuationError(
+                f"resume: run {lineage.run_id} paused on a question part of which is redacted "
+                "and cannot be opened here: resume with the disclosure vault it was recorded "
+                "with (disclosures=...)",
+                run_id=lineage.run_id,
+            )
         checked = checked_answer(answer, lineage.state["pending"])
         if retry:
             self._check_retry(lineage)

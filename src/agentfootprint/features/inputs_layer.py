@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import jsonschema
 
-from agentfootprint.errors import CanonicalFormError
+from agentfootprint.errors import CanonicalFormError, RunError
 from agentfootprint.features.base import (
     MISSING,
     Feature,
@@ -275,8 +275,8 @@ async def _answered(
     """A resume of an input pause: bind each valid answer to its calls; ask again what is
     missing or invalid, or, after the last round, refuse those calls."""
     s = ctx.scope
-    ours = (pending.get("context") or {}).get(RESERVED) or {}
-    round_ = int(ours.get("round", 1))
+    ours = _bindings(pending)
+    round_ = ours["round"]
     answer = s.get("resume_answer")
     answer = answer if isinstance(answer, dict) else {}
     fills: Fills = {
@@ -286,7 +286,7 @@ async def _answered(
     fields = pending.get("fields") or {}
     again: list[_Binding] = []
     problems: dict[str, str] = {}
-    for bound in ours.get("fields", []):
+    for bound in ours["fields"]:
         binding = _Binding(bound["field"], bound["tool"], bound["argument"], list(bound["calls"]))
         why = _invalid(answer, binding.field, fields.get(binding.field, {}))
         for call_id in binding.calls:
@@ -317,6 +317,34 @@ async def _answered(
     renumbered = [_Binding(f"f{i + 1}", b.tool, b.argument, b.calls) for i, b in enumerate(again)]
     renamed = {f"f{i + 1}": problems[b.field] for i, b in enumerate(again)}
     return await _ask(ctx, renumbered, round_ + 1, renamed)
+
+
+def _bindings(pending: Mapping[str, Any]) -> dict[str, Any]:
+    """The ask's own record (``context.agentfootprint``) as the paused run wrote it; a
+    :class:`RunError` when it cannot be read (a redaction policy committed part of it and the
+    resume has no vault to open it)."""
+    context = pending.get("context")
+    ours = context.get(RESERVED) if isinstance(context, dict) else None
+    fields = ours.get("fields") if isinstance(ours, dict) else None
+    readable = (
+        isinstance(ours, dict)
+        and type(ours.get("round")) is int
+        and isinstance(fields, list)
+        and all(
+            isinstance(f, dict)
+            and all(isinstance(f.get(k), str) for k in ("field", "tool", "argument"))
+            and isinstance(f.get("calls"), list)
+            and all(isinstance(c, str) for c in f["calls"])
+            for f in fields
+        )
+    )
+    if not readable:
+        raise RunError(
+            f"the pause {pending.get('request_id')!r} asked for arguments, but what it bound "
+            "them to cannot be read (redacted: resume with the disclosure vault)"
+        )
+    assert isinstance(ours, dict)
+    return ours
 
 
 def _invalid(answer: Mapping[str, Any], name: str, schema: Any) -> str | None:

@@ -403,6 +403,8 @@ def check_redaction(check: RunCheck, seq: int, type_: str, body: dict[str, Any])
     rerecorded: Callable[[str, tuple[str | int, ...]], bool] = lambda _d, _p: False  # noqa: E731
     if type_ == "write" and body["verb"] == "set":
         rerecorded = _held_by(check.state.get(body["path"]), (body["path"],))
+    elif type_ == "run.close" and "pending" in body:  # the close repeats the question (5.9)
+        rerecorded = _held_by(check.state.get("pending"), ("pending",))
     # one walk: every malformed commitment (commitment) before any reuse
     # (commitment-reuse) before any leak (leak), whatever the walk order
     try:
