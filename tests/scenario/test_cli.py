@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -57,7 +59,18 @@ def run_ids(db: Path) -> list[str]:
         ),
         (["demo"], ["--db", "agentfootprint.db", "scripted", "verify", "not an agentfootprint"]),
         (["runs"], ["DB", "export bundle", "opened", "read-only", "run index", "2  usage"]),
-        (["show"], ["RUN_ID", "timeline", "commitments", "verified first", "1  the run does"]),
+        (
+            ["show"],
+            [
+                "RUN_ID",
+                "timeline",
+                "commitments",
+                "verified first",
+                "1  the run does",
+                "--full",
+                "--json",
+            ],
+        ),
         (["served"], ["call K", "rebuilt from the log", "receipt attests", "verified first"]),
         (
             ["tool-calls"],
@@ -289,3 +302,34 @@ def test_keys_help_is_accurate(runner: CliRunner, command: list[str], words: lis
     assert result.exit_code == 0
     for word in words:
         assert word in result.output
+
+
+def test_show_full_and_json_give_every_value_whole(demo_db: Path, runner: CliRunner) -> None:
+    first = run_ids(demo_db)[0]
+    cut = runner.invoke(main, ["show", str(demo_db), first])
+    full = runner.invoke(main, ["show", str(demo_db), first, "--full"])
+    as_json = runner.invoke(main, ["show", str(demo_db), first, "--json"])
+    assert cut.exit_code == full.exit_code == as_json.exit_code == 0
+    document = json.loads(as_json.output)
+    assert document["run_id"] == first and document["verdict"] == "VALID_UNSIGNED"
+    store = af.SqliteStore(demo_db, readonly=True)
+    try:
+        rows = list(store.read(first))
+    finally:
+        store.close()
+    listed = [document["opened"]] + [
+        row for commit in document["commits"] for row in [*commit["rows"], commit]
+    ]
+    listed += [document["close"], document["seal"]]
+    assert [r["seq"] for r in listed] == [row.seq for row in rows]  # every row, in order
+    assert all(
+        json.loads(bytes(row.body)) == r["body"] for row, r in zip(rows, listed, strict=True)
+    )
+    # the longest written value, cut in the plain timeline, is whole with --full
+    longest = max(
+        (orjson.dumps(r["body"]["value"]).decode() for r in listed if r["type"] == "write"),
+        key=len,
+    )
+    assert len(longest) > 72 and longest not in cut.output and longest in full.output
+    both = runner.invoke(main, ["show", str(demo_db), first, "--full", "--json"])
+    assert both.exit_code == EXIT_USAGE

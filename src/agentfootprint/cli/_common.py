@@ -249,9 +249,10 @@ def when(ts: object) -> str:
         return str(ts)
 
 
-def short(value: Any, limit: int = 72) -> str:
+def short(value: Any, limit: int | None = 72) -> str:
+    """``value`` as one line of JSON, cut at ``limit`` characters (None: whole)."""
     text = orjson.dumps(value).decode()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
 def echo_json(document: Any, *, sort_keys: bool = False) -> None:

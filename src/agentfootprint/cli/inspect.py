@@ -15,7 +15,7 @@ import click
 from agentfootprint.audit.pauses import open_questions
 from agentfootprint.audit.read import RunReader
 from agentfootprint.audit.sources import body_object
-from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, one_line
+from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, json_errors, one_line
 from agentfootprint.cli._common import (
     DB,
     Database,
@@ -111,40 +111,63 @@ def _pending(db: Database) -> None:
         )
 
 
-def _error(error: Any) -> str:
+def _error(error: Any, limit: int | None) -> str:
     if not isinstance(error, dict):
-        return f"  ERROR error: {short(error, 120)}"
+        return f"  ERROR error: {_shown(error, 120, limit)}"
     detail = error.get("message", error.get("details"))
-    return f"  ERROR {one_line(error.get('type', 'error'))}: {short(detail, 120)}"
+    return f"  ERROR {one_line(error.get('type', 'error'))}: {_shown(detail, 120, limit)}"
 
 
-def _line(type_: str, body: dict[str, Any]) -> str | None:
+def _shown(value: Any, cut: int, limit: int | None) -> str:
+    """``value`` as one line of JSON: cut at ``cut`` characters, or whole (``limit`` None:
+    ``show --full``)."""
+    return short(value, cut) if limit is not None else short(value, None)
+
+
+def _line(type_: str, body: dict[str, Any], limit: int | None) -> str | None:
     """The pending line a row adds under its commit (None: the row prints none)."""
     if type_ == "write":
-        value = "" if body["verb"] == "delete" else " " + short(body.get("value"))
+        value = "" if body["verb"] == "delete" else " " + _shown(body.get("value"), 72, limit)
         return f"    {body['verb']:<6} {one_line(body['path'])}{value}"
     if type_ == "receipt":
         messages = body["messages"]
         count = messages["keep"] + len(messages["add"])
-        return (
-            f"    receipt call {body['call']}: request {body['request'][:16]}… ({count} messages)"
-        )
+        request = body["request"] if limit is None else body["request"][:16] + "…"
+        return f"    receipt call {body['call']}: request {request} ({count} messages)"
     if type_ == "event":
-        return f"    event  {one_line(body.get('name'))}"
+        payload = "" if limit is not None else " " + short(body.get("payload"), None)
+        return f"    event  {one_line(body.get('name'))}{payload}"
     return None
 
 
 @click.command(epilog=_exit_codes("the run does not verify (nothing of it is shown)"))
 @click.argument("db", type=DB)
 @click.argument("run_id")
-def show(db: Database, run_id: str) -> None:
+@click.option("--full", is_flag=True, help="Print every value whole (no value is cut).")
+@click.option(
+    "--json",
+    "json_out",
+    is_flag=True,
+    is_eager=True,  # set before any other argument is checked: its failures are JSON too
+    callback=json_errors,
+    help="One JSON document: the opening, each commit with its rows, the close and the seal, "
+    "every body whole.",
+)
+def show(db: Database, run_id: str, full: bool, json_out: bool) -> None:
     """Print RUN_ID's commit timeline: each stage's writes, receipts and decisions.
 
     DB is a database (opened read-only, never changed) or an export bundle; redacted
-    values show as their commitments. The run is verified first.
+    values show as their commitments. The run is verified first. Values longer than a line
+    are cut unless --full; --json gives the whole timeline as data.
     """
+    if full and json_out:
+        fail("show: give --full or --json, not both (--json is always whole)")
     with open_log(db) as source:
-        shared_verifier(source).verify(run_id)
+        verified = shared_verifier(source).verify(run_id)
+        if json_out:
+            echo_json(_timeline(source, run_id, verified.outcome.value))
+            return
+        limit = None if full else 72
         pending: list[str] = []
         for event in source.read(run_id):
             body = parse(event.body)
@@ -158,18 +181,50 @@ def show(db: Database, run_id: str) -> None:
             elif event.type == "commit":
                 extra = f" -> {one_line(body['decision'])}" if "decision" in body else ""
                 if "error" in body:
-                    extra += _error(body["error"])
+                    extra += _error(body["error"], limit)
                 click.echo(f"  [{body['commit']:>3}] {one_line(body['stage_run'])}{extra}")
                 for line in pending:
                     click.echo(line)
                 pending = []
             elif event.type == "run.close":
-                click.echo(f"run closed {when(event.ts)}: {short(body, 200)}")
+                click.echo(f"run closed {when(event.ts)}: {_shown(body, 200, limit)}")
             elif event.type == "run.seal":
                 signed = [s.keyid for s in parse_envelope(body["dsse"]).signatures]
                 click.echo(f"run sealed by key {one_line(', '.join(signed))} (verify --key)")
-            elif (added := _line(event.type, body)) is not None:
+            elif (added := _line(event.type, body, limit)) is not None:
                 pending.append(added)
+
+
+def _timeline(source: Any, run_id: str, outcome: str) -> dict[str, Any]:
+    """``show --json``: the verified run's rows as data, grouped by the commit they belong to
+    (a commit's writes, receipts and events come before its marker in the log)."""
+    document: dict[str, Any] = {
+        "run_id": run_id,
+        "verdict": outcome,
+        "opened": None,
+        "commits": [],
+        "close": None,
+        "seal": None,
+    }
+    rows: list[dict[str, Any]] = []
+    for event in source.read(run_id):
+        body = parse(event.body)
+        row = {"seq": event.seq, "type": event.type, "ts": event.ts, "body": body}
+        if event.type == "run.open":
+            document["opened"] = row
+        elif event.type == "commit":
+            document["commits"].append({**row, "rows": rows})
+            rows = []
+        elif event.type == "run.close":
+            document["close"] = row
+        elif event.type == "run.seal":
+            keys = [s.keyid for s in parse_envelope(body["dsse"]).signatures]
+            document["seal"] = {**row, "keys": keys}
+        else:
+            rows.append(row)
+    if rows:  # receipts written ahead of a call whose commit never came (a crash)
+        document["unfinished"] = rows
+    return document
 
 
 @click.command(epilog=_exit_codes("the run does not verify, or (--wire) its wire digest differs"))
