@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import agentfootprint as af
 from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_UNSEALED, EXIT_USAGE, main
+from agentfootprint.cli._boundary import first_sentence
 from agentfootprint.store.writer import RunWriter
 from agentfootprint.testing.store_contract import open_body
 
@@ -333,3 +334,24 @@ def test_show_full_and_json_give_every_value_whole(demo_db: Path, runner: CliRun
     assert len(longest) > 72 and longest not in cut.output and longest in full.output
     both = runner.invoke(main, ["show", str(demo_db), first, "--full", "--json"])
     assert both.exit_code == EXIT_USAGE
+
+
+def test_the_top_help_is_grouped_with_a_start_line_and_nothing_cut(runner: CliRunner) -> None:
+    shown = runner.invoke(main, ["--help"], terminal_width=80)
+    assert shown.exit_code == 0
+    text = shown.output
+    titles = ["Start here:", "Inspect a log:", "Verify:", "Share with an auditor:"]
+    titles += ["Replay against new code:", "Keys and stores:"]
+    assert [text.index(t) for t in titles] == sorted(text.index(t) for t in titles)
+    assert "Other commands:" not in text  # every command has its section
+    listed = [
+        line.split()[0]
+        for line in text.split("Start here:")[1].split("Exit codes")[0].splitlines()
+        if line.startswith("  ") and not line.startswith("   ") and line.split()
+    ]
+    commands = sorted(main.commands)
+    assert sorted(n for n in listed if n in main.commands) == commands
+    assert "..." not in text.split("Start here:")[1].split("Exit codes")[0]  # nothing cut
+    flat = "".join(text.split())
+    for name in commands:  # each listed with its first sentence whole
+        assert "".join(first_sentence(main.commands[name]).split()) in flat, name

@@ -112,3 +112,15 @@ for _command in (
     scan_command,
 ):
     main.add_command(_command)
+
+main.start = (
+    "`agentfootprint demo` records a run and verifies it; then `runs DB` lists what a log "
+    "holds, `show DB RUN_ID` reads one run, and `verify DB` proves it."
+)
+main.sections = (
+    ("Inspect a log", ("runs", "show", "served", "state", "tool-calls", "diff")),
+    ("Verify", ("verify", "scan", "checkpoint", "consistency")),
+    ("Share with an auditor", ("export", "import", "copy", "disclose", "erase")),
+    ("Replay against new code", ("replay", "demo")),
+    ("Keys and stores", ("keys", "vault-key", "init")),
+)

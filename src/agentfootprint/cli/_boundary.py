@@ -173,7 +173,40 @@ def _error_message(exc: AgentFootprintError) -> str:
 
 
 class BoundaryGroup(click.Group):
-    """A click group whose subcommands run inside the error boundary."""
+    """A click group whose subcommands run inside the error boundary, listed in ``--help``
+    by what they are for (``sections``: title -> command names, after a ``start`` line),
+    each with its first sentence whole (click's own listing cuts it to one line)."""
+
+    #: the --help sections, in order: (title, command names); set by the program
+    sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: the line above them, saying where to begin
+    start: str = ""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if not self.sections:
+            super().format_commands(ctx, formatter)
+            return
+        if self.start:
+            with formatter.section("Start here"):
+                formatter.write_text(self.start)
+        listed: set[str] = set()
+        for title, names in self.sections:
+            rows = []
+            for name in names:
+                command = self.get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                listed.add(name)
+                rows.append((name, first_sentence(command)))
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        rest = [n for n in self.list_commands(ctx) if n not in listed]
+        if rest:  # a command no section names is still listed
+            with formatter.section("Other commands"):
+                formatter.write_dl(
+                    [(n, first_sentence(c)) for n in rest if (c := self.get_command(ctx, n))]
+                )
 
     def make_context(
         self,
@@ -231,3 +264,12 @@ class BoundaryGroup(click.Group):
                 EXIT_USAGE,
                 error_code="internal",
             )
+
+
+def first_sentence(command: click.Command) -> str:
+    """A command's first sentence, whole: what ``--help`` lists it with."""
+    if command.short_help:
+        return command.short_help
+    text = " ".join((command.help or "").split("\n\n")[0].split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
