@@ -30,7 +30,7 @@ import statistics
 import string
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -477,3 +477,29 @@ def write_figures(path: Path | None, figures: dict[str, Any]) -> None:
     if path is not None:
         path.write_text(json.dumps(figures, indent=2) + "\n")
         print(f"\nfigures written to {path}")
+
+
+@contextlib.contextmanager
+def methods_timed(owner: Any, names: Sequence[str]) -> Iterator[list[float]]:
+    """Within the block, ``owner``'s methods ``names`` are timed call by call (an upper bound:
+    the timer's own cost is in it); the one-item list holds the seconds spent in them."""
+    spent = [0.0]
+    originals = {name: getattr(owner, name) for name in names}
+
+    def timed(fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+
+        return call
+
+    try:
+        for name, fn in originals.items():
+            setattr(owner, name, timed(fn))
+        yield spent
+    finally:
+        for name, fn in originals.items():
+            setattr(owner, name, fn)

@@ -36,7 +36,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import conversation_agent, environment, final_text, print_environment, user_text
+from common import (
+    conversation_agent,
+    environment,
+    final_text,
+    methods_timed,
+    print_environment,
+    user_text,
+)
 from redaction import PII_KEYS, PiiConversation, pii
 
 import agentfootprint as af
@@ -86,28 +93,10 @@ def record(conv: PiiConversation, db: Path, version: int, quoting: bool = False)
 
 
 def timed_work(conv: PiiConversation, db: Path, version: int, owner: Any, names: Any) -> float:
-    """Seconds spent inside ``owner``'s methods ``names`` (timed call by call, so an upper
-    bound) while the conversation is recorded under ``version``."""
-    spent = [0.0]
-    originals = {name: getattr(owner, name) for name in names}
-
-    def timed(fn: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[0] += time.perf_counter() - t0
-
-        return call
-
-    try:
-        for name, fn in originals.items():
-            setattr(owner, name, timed(fn))
+    """Seconds spent inside ``owner``'s methods ``names`` while the conversation is recorded
+    under ``version``."""
+    with methods_timed(owner, names) as spent:
         record(conv, db, version)
-    finally:
-        for name, fn in originals.items():
-            setattr(owner, name, fn)
     return spent[0]
 
 

@@ -38,6 +38,7 @@ from common import (
     TOOL_SCHEMA,
     Conversation,
     environment,
+    methods_timed,
     print_environment,
     run_agent_conversation,
 )
@@ -87,28 +88,8 @@ def record(conv: Conversation, folder: Path, name: str) -> tuple[float, int]:
 def guard_work(conv: Conversation, folder: Path) -> tuple[float, int]:
     """Seconds spent inside the guard itself (its methods timed one by one, so an upper
     bound) while the conversation is recorded with the guard on, and its bodies."""
-    spent = [0.0]
-    originals = {
-        name: getattr(leak_guard.LeakGuard, name) for name in ("withhold", "holds", "checked")
-    }
-
-    def timed(fn: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[0] += time.perf_counter() - t0
-
-        return call
-
-    try:
-        for name, fn in originals.items():
-            setattr(leak_guard.LeakGuard, name, timed(fn))
+    with methods_timed(leak_guard.LeakGuard, ("withhold", "holds", "checked")) as spent:
         _, bodies = record(conv, folder, "timed")
-    finally:
-        for name, fn in originals.items():
-            setattr(leak_guard.LeakGuard, name, fn)
     return spent[0], bodies
 
 

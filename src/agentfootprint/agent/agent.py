@@ -683,12 +683,9 @@ class Agent:
         memo: dict[int, tuple[Any, Any]] = {}
         if vault is None:
             return committed, memo, None
-        literals: dict[str, None] = {}
-        for digest, _key, _path in iter_commitments(committed):
-            found = vault.get(digest)
-            if found is not None and found.opens():
-                literals.update(dict.fromkeys(literals_of(found.value)))
-        state = {key: vault.reveal(value, memo) for key, value in committed.items()}
+        opened: list[Any] = []
+        state = {key: vault.reveal(value, memo, opened) for key, value in committed.items()}
+        literals = (literal for value in opened for literal in literals_of(value))
         return state, memo, EchoSearch(literals)
 
     def _remember(self, lineage: Lineage) -> None:

@@ -12,8 +12,8 @@ failure as one JSON object on stdout instead (docs/log-format.md section 9.6).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TypeVar
 
 import click
 import orjson
@@ -55,7 +55,7 @@ VERDICT_COMMANDS = frozenset({"verify", "demo", "diff", "replay"})
 JSON_ERRORS = "agentfootprint.json_errors"
 #: commands whose ``--json`` covers failures too (before their options are parsed, a
 #: ``--json`` among the arguments decides)
-_JSON_COMMANDS = frozenset({"verify"})
+_JSON_COMMANDS = frozenset({"verify", "show"})
 _ARGS = "agentfootprint.args"
 #: click 8.2+: a group given no arguments prints its help (exit 2), which stays
 _HELP_ERRORS: tuple[type[Exception], ...] = tuple(
@@ -102,6 +102,17 @@ def json_errors(ctx: click.Context, param: click.Parameter, value: bool) -> bool
     printed as one JSON object (:class:`BoundaryGroup`)."""
     ctx.meta[JSON_ERRORS] = bool(value)
     return value
+
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def json_flag(help: str) -> Callable[[FC], FC]:
+    """A command's ``--json`` flag (``json_out``): eager, so that the command's failures,
+    usage errors included, are JSON too (:func:`json_errors`)."""
+    return click.option(
+        "--json", "json_out", is_flag=True, is_eager=True, callback=json_errors, help=help
+    )
 
 
 def _wants_json(ctx: click.Context) -> bool:

@@ -15,7 +15,7 @@ import click
 from agentfootprint.audit.pauses import open_questions
 from agentfootprint.audit.read import RunReader
 from agentfootprint.audit.sources import body_object
-from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, json_errors, one_line
+from agentfootprint.cli._boundary import EXIT_DIFFERENT, EXIT_USAGE, fail, json_flag, one_line
 from agentfootprint.cli._common import (
     DB,
     Database,
@@ -144,14 +144,9 @@ def _line(type_: str, body: dict[str, Any], limit: int | None) -> str | None:
 @click.argument("db", type=DB)
 @click.argument("run_id")
 @click.option("--full", is_flag=True, help="Print every value whole (no value is cut).")
-@click.option(
-    "--json",
-    "json_out",
-    is_flag=True,
-    is_eager=True,  # set before any other argument is checked: its failures are JSON too
-    callback=json_errors,
-    help="One JSON document: the opening, each commit with its rows, the close and the seal, "
-    "every body whole.",
+@json_flag(
+    "One JSON document: the opening, each commit with its rows, the close and the seal, "
+    "every body whole."
 )
 def show(db: Database, run_id: str, full: bool, json_out: bool) -> None:
     """Print RUN_ID's commit timeline: each stage's writes, receipts and decisions.

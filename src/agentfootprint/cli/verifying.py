@@ -18,7 +18,7 @@ from agentfootprint.cli._boundary import (
     EXIT_OK,
     EXIT_UNSEALED,
     invalid_line,
-    json_errors,
+    json_flag,
     one_line,
 )
 from agentfootprint.cli._common import DB, INPUT_FILE, Database, open_log, read_input, short
@@ -250,14 +250,9 @@ def _check_checkpoint(
     "only grew since (for a bundle: that its inclusion proofs are under this very tree). "
     "Its signer's public key must be a --key.",
 )
-@click.option(
-    "--json",
-    "json_out",
-    is_flag=True,
-    is_eager=True,  # set before any other argument is checked: its failures are JSON too
-    callback=json_errors,
-    help="Print the verdicts, or the failure that stopped verification, as one JSON object "
-    "on stdout (docs/log-format.md section 9.6).",
+@json_flag(
+    "Print the verdicts, or the failure that stopped verification, as one JSON object "
+    "on stdout (docs/log-format.md section 9.6)."
 )
 def verify(
     db: Database,

@@ -104,11 +104,6 @@ class EchoSearch:
     def __len__(self) -> int:
         return self._count
 
-    @property
-    def literals(self) -> tuple[str, ...]:
-        held = [a.keys() for a in (self._big, self._small) if a is not None]
-        return (*(k for keys in held for k in keys), *self._recent)
-
     def fork(self) -> EchoSearch:
         """A search that starts with these literals (a continued run's), learning on its own."""
         copy = EchoSearch.__new__(EchoSearch)

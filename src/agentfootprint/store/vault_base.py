@@ -93,16 +93,22 @@ class Vault(abc.ABC):
             out.append(found)
         return out
 
-    def reveal(self, value: Any, memo: dict[int, tuple[Any, Any]] | None = None) -> Any:
+    def reveal(
+        self,
+        value: Any,
+        memo: dict[int, tuple[Any, Any]] | None = None,
+        opened: list[Any] | None = None,
+    ) -> Any:
         """``value`` with every commitment this vault can open replaced by its value (JSON
         text inside strings too). Erased or unknown commitments stay in place. ``memo``
         collects, for each container that changed, ``id(opened) -> (opened, recorded)``:
-        recording the opened container again then keeps its commitments.
+        recording the opened container again then keeps its commitments. ``opened`` collects
+        each value opened (what a continued run is served open: echo redaction's literals).
 
         Walked with a stack, however deep the value (commitments are looked up depth first,
         members in order; ``memo`` is filled children first)."""
         stack: list[_Opening] = []
-        result = self._reveal_step(value, stack)
+        result = self._reveal_step(value, stack, opened)
         while stack:
             frame = stack[-1]
             if result is not _PENDING:  # what frame.child opened to
@@ -113,15 +119,19 @@ class Vault(abc.ABC):
                 result = frame.finish(memo)
             else:
                 frame.key, frame.child = child
-                result = self._reveal_step(frame.child, stack)
+                result = self._reveal_step(frame.child, stack, opened)
         return result
 
-    def _reveal_step(self, value: Any, stack: list[_Opening]) -> Any:
+    def _reveal_step(self, value: Any, stack: list[_Opening], opened: list[Any] | None) -> Any:
         """What ``value`` opens to, or ``_PENDING`` with its frame pushed (a container, or
         a string holding walkable JSON text)."""
         if is_commitment(value):
             found = self.get(value[COMMIT_KEY])
-            return value if found is None or not found.opens() else found.value
+            if found is None or not found.opens():
+                return value
+            if opened is not None:
+                opened.append(found.value)
+            return found.value
         kind = type(value)
         if kind is dict:
             stack.append(_Opening(value, {}, iter(value.items())))
