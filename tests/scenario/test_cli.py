@@ -167,7 +167,7 @@ def test_demo_records_a_verified_two_turn_conversation(demo_db: Path, runner: Cl
     again = runner.invoke(main, ["demo", "--db", str(demo_db)])
     assert again.exit_code == EXIT_OK
     assert "368.00 EUR" in again.output and "292.50 EUR" in again.output
-    assert again.output.count("\nVALID ") == 2 and "sealed by pinned key" in again.output
+    assert again.output.count("\nVALID ") == 2 and "; key pinned)" in again.output
     key = again.output.split("--key ", 1)[1].split()[0]  # the demo's own public key
     assert key.startswith("ed25519:") and "PRIVATE" not in again.output
     assert "stages: seed x1" in again.output and "call-llm x4" in again.output
@@ -210,10 +210,12 @@ def test_show_and_served_refuse_unknown_things(demo_db: Path, runner: CliRunner)
 
 def test_verify_exit_codes(demo_db: Path, runner: CliRunner) -> None:
     ok = runner.invoke(main, ["verify", str(demo_db)])
-    assert ok.exit_code == EXIT_OK and ok.output.count("VALID_UNSIGNED") == 2
+    assert ok.exit_code == EXIT_OK and ok.output.count("\n") == 2
+    assert [line.split()[0] for line in ok.output.splitlines()] == ["VALID", "VALID"]
     first = run_ids(demo_db)[0]
     one = runner.invoke(main, ["verify", str(demo_db), "--run", first])
-    assert one.exit_code == EXIT_OK and one.output.count("VALID_UNSIGNED") == 1
+    assert one.exit_code == EXIT_OK and one.output.startswith("VALID  ")
+    assert one.output.count("\n") == 1
     unknown = runner.invoke(main, ["verify", str(demo_db), "--run", "nope"])
     assert unknown.exit_code == EXIT_USAGE
 
@@ -259,7 +261,7 @@ def test_verify_finds_runs_from_the_events_not_the_index(demo_db: Path, runner: 
     result = runner.invoke(main, ["verify", str(demo_db)])
     assert result.exit_code == EXIT_INVALID, result.output
     lines = result.output.splitlines()
-    assert any(line.startswith("VALID_UNSIGNED  run " + first) for line in lines), lines
+    assert any(line.startswith("VALID           run " + first) for line in lines), lines
     assert any(line.startswith("INVALID") and first in line for line in lines), lines
     listed = runner.invoke(main, ["runs", str(demo_db)])
     assert listed.exit_code == EXIT_OK
@@ -355,3 +357,75 @@ def test_the_top_help_is_grouped_with_a_start_line_and_nothing_cut(runner: CliRu
     flat = "".join(text.split())
     for name in commands:  # each listed with its first sentence whole
         assert "".join(first_sentence(main.commands[name]).split()) in flat, name
+
+
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+
+
+@pytest.mark.parametrize(
+    ("vector", "pinned", "exit_code", "words"),
+    [
+        (
+            "sealed-unpinned.db",
+            None,
+            EXIT_OK,
+            ["VALID"] * 3,
+        ),
+        ("sealed-valid.db", "signer", EXIT_OK, ["VALID"] * 3),
+        ("sealed-untrusted-key.db", "other", EXIT_OK, ["VALID"] * 3),
+        ("unsealed.db", None, EXIT_UNSEALED, ["VALID", "UNSEALED", "VALID"]),
+    ],
+)
+def test_verify_says_in_words_what_the_outcome_codes_mean(
+    tmp_path: Path,
+    runner: CliRunner,
+    vector: str,
+    pinned: str | None,
+    exit_code: int,
+    words: list[str],
+) -> None:
+    """The text line says VALID for both VALID and VALID_UNSIGNED, then in parentheses
+    whether the run is sealed and whether a pinned key sealed it; never "unsigned" beside
+    "sealed". The exit codes and the ``--json`` machine codes stay as they were."""
+    from agentfootprint.testing.seals import OTHER, SIGNER
+
+    path = tmp_path / vector
+    path.write_bytes((VECTORS / vector).read_bytes())
+    keys = {"signer": SIGNER, "other": OTHER}
+    key = ["--key", keys[pinned].public.text] if pinned else []
+    shown = runner.invoke(main, ["verify", str(path), *key])
+    assert shown.exit_code == exit_code, shown.output
+    lines = shown.output.splitlines()
+    assert [line.split()[0] for line in lines] == words
+    for line in lines:
+        assert not ("unsigned" in line.lower() and "sealed" in line.lower()), line
+        assert line.index(" run ") == 15  # the verdict column keeps its width
+    expected = {
+        "sealed-unpinned.db": f"(sealed by key {SIGNER.key_id}; key not pinned: verify --key "
+        "KEY checks who sealed it)",
+        "sealed-valid.db": f"(sealed by key {SIGNER.key_id}; key pinned)",
+        "sealed-untrusted-key.db": f"(sealed by key {SIGNER.key_id}; key not pinned: none of "
+        "the keys given with --key)",
+    }
+    if vector in expected:
+        assert all(line.endswith(expected[vector]) for line in lines), lines
+    else:  # recorded without a signer; the child's close removed
+        assert [line.rsplit(" (", 1)[1] for line in lines] == [
+            "not sealed)",
+            "never closed: its writer stopped before run.close, as after a crash)",
+            "not sealed)",
+        ]
+    required = runner.invoke(main, ["verify", str(path), *key, "--require-signature"])
+    assert required.exit_code == (exit_code if pinned == "signer" else EXIT_INVALID)
+    as_json = runner.invoke(main, ["verify", str(path), *key, "--json"])
+    assert as_json.exit_code == exit_code
+    runs = json.loads(as_json.output)["runs"]
+    codes = {
+        "sealed-unpinned.db": ["VALID_UNSIGNED"] * 3,
+        "sealed-valid.db": ["VALID"] * 3,
+        "sealed-untrusted-key.db": ["VALID_UNSIGNED"] * 3,
+        "unsealed.db": ["VALID_UNSIGNED", "UNSEALED", "VALID_UNSIGNED"],
+    }[vector]
+    assert [run["outcome"] for run in runs] == codes
+    assert all(run["sealed"] is vector.startswith("sealed-") for run in runs)
+    assert all(run["key_pinned"] is (pinned == "signer") for run in runs)

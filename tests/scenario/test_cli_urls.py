@@ -107,7 +107,7 @@ def test_read_commands_take_a_url(recorded: Recorded) -> None:
     for name, seen in outputs.items():
         if name != "replay":
             assert len(seen) == 1, (name, seen)
-    assert "VALID_UNSIGNED" in next(iter(outputs["verify"]))
+    assert "(not sealed)" in next(iter(outputs["verify"]))
     assert snapshot(recorded.folder) == before  # read-only: nothing created or changed
 
 

@@ -121,7 +121,7 @@ def test_outcomes_follow_the_keys_the_caller_pins(sealed: tuple[Path, str]) -> N
     unpinned = verify(path, run_id)
     assert unpinned.outcome is af.Outcome.VALID_UNSIGNED
     assert unpinned.seal_key_id == SIGNER.key_id and unpinned.signed_by == ()
-    assert "no key pinned" in (unpinned.seal_note or "")
+    assert "key not pinned: verify --key" in (unpinned.seal_note or "")
     pinned = verify(path, run_id, (SIGNER.public,))
     assert pinned.outcome is af.Outcome.VALID and pinned.signed_by == (SIGNER.key_id,)
     assert pinned.seal_note is None
@@ -444,8 +444,8 @@ def test_cli_verify_with_keys_require_signature_and_json(
     path, run_id = sealed
     runner = CliRunner()
     plain_run = runner.invoke(cli, ["verify", str(path)])
-    assert plain_run.exit_code == 0 and "VALID_UNSIGNED" in plain_run.output
-    assert "no key pinned" in plain_run.output
+    assert plain_run.exit_code == 0 and plain_run.output.startswith("VALID  ")
+    assert "; key not pinned: verify --key KEY checks who sealed it)" in plain_run.output
     refused = runner.invoke(cli, ["verify", str(path), "--require-signature"])
     assert refused.exit_code == 1
     key_file = tmp_path / "seal.pub"
@@ -464,6 +464,8 @@ def test_cli_verify_with_keys_require_signature_and_json(
                 "outcome": "VALID",
                 "events": document["runs"][0]["events"],
                 "receipts": 2,
+                "sealed": True,
+                "key_pinned": True,
                 "signed_by": [SIGNER.key_id],
                 "seal_key_id": SIGNER.key_id,
                 "note": None,

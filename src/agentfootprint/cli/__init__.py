@@ -3,7 +3,7 @@
 One module per command group; every command runs inside the one error boundary
 (:mod:`agentfootprint.cli._boundary`), which maps each error to its exit code:
 
-* 0: success (every run verified and is closed: VALID_UNSIGNED; identical; written);
+* 0: success (every run verified and is closed: VALID, sealed or not; identical; written);
 * 1: INVALID (a run, the run index, a bundle or a disclosure failed verification), a
   replay that diverged, a diff that found a difference;
 * 2: usage and I/O (a missing, unreadable or unwritable file, a FIFO or a device, a file
@@ -54,7 +54,7 @@ __all__ = [
 
 _EPILOG = f"""\b
 Exit codes (each command's --help says which apply):
-  0  success: every run VALID (or VALID_UNSIGNED), identical, or written
+  0  success: every run VALID (pinned key or not), identical, or written
   1  INVALID (a run, the run index, a bundle or a disclosure failed
      verification), a replay diverged, a diff found a difference
   2  usage or I/O: a file missing, unreadable, unwritable, not a regular file

@@ -34,11 +34,13 @@ __all__ = [
     "EXIT_UNSEALED",
     "EXIT_USAGE",
     "JSON_ERRORS",
+    "VERDICT_WIDTH",
     "BoundaryGroup",
     "fail",
     "invalid_line",
     "json_errors",
     "one_line",
+    "verdict_word",
     "verification_message",
 ]
 
@@ -47,6 +49,10 @@ EXIT_DIFFERENT = 1  # replay diverged / diff found a difference (the same code a
 EXIT_INTERRUPTED = 130  # Ctrl-C: never 1, which means INVALID
 
 DEBUG_VARIABLE = "AGENTFOOTPRINT_DEBUG"
+
+#: the width of a verdict line's first column (VALID, UNSEALED, INVALID, CONSISTENT,
+#: PROVEN): the one it has always had, so scripts that cut the columns keep working
+VERDICT_WIDTH = 15
 
 #: commands whose output is verdict lines: a VerificationError is one more of them
 VERDICT_COMMANDS = frozenset({"verify", "demo", "diff", "replay"})
@@ -86,9 +92,15 @@ def verification_message(exc: VerificationError) -> str:
     return one_line(exc) + code
 
 
+def verdict_word(word: str) -> str:
+    """A verdict line's first column: ``word`` padded to :data:`VERDICT_WIDTH`, so every
+    verdict line of a command puts what it is about in one column."""
+    return f"{word:<{VERDICT_WIDTH}}"
+
+
 def invalid_line(exc: VerificationError) -> str:
-    """The verdict line of a failed verification (the width of ``VALID_UNSIGNED`` lines)."""
-    return f"{'INVALID':<15} {verification_message(exc)}"
+    """The verdict line of a failed verification, aligned with the other verdict lines."""
+    return f"{verdict_word('INVALID')} {verification_message(exc)}"
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from agentfootprint.cli._boundary import EXIT_INVALID, invalid_line, one_line
+from agentfootprint.cli._boundary import EXIT_INVALID, invalid_line, one_line, verdict_word
 from agentfootprint.cli._common import (
     DB,
     INPUT_FILE,
@@ -211,6 +211,6 @@ def consistency_command(old: Path, new: Path, proof: Path, keys: tuple[str, ...]
         click.echo(invalid_line(exc))
         raise click.exceptions.Exit(EXIT_INVALID) from None
     click.echo(
-        f"{'CONSISTENT':<15} checkpoint {one_line(first.origin)}: the tree of {second.size} "
-        f"extends the tree of {first.size}"
+        f"{verdict_word('CONSISTENT')} checkpoint {one_line(first.origin)}: the tree of "
+        f"{second.size} extends the tree of {first.size}"
     )

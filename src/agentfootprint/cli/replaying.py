@@ -30,6 +30,7 @@ from agentfootprint.cli._common import (
     open_vault_argument,
 )
 from agentfootprint.cli._factory import build_agent, cwd_on_path
+from agentfootprint.cli._progress import PROGRESS_EPILOG, progress
 from agentfootprint.errors import ReplayDivergence, RunError, VerificationError
 from agentfootprint.verify.verifier import shared_verifier
 
@@ -67,7 +68,7 @@ def _echo_diff(diff: str, labels: tuple[str, str] | None = None) -> None:
         click.echo(f"    {line}")
 
 
-@click.command("replay")
+@click.command("replay", epilog=PROGRESS_EPILOG)
 @click.argument("db", type=DB)
 @click.argument("run_id")
 @click.option(
@@ -134,8 +135,11 @@ def replay_command(
         )
         stack.enter_context(cwd_on_path())
         agent = stack.enter_context(build_agent(factory))
-        try:
-            outcome = replay_sync(agent, source, run_id, until=until, disclosures=opened)
+        try:  # the bar is erased before the outcome is printed
+            with progress(desc="replay", unit="calls") as bar:
+                outcome = replay_sync(
+                    agent, source, run_id, until=until, disclosures=opened, on_progress=bar.at
+                )
         except ReplayDivergence as exc:
             _report_divergence(run_id, exc, as_json)
             code = EXIT_DIFFERENT

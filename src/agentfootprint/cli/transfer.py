@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ from agentfootprint.cli._common import (
     check_output,
     read_input,
 )
+from agentfootprint.cli._progress import PROGRESS_EPILOG, progress
 from agentfootprint.cli.checkpointing import log_origin
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import FileError, UsageError, VerificationError
@@ -31,7 +33,7 @@ from agentfootprint.verify.verifier import Verifier
 __all__ = ["copy_command", "export_command", "import_command"]
 
 
-@click.command("export")
+@click.command("export", epilog=PROGRESS_EPILOG)
 @click.argument("db", type=DB)
 @click.option(
     "--run",
@@ -109,15 +111,17 @@ def export_command(
     signer = load_signer(key_path, _passphrase(passphrase_env)) if key_path else None
     note = read_input(checkpoint_path, "--checkpoint", "checkpoint") if checkpoint_path else None
     with contextlib.closing(open_store_url(db, option="DB", readonly=True)) as store:
-        try:
-            manifest = export_runs(
-                store,
-                list(run_ids),
-                out,
-                signer=signer,
-                origin=name,
-                checkpoint=note,
-            )
+        try:  # the bar is erased before any message
+            with progress(desc="export", unit="runs") as bar:
+                manifest = export_runs(
+                    store,
+                    list(run_ids),
+                    out,
+                    signer=signer,
+                    origin=name,
+                    checkpoint=note,
+                    on_progress=bar.at,
+                )
         except VerificationError as exc:
             fail(f"not exported: {verification_message(exc)}", EXIT_INVALID)
     counts = manifest["counts"]
@@ -150,14 +154,14 @@ def _not_a_bundle(path: Path) -> FileError:
     return FileError(f"BUNDLE {path} is {what}", path=str(path))
 
 
-def _verify(source: BundleSource) -> None:
+def _verify(source: BundleSource, on_progress: Callable[[int, int], None]) -> None:
     verifier = Verifier(source)
-    for _, result in verifier.verify_all():
+    for _, result in verifier.verify_all(on_progress=on_progress):
         if isinstance(result, VerificationError):
             raise result
 
 
-@click.command("import")
+@click.command("import", epilog=PROGRESS_EPILOG)
 @click.argument("bundle", type=DB)
 @click.argument("db", type=TARGET_DB)
 def import_command(bundle: Database, db: Database) -> None:
@@ -191,14 +195,20 @@ def import_command(bundle: Database, db: Database) -> None:
         source = BundleSource(bundle)
     except VerificationError as exc:
         fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)
+    runs = len(source.runs())
+    first = not isinstance(db, Path) or not db.exists()
+    # the steps of a run: verified (twice when DB is new: once before it is created), imported
+    steps = runs * (3 if first else 2)
     with contextlib.closing(source):
-        try:
-            if not isinstance(db, Path) or not db.exists():
-                # verified before DB is created (a refusal leaves no file) or reached over
-                # the network (a refusal leaves no tables in an empty database)
-                _verify(source)
-            with contextlib.closing(open_store_url(db, option="DB")) as store:
-                imported = import_bundle(source, store)
+        try:  # the bar is erased before any message
+            with progress(steps, desc="import", unit="steps") as bar:
+                if first:
+                    # verified before DB is created (a refusal leaves no file) or reached
+                    # over the network (a refusal leaves no tables in an empty database)
+                    _verify(source, bar.after(0))
+                with contextlib.closing(open_store_url(db, option="DB")) as store:
+                    done = runs if first else 0
+                    imported = import_bundle(source, store, on_progress=bar.after(done))
         except VerificationError as exc:
             fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)
         skipped = len(source.runs()) - len(imported)
@@ -208,7 +218,7 @@ def import_command(bundle: Database, db: Database) -> None:
     )
 
 
-@click.command("copy")
+@click.command("copy", epilog=PROGRESS_EPILOG)
 @click.argument("src", type=DB)
 @click.argument("dst", type=TARGET_DB)
 @click.option(
@@ -245,9 +255,15 @@ def copy_command(src: Database, dst: Database, run_ids: tuple[str, ...]) -> None
         created = not dst.exists()
     with contextlib.closing(open_store_url(src, option="SRC", readonly=True)) as source:
         try:  # DST is opened (created) only once SRC's runs are verified and bundled
-            copied, there = copy_runs(
-                source, lambda: open_store_url(dst, option="DST"), list(run_ids) or None
-            )
+            # three steps a run: verified in SRC, imported, verified in DST; the bar is
+            # erased before any message
+            with progress(desc="copy", unit="steps") as bar:
+                copied, there = copy_runs(
+                    source,
+                    lambda: open_store_url(dst, option="DST"),
+                    list(run_ids) or None,
+                    on_progress=bar.at,
+                )
         except BaseException as exc:
             if created:  # a refused copy leaves no new file behind
                 for suffix in ("", "-wal", "-shm", "-journal"):

@@ -20,8 +20,10 @@ from agentfootprint.cli._boundary import (
     invalid_line,
     json_flag,
     one_line,
+    verdict_word,
 )
 from agentfootprint.cli._common import DB, INPUT_FILE, Database, open_log, read_input, short
+from agentfootprint.cli._progress import PROGRESS_EPILOG, Progress, progress
 from agentfootprint.errors import StoreError, UsageError, VerificationError
 from agentfootprint.local_files import MAX_DISCLOSURES_BYTES
 from agentfootprint.logformat.commitments import Disclosure
@@ -32,7 +34,7 @@ from agentfootprint.verify.bundle_proofs import Inclusion
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of, same_tree
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
-__all__ = ["report", "severity", "verify"]
+__all__ = ["in_words", "report", "severity", "verdict_line", "verify"]
 
 _SEVERITY = {EXIT_OK: 0, EXIT_UNSEALED: 1, EXIT_INVALID: 2}
 
@@ -48,9 +50,9 @@ def exit_code(
     require_signature: bool,
     require_inclusion: bool = False,
 ) -> int:
-    """0 VALID or VALID_UNSIGNED, 1 INVALID, 3 UNSEALED; with ``require_signature`` anything
-    but VALID is 1, with ``require_inclusion`` also a run not proven in a checkpoint signed
-    by a pinned key."""
+    """0 VALID or VALID_UNSIGNED (both printed VALID), 1 INVALID, 3 UNSEALED; with
+    ``require_signature`` anything but VALID (a seal by a pinned key) is 1, with
+    ``require_inclusion`` also a run not proven in a checkpoint signed by a pinned key."""
     if isinstance(result, VerificationError):
         return EXIT_INVALID
     if (require_signature or require_inclusion) and result.outcome is not Outcome.VALID:
@@ -69,6 +71,35 @@ def _included(inclusion: Inclusion | None) -> str:
     return f"; {where} (signed by no pinned key: inclusion unproven)"
 
 
+def in_words(result: RunVerification) -> str:
+    """What a run's outcome means, for a person: whether it closed, whether it is sealed
+    and whether a key the caller pinned sealed it. The machine codes (VALID_UNSIGNED) are
+    for ``--json``; beside "sealed by key K", "unsigned" would read as a contradiction."""
+    if result.outcome is Outcome.UNSEALED:
+        return "never closed: its writer stopped before run.close, as after a crash"
+    if result.signed_by:
+        many = len(result.signed_by) > 1
+        keys = ", ".join(result.signed_by)
+        return f"sealed by key{'s' * many} {keys}; key{'s' * many} pinned"
+    if result.seal_key_id is None:
+        return "not sealed"
+    return one_line(result.seal_note or f"sealed by key {result.seal_key_id}; key not pinned")
+
+
+def verdict_line(run_id: str, result: RunVerification | VerificationError) -> str:
+    """One run's verdict as ``verify`` prints it: VALID (whatever the machine code says of
+    the seal), UNSEALED or INVALID, the run, and then, in parentheses, what that means."""
+    if isinstance(result, VerificationError):
+        return invalid_line(result)
+    ancestry = f", continues {one_line(result.ancestors[-1])}" if result.ancestors else ""
+    word = "UNSEALED" if result.outcome is Outcome.UNSEALED else "VALID"
+    return (
+        f"{verdict_word(word)} run {one_line(run_id)}: {result.events} events, "
+        f"{result.receipts} receipts checked against rebuilt requests{ancestry} "
+        f"({in_words(result)}){_included(result.inclusion)}"
+    )
+
+
 def report(
     run_id: str,
     result: RunVerification | VerificationError,
@@ -77,21 +108,9 @@ def report(
     require_inclusion: bool = False,
 ) -> int:
     """Print one verdict line; returns its exit code."""
+    click.echo(verdict_line(run_id, result))
     if isinstance(result, VerificationError):
-        click.echo(invalid_line(result))
         return EXIT_INVALID
-    ancestry = f", continues {one_line(result.ancestors[-1])}" if result.ancestors else ""
-    if result.signed_by:
-        sealed = f", sealed by pinned key {', '.join(result.signed_by)}"
-    elif result.seal_key_id is not None and result.seal_note is not None:
-        sealed = f", {one_line(result.seal_note)}"
-    else:
-        sealed = ""
-    click.echo(
-        f"{result.outcome.value:<15} run {one_line(run_id)}: {result.events} events, "
-        f"{result.receipts} receipts checked against rebuilt requests{ancestry}{sealed}"
-        f"{_included(result.inclusion)}"
-    )
     return exit_code(
         result, require_signature=require_signature, require_inclusion=require_inclusion
     )
@@ -110,6 +129,8 @@ def as_json(run_id: str, result: RunVerification | VerificationError) -> dict[st
         "outcome": result.outcome.value,
         "events": result.events,
         "receipts": result.receipts,
+        "sealed": result.seal_digest is not None,
+        "key_pinned": bool(result.signed_by),
         "signed_by": list(result.signed_by),
         "seal_key_id": result.seal_key_id,
         "note": result.seal_note,
@@ -126,16 +147,18 @@ def as_json(run_id: str, result: RunVerification | VerificationError) -> dict[st
 
 
 def _results(
-    verifier: Verifier, run_ids: tuple[str, ...]
+    verifier: Verifier, run_ids: tuple[str, ...], bar: Progress
 ) -> Iterable[tuple[str, RunVerification | VerificationError]]:
     if not run_ids:
-        yield from verifier.verify_all()
+        yield from verifier.verify_all(on_progress=bar.at)
         return
     for run_id in run_ids:
         try:
-            yield run_id, verifier.verify(run_id)
+            verified: RunVerification | VerificationError = verifier.verify(run_id)
         except VerificationError as exc:
-            yield run_id, exc
+            verified = exc
+        bar()
+        yield run_id, verified
 
 
 def _disclosures(path: Path) -> list[Disclosure]:
@@ -191,13 +214,13 @@ def _check_checkpoint(
     if isinstance(source, BundleSource):
         if not quiet:
             click.echo(
-                f"{'CONSISTENT':<15} checkpoint {one_line(checkpoint.origin)} of size "
+                f"{verdict_word('CONSISTENT')} checkpoint {one_line(checkpoint.origin)} of size "
                 f"{checkpoint.size}: the bundle's inclusion proofs are under its tree"
             )
         return {"outcome": "CONSISTENT", "origin": checkpoint.origin, "size": checkpoint.size}
     if not quiet:
         click.echo(
-            f"{'CONSISTENT':<15} checkpoint {one_line(checkpoint.origin)} of size "
+            f"{verdict_word('CONSISTENT')} checkpoint {one_line(checkpoint.origin)} of size "
             f"{checkpoint.size}: every run sealed by then is in place, unchanged; the log "
             f"holds {size} now"
         )
@@ -209,7 +232,7 @@ def _check_checkpoint(
     }
 
 
-@click.command()
+@click.command(epilog=PROGRESS_EPILOG)
 @click.argument("db", type=DB)
 @click.option(
     "--run",
@@ -234,7 +257,7 @@ def _check_checkpoint(
 @click.option(
     "--require-signature",
     is_flag=True,
-    help="Exit 1 unless every run is VALID (sealed by a --key).",
+    help="Exit 1 unless every run is VALID and sealed by a --key (key pinned).",
 )
 @click.option(
     "--require-inclusion",
@@ -274,13 +297,15 @@ def verify(
     (and must sit under the same key), and, for a run recorded under a version 3 policy,
     no later text of the conversation may quote it in clear (echo redaction: a leak).
 
-    A sealed run (recorded with a signer) is VALID when its seal verifies under a key you
-    pinned with --key,
-    and VALID_UNSIGNED when no --key is given or its key is not among them (the line says
-    which key sealed it). A seal that does not attest its run, or a sealed run whose seal
-    was removed, is INVALID whatever the keys. With --checkpoint, DB's seal log must still
-    hold the checkpoint's tree (every run sealed by then in place, unchanged): CONSISTENT,
-    or INVALID when a sealed run was dropped, rewritten or reordered since.
+    Each closed run that passes every check is VALID, and its line says in parentheses
+    whether it is sealed: "sealed by key K; key pinned" when its seal verifies under a
+    key you pinned with --key, "sealed by key K; key not pinned" when no --key is given
+    or K is not among them (nothing proves who sealed it), "not sealed" when it was
+    recorded without a signer. A seal that does not attest its run, or a sealed run whose
+    seal was removed, is INVALID whatever the keys. A run that never closed is UNSEALED.
+    With --checkpoint, DB's seal log must still hold the checkpoint's tree (every run
+    sealed by then in place, unchanged): CONSISTENT, or INVALID when a sealed run was
+    dropped, rewritten or reordered since.
 
     A bundle exported with a checkpoint (`export --key`) proves each sealed run's place in
     its database's log: the line says which leaf of which checkpoint, and whether a --key
@@ -289,11 +314,11 @@ def verify(
 
     \b
     Exit codes:
-      0  every run verified and closed (VALID, or VALID_UNSIGNED: no seal by a --key),
-         or DB is a log with no runs
+      0  every run verified and closed (VALID, pinned key or not), or DB is a log with
+         no runs
       1  a run, the run index, the seal log, the bundle, a disclosure or the
          --checkpoint failed verification (INVALID lines say where and why); with
-         --require-signature, also any run that is not VALID; with
+         --require-signature, also any run not sealed by a --key (key pinned); with
          --require-inclusion, also any run not proven in a checkpoint a --key signed
       2  usage error: DB is missing, not a log (it says what it is instead), of a newer
          schema version, or unreadable; a file that is not a regular file (a FIFO, a
@@ -302,32 +327,31 @@ def verify(
          canonically encoded); --checkpoint without --key or with --run
       3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
 
-    With --json, stdout is one JSON object whatever happens: the verdicts, or, when
-    something stopped verification (the bundle's framing, a usage error), {"runs": [],
-    "exit": CODE, "error": {"code", "run_id", "seq", "reason"}} (a usage error is also
-    the one Error: line on stderr).
+    With --json, stdout is one JSON object whatever happens: the verdicts, each run's
+    "outcome" a stable machine code (VALID: sealed by a pinned key; VALID_UNSIGNED: valid,
+    not sealed by a pinned key; UNSEALED; INVALID) with the booleans "sealed" and
+    "key_pinned"; or, when something stopped verification (the bundle's framing, a usage
+    error), {"runs": [], "exit": CODE, "error": {"code", "run_id", "seq", "reason"}} (a
+    usage error is also the one Error: line on stderr).
     """
     opened = _disclosures(disclosures) if disclosures is not None else []
     trusted: list[PublicKey] = [load_public_key(key) for key in keys]
     note = _checkpoint_note(checkpoint_path, trusted, run_ids)
     verdicts: list[dict[str, Any]] = []
     results: list[tuple[str, RunVerification | VerificationError]] = []
+    demands = {"require_signature": require_signature, "require_inclusion": require_inclusion}
     with open_log(db) as source:
         verifier = Verifier(source, trusted_keys=trusted)
         worst, seen = EXIT_OK, 0
-        for run_id, result in _results(verifier, run_ids):
-            results.append((run_id, result))
-            seen += 1
-            demands = {
-                "require_signature": require_signature,
-                "require_inclusion": require_inclusion,
-            }
-            if json_out:
-                verdicts.append(as_json(run_id, result))
-                code = exit_code(result, **demands)
-            else:
-                code = report(run_id, result, **demands)
-            worst = max(worst, code, key=severity)
+        with progress(len(run_ids) or None, desc="verify", unit="runs") as bar:
+            for run_id, result in _results(verifier, run_ids, bar):
+                results.append((run_id, result))
+                seen += 1
+                if json_out:
+                    verdicts.append(as_json(run_id, result))
+                else:
+                    bar.echo(verdict_line(run_id, result))
+                worst = max(worst, exit_code(result, **demands), key=severity)
         if not seen and not json_out:
             click.echo("no runs to verify")
         proven_values: list[dict[str, Any]] = []
@@ -345,7 +369,7 @@ def verify(
                     if not json_out:
                         value = one_line(short(proven.value, 60))
                         click.echo(
-                            f"{'PROVEN':<15} {one_line(proven.key)} = {value}"
+                            f"{verdict_word('PROVEN')} {one_line(proven.key)} = {value}"
                             f" (run {one_line(proven.run_id)} seq {proven.seq})"
                         )
             except VerificationError as exc:

@@ -283,6 +283,7 @@ def write_bundle(
     library: str,
     checkpoint: ExportCheckpoint | None = None,
     verified: Verified | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Write the runs (ancestors included) to ``out``; returns the manifest.
 
@@ -302,6 +303,9 @@ def write_bundle(
     ".partial"`` and renamed when complete; on any error the partial file is removed. An
     output that cannot be written is a :class:`FileError`; a row no bundle can carry (over
     the size limit, a body that is not UTF-8) is refused before the rename.
+
+    ``on_progress(done, total)`` is called as each run asked for is written (with the
+    ancestors it brings), ``total`` the runs asked for: a caller may show how far it got.
     """
     if not callable(getattr(source, "read", None)):
         raise UsageError(
@@ -329,7 +333,9 @@ def write_bundle(
     created = False
     try:
         with tempfile.TemporaryFile(dir=target.parent, prefix=".afp-rows-") as spill:
-            planned, policies = _spill_runs(source, list(dict.fromkeys(run_ids)), spill, verified)
+            planned, policies = _spill_runs(
+                source, list(dict.fromkeys(run_ids)), spill, verified, on_progress
+            )
             manifest = _manifest(planned, policies, set(run_ids), library, checkpoint)
             # the manifest line starts with the magic: keys are written in this order
             first = orjson.dumps(manifest) + b"\n"
@@ -394,34 +400,44 @@ def _manifest(
 
 
 def _spill_runs(
-    source: RowSource, run_ids: list[str], spill: IO[bytes], verified: Verified | None
+    source: RowSource,
+    run_ids: list[str],
+    spill: IO[bytes],
+    verified: Verified | None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every run and its ancestors not written yet, each once, parents before children,
     their lines written to ``spill``; returns their manifest entries and the policies."""
     planned: list[dict[str, Any]] = []
     placed: set[str] = set()
     policies: dict[str, Any] = {}
-    for run_id in run_ids:
-        if run_id in placed:
-            continue
-        if verified is None:
-            chain = _unverified_chain(source, run_id, placed)
-        else:
-            asked, kept = verified(run_id)
-            # the verified ancestry, oldest first (the runs written already are a prefix)
-            unplaced = [run_id]
-            for ancestor in reversed(asked.ancestors):
-                if ancestor in placed:
-                    break
-                unplaced.append(ancestor)
-            chain = [
-                (r, _bound(verified(r)[0], None) if r != run_id else _bound(asked, kept))
-                for r in reversed(unplaced)
-            ]
-        for current, bound in chain:
-            planned.append(_write_run(source, current, bound, spill, policies))
-            placed.add(current)
+    for done, run_id in enumerate(run_ids, 1):
+        if run_id not in placed:
+            for current, bound in _chain(source, run_id, placed, verified):
+                planned.append(_write_run(source, current, bound, spill, policies))
+                placed.add(current)
+        if on_progress is not None:
+            on_progress(done, len(run_ids))
     return planned, policies
+
+
+def _chain(
+    source: RowSource, run_id: str, placed: set[str], verified: Verified | None
+) -> list[tuple[str, _Bound]]:
+    """The run and its ancestors not written yet, oldest first, each with what bounds it."""
+    if verified is None:
+        return _unverified_chain(source, run_id, placed)
+    asked, kept = verified(run_id)
+    # the verified ancestry, oldest first (the runs written already are a prefix)
+    unplaced = [run_id]
+    for ancestor in reversed(asked.ancestors):
+        if ancestor in placed:
+            break
+        unplaced.append(ancestor)
+    return [
+        (r, _bound(verified(r)[0], None) if r != run_id else _bound(asked, kept))
+        for r in reversed(unplaced)
+    ]
 
 
 def _bound(verification: RunVerification, kept: Kept | None) -> _Bound:

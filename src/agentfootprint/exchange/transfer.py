@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from agentfootprint.errors import (
@@ -59,6 +59,7 @@ def export_runs(
     signer: Signer | None = None,
     origin: str | None = None,
     checkpoint: bytes | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Write a bundle of the runs and every ancestor they continue; returns its manifest.
 
@@ -72,6 +73,9 @@ def export_runs(
     built over its whole seal log). A sealed run the checkpoint's tree does not hold (sealed
     after it) is a :class:`UsageError`; so is asking for a checkpoint when no run exported
     is sealed.
+
+    ``on_progress(done, total)`` counts runs: each run asked for as it is verified and
+    written (with a checkpoint, first every run of the store as it is verified).
     """
     if not isinstance(store, EventReader):
         raise UsageError(
@@ -110,7 +114,10 @@ def export_runs(
         )
     library = f"agentfootprint {__version__}"
     if signer is not None or checkpoint is not None:  # verifies every run of the store
-        proven, verdicts = _export_checkpoint(store, run_ids, signer, origin, checkpoint)
+        # one count: every run of the store verified, then the runs asked for written
+        verifying = _part(on_progress, 0, len(set(run_ids)))
+        proven, verdicts = _export_checkpoint(store, run_ids, signer, origin, checkpoint, verifying)
+        writing = _part(on_progress, len(verdicts), 0)
         return write_bundle(
             store,
             run_ids,
@@ -118,10 +125,28 @@ def export_runs(
             library=library,
             checkpoint=proven,
             verified=lambda run_id: (verdicts[run_id], None),
+            on_progress=writing,
         )
     read_once = _ReadOnce(store)
     with read_once.verifier.session():  # one seal log read for every run
-        return write_bundle(store, run_ids, out, library=library, verified=read_once.verified)
+        return write_bundle(
+            store,
+            run_ids,
+            out,
+            library=library,
+            verified=read_once.verified,
+            on_progress=on_progress,
+        )
+
+
+def _part(
+    on_progress: Callable[[int, int], None] | None, before: int, after: int
+) -> Callable[[int, int], None] | None:
+    """``on_progress`` for one part of a longer task: its count lands after ``before``
+    units done, with ``after`` units still to come once it is over."""
+    if on_progress is None:
+        return None
+    return lambda done, total: on_progress(before + done, before + total + after)
 
 
 class _ReadOnce:
@@ -179,6 +204,7 @@ def _export_checkpoint(
     signer: Signer | None,
     origin: str | None,
     note: bytes | None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ExportCheckpoint, dict[str, RunVerification]]:
     """The checkpoint a version 2 bundle carries, over the store's whole verified log, and
     every run's verification."""
@@ -189,7 +215,8 @@ def _export_checkpoint(
             "(export without one)",
             option="checkpoint",
         )
-    results = list(Verifier(store).verify_all())  # every run once, the seal log checked
+    # every run once, the seal log checked
+    results = list(Verifier(store).verify_all(on_progress=on_progress))
     verdicts = dict(results)
     for run_id in run_ids:  # what export verifies of each run asked for, from that pass
         verdict = verdicts.get(run_id)
@@ -212,6 +239,8 @@ def copy_runs(
     source: EventStore,
     target: EventStore | Callable[[], EventStore],
     run_ids: Sequence[str] | None = None,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Copy runs (all the source's, found from its events, or ``run_ids`` and their
     ancestors) into ``target`` losslessly, with an export bundle as the medium: each run is
@@ -228,6 +257,9 @@ def copy_runs(
     Sealed runs are copied in the source's seal order (then the others): into a target that
     holds no sealed run, the copy's seal log is the source's (of the runs copied), so a
     checkpoint of the source checks against the copy.
+
+    ``on_progress(done, total)`` counts three steps a run: verified in the source and
+    bundled, imported (or found there), verified in the target.
     """
     import tempfile  # the bundle lives only while it is copied
 
@@ -239,28 +271,39 @@ def copy_runs(
     if not run_ids:
         return [], []
     run_ids = _in_seal_order(source, run_ids)
+    n = len(run_ids)
     with contextlib.ExitStack() as stack:
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="agentfootprint-copy-"))
         path = os.path.join(folder, "runs.afp")
-        export_runs(source, list(run_ids), path)  # verifies each run in the source
+        # verifies each run in the source
+        export_runs(source, list(run_ids), path, on_progress=_part(on_progress, 0, 2 * n))
         bundle = stack.enter_context(BundleSource(path))
         heads = {run.run_id: run.head for run in bundle.runs()}
         if callable(target):
             target = stack.enter_context(contextlib.closing(target()))
             _check_store(target, "target")
-        copied = _import_runs(bundle, target, list(heads))
-        return copied, _checked_copy(target, heads, copied)
+        imported = _part(on_progress, n, len(heads))
+        copied = _import_runs(bundle, target, list(heads), imported)
+        checking = _part(on_progress, n + len(heads), 0)
+        return copied, _checked_copy(target, heads, copied, checking)
 
 
-def _checked_copy(target: EventStore, heads: dict[str, bytes], copied: list[str]) -> list[str]:
+def _checked_copy(
+    target: EventStore,
+    heads: dict[str, bytes],
+    copied: list[str],
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
     """Every run copied verified as the target holds it, ending at the source's head;
     returns those the target held already."""
     checker = Verifier(target)
-    for run_id, head in heads.items():
+    for done, (run_id, head) in enumerate(heads.items(), 1):
         if checker.verify(run_id).head != head:
             raise StoreConflictError(
                 f"run {run_id}: the target holds it with another head than the source's"
             )
+        if on_progress is not None:
+            on_progress(done, len(heads))
     return [run_id for run_id in heads if run_id not in copied]
 
 
@@ -275,7 +318,12 @@ def _in_seal_order(source: EventStore, run_ids: Sequence[str]) -> list[str]:
     return sealed + [r for r in ids if r not in leaves]
 
 
-def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
+def import_bundle(
+    bundle: BundleSource,
+    store: EventStore,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
     """Verify every run of the bundle, then append the ones the store lacks (exact bytes),
     all in one atomic unit: a refused import leaves the store as it was.
 
@@ -285,6 +333,9 @@ def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
     is never altered or added to). Only when every run passed are the missing ones
     appended, parents before children, through :meth:`EventStore.append_runs`. Returns
     the ids of the runs imported.
+
+    ``on_progress(done, total)`` counts two steps a run: verified, then imported (or
+    found in the store).
     """
     if not isinstance(bundle, BundleSource):
         raise UsageError(
@@ -292,21 +343,46 @@ def import_bundle(bundle: BundleSource, store: EventStore) -> list[str]:
             option="bundle",
         )
     _check_store(store, "store")
-    return _import_runs(bundle, store, _verified_run_ids(bundle))
+    runs = len(bundle.runs())
+    verified = _verified_run_ids(bundle, _part(on_progress, 0, runs))
+    return _import_runs(bundle, store, verified, _part(on_progress, runs, 0))
 
 
-def _import_runs(bundle: BundleSource, store: EventStore, run_ids: list[str]) -> list[str]:
+def _import_runs(
+    bundle: BundleSource,
+    store: EventStore,
+    run_ids: list[str],
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
     """:func:`import_bundle` of runs already verified (``run_ids``, the bundle's)."""
     missing: list[str] = []
+    done = 0
     for run_id in run_ids:
         if not _present(store, bundle, run_id):
             missing.append(run_id)
+        elif on_progress is not None:  # there already: done with
+            done += 1
+            on_progress(done, len(run_ids))
     ordered = _parents_first(bundle, missing)
     if ordered:
-        store.append_runs(
-            [StoredEvent.copy_of(row) for row in bundle.read(run_id)] for run_id in ordered
-        )
+        store.append_runs(_rows_of(bundle, ordered, done, len(run_ids), on_progress))
     return ordered
+
+
+def _rows_of(
+    bundle: BundleSource,
+    run_ids: list[str],
+    done: int,
+    total: int,
+    on_progress: Callable[[int, int], None] | None,
+) -> Iterator[list[StoredEvent]]:
+    """Each run's rows, for :meth:`EventStore.append_runs`; a run counts as done when the
+    store asks for the next one."""
+    for run_id in run_ids:
+        yield [StoredEvent.copy_of(row) for row in bundle.read(run_id)]
+        if on_progress is not None:
+            done += 1
+            on_progress(done, total)
 
 
 def _check_store(store: Any, argument: str) -> None:
@@ -318,14 +394,16 @@ def _check_store(store: Any, argument: str) -> None:
         )
 
 
-def _verified_run_ids(bundle: BundleSource) -> list[str]:
+def _verified_run_ids(
+    bundle: BundleSource, on_progress: Callable[[int, int], None] | None = None
+) -> list[str]:
     """Every run of the bundle, each verified (and, where the verifier offers whole-file
     verification, the manifest checked against the events): a failure raises."""
     verifier = Verifier(bundle)
     verify_all = getattr(verifier, "verify_all", None)
     if verify_all is not None:
         found: list[str] = []
-        for run_id, outcome in verify_all():
+        for run_id, outcome in verify_all(on_progress=on_progress):
             if isinstance(outcome, VerificationError):
                 raise outcome
             found.append(run_id)

@@ -97,10 +97,17 @@ class ReplayResult:
 class _ReplayHooks:
     """What the run consults: receipts to check, recorded tool results to answer with."""
 
-    def __init__(self, recording: Recording, until: int | None) -> None:
+    def __init__(
+        self,
+        recording: Recording,
+        until: int | None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.recording = recording
         self.until = until
         self.checked = 0
+        #: told (calls checked, calls to check) after each call replayed
+        self.on_progress = on_progress
         self.call = -1  # the call whose response the loop is acting on
         self.tool_index = 0  # the next tool call of that response
         self.decided: dict[str, int] = {}  # the recorded decisions answered, by kind
@@ -150,6 +157,9 @@ class _ReplayHooks:
         if found is not None:
             raise found
         self.checked += 1
+        if self.on_progress is not None:
+            calls = len(self.recording.calls)
+            self.on_progress(self.checked, calls if self.until is None else min(self.until, calls))
 
     def _check_policy(self, call: int) -> None:
         if self.policy_gap:
@@ -630,6 +640,7 @@ async def replay(
     *,
     until: int | None = None,
     disclosures: Vault | str | os.PathLike[str] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` from ``store`` with ``agent``; raise at the first divergence.
 
@@ -637,7 +648,8 @@ async def replay(
     ``disclosures``: the vault of the original run (default: the agent's own), or its path
     (opened read-only). A run recorded under a redaction policy replays byte for byte when
     its commitments can be opened; without the vault, only where no recorded commitment
-    has to be copied.
+    has to be copied. ``on_progress(done, total)`` is told after each call replayed and
+    checked (``total``: the calls to replay).
     """
     if not isinstance(agent, Agent):
         raise UsageError(
@@ -648,7 +660,7 @@ async def replay(
     if until is not None:
         check_index(until, "until", 0, "the call index to fork at")
     with opened(store, "store") as source, _original_vault(disclosures, agent) as vault:
-        return await _replay(agent, source, run_id, until, vault)
+        return await _replay(agent, source, run_id, until, vault, on_progress)
 
 
 @contextlib.contextmanager
@@ -689,6 +701,7 @@ async def _replay(
     run_id: str,
     until: int | None,
     vault: Vault | None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     # the original is evidence first: a log that does not verify is not replayed
     with naming_run():
@@ -707,7 +720,7 @@ async def _replay(
         if agent.store is not store:
             copy_ancestry(store, agent.store, recording.parent_run_id)
         lineage = agent._lineage(recording.parent_run_id, vault)
-    hooks = _ReplayHooks(recording, until)
+    hooks = _ReplayHooks(recording, until, on_progress)
     own = agent._policy(lineage)
     recorded_under = agent._policy(lineage, hooks.policy)
     if recorded_under is not None:
@@ -767,6 +780,7 @@ def replay_sync(
     *,
     until: int | None = None,
     disclosures: Vault | str | os.PathLike[str] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     """:func:`replay` for code without an event loop (on the thread's loop, as
     ``Agent.run_sync``)."""
@@ -775,7 +789,11 @@ def replay_sync(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return run_sync(replay(agent, store, run_id, until=until, disclosures=disclosures))
+        return run_sync(
+            replay(
+                agent, store, run_id, until=until, disclosures=disclosures, on_progress=on_progress
+            )
+        )
     raise UsageError(
         "replay_sync() was called inside a running event loop; use await agentfootprint.replay(...)"
     )

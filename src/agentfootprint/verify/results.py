@@ -15,10 +15,15 @@ __all__ = ["Outcome", "RunVerification"]
 
 
 class Outcome(enum.Enum):
-    """What a verified run proves."""
+    """What a verified run proves. The values are stable machine codes (``verify --json``,
+    the vectors' descriptors); what a person reads says it in words instead: ``verify``
+    prints both VALID and VALID_UNSIGNED as ``VALID``, then whether the run is sealed and
+    whether a pinned key sealed it (docs/log-format.md section 9.6)."""
 
     VALID = "VALID"  #: closed, every check passed, sealed by a key the caller pinned
-    VALID_UNSIGNED = "VALID_UNSIGNED"  #: closed, every check passed, no seal by a pinned key
+    #: closed, every check passed, not proven sealed by a pinned key: not sealed, or
+    #: sealed by a key the caller did not pin (``seal_note`` says which)
+    VALID_UNSIGNED = "VALID_UNSIGNED"
     UNSEALED = "UNSEALED"  #: never closed (the process died); the prefix is consistent
 
 
@@ -49,7 +54,8 @@ class RunVerification:
     signed_by: tuple[str, ...] = ()
     #: the key id ``run.open`` names as the run's signer (format v4), or None
     seal_key_id: str | None = None
-    #: why a closed run is VALID_UNSIGNED (no seal, or a seal by a key not pinned)
+    #: in words, why a closed run is VALID_UNSIGNED ("not sealed: ...", or "sealed by key
+    #: K; key not pinned: ..."); None for VALID and UNSEALED
     seal_note: str | None = None
     #: SHA-256 of the seal envelope's bytes (its Merkle leaf's ``seal``), None unsealed
     seal_digest: bytes | None = None

@@ -9,10 +9,13 @@ the signer, the chain head and event count at ``run.close``, the wire exchange p
   its signature must name the key ``run.open`` names. Anything else is INVALID, whoever
   signed: an honest writer never makes such a seal, so the run or its seal was changed;
 * then the signature: verified under a key the caller pinned, VALID; a seal by a key the
-  caller did not pin (or no key pinned at all), VALID_UNSIGNED, said so. A seal is never
-  trusted for the key it carries;
+  caller did not pin (or no key pinned at all), VALID_UNSIGNED, and the note says which key
+  sealed it and that it is not pinned. A seal is never trusted for the key it carries;
 * a run whose ``run.open`` names a signer but which closed without a seal is INVALID (the
-  seal was removed); a run that names none is VALID_UNSIGNED.
+  seal was removed); a run that names none is VALID_UNSIGNED, its note "not sealed".
+
+The notes are read by people (``verify`` prints them): they say "sealed" and "not
+pinned", never "unsigned", which beside "sealed by key K" reads as a contradiction.
 
 docs/seals.md section 7 is the normative text.
 """
@@ -71,7 +74,7 @@ class SealWitness:
 @dataclass(frozen=True, slots=True)
 class SealVerdict:
     """``signed_by``: the pinned keys the seal verified under (VALID when not empty);
-    ``note``: why a closed run is VALID_UNSIGNED (None when it is VALID)."""
+    ``note``: in words, why a closed run is VALID_UNSIGNED (None when it is VALID)."""
 
     signed_by: tuple[str, ...]
     note: str | None
@@ -139,7 +142,7 @@ def judge(
         return VerificationError(run_id, witness.seal_seq or None, reason, code="seal")
 
     if witness.key_id is None:
-        return SealVerdict((), "not sealed (its run.open names no signer)")
+        return SealVerdict((), "not sealed: its run.open names no signer")
     if witness.envelope is None:
         return_seq = witness.close_events - 1
         raise VerificationError(
@@ -189,12 +192,20 @@ def judge(
             f"not by the key {witness.key_id} its run.open names"
         )
     if not trusted:
-        return SealVerdict((), f"sealed by key {witness.key_id}; no key pinned (verify --key)")
+        return SealVerdict(
+            (),
+            f"sealed by key {witness.key_id}; key not pinned: verify --key KEY checks who "
+            "sealed it",
+        )
     try:
         verified = verify_envelope(envelope, trusted, payload_type=PAYLOAD_TYPE)
     except SealError as exc:
         if exc.code == "untrusted-key":
-            return SealVerdict((), f"sealed by key {witness.key_id}, which is not pinned")
+            return SealVerdict(
+                (),
+                f"sealed by key {witness.key_id}; key not pinned: none of the keys given "
+                "with --key",
+            )
         raise fail(f"the seal does not verify: {exc}") from exc
     return SealVerdict(verified.key_ids, None)
 

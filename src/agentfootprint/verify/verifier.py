@@ -185,7 +185,9 @@ class Verifier:
         except RunNotFoundError as exc:  # the run asked for (a missing ancestor is ancestry)
             raise RunNotFoundError(f"run_id: {exc}") from exc
 
-    def verify_all(self) -> Iterator[tuple[str, RunVerification | VerificationError]]:
+    def verify_all(
+        self, *, on_progress: Callable[[int, int], None] | None = None
+    ) -> Iterator[tuple[str, RunVerification | VerificationError]]:
         """Verify every run the source's events hold, then check its run index against them.
 
         Yields ``(run_id, result)`` per run found from the events (``source.run_ids()``,
@@ -198,12 +200,17 @@ class Verifier:
         A source that offers ``snapshot()`` (a database other writers may be appending to)
         is read inside it: the runs, the index and the seal log are judged as of one
         moment, never a run list of one moment against an index of a later one.
+
+        ``on_progress(done, total)`` is called as each run's verdict is reached (``total``
+        the runs found), for a caller that shows how far it got.
         """
         snapshot = getattr(self.source, "snapshot", None)
         with snapshot() if callable(snapshot) else contextlib.nullcontext():
-            yield from self._verify_all()
+            yield from self._verify_all(on_progress)
 
-    def _verify_all(self) -> Iterator[tuple[str, RunVerification | VerificationError]]:
+    def _verify_all(
+        self, on_progress: Callable[[int, int], None] | None
+    ) -> Iterator[tuple[str, RunVerification | VerificationError]]:
         list_runs = getattr(self.source, "run_ids", None)
         if not callable(list_runs):
             raise UsageError(
@@ -216,17 +223,21 @@ class Verifier:
             self._listing.start()  # before the runs are listed: a run it names has its rows
             run_ids = list(list_runs())
             index = IndexCheck(run_ids, self._index_entries())
-            for run_id in run_ids:
+            for done, run_id in enumerate(run_ids, 1):
                 try:
                     verified = self._verified(run_id)[0]  # ids as stored: not text is rows
                 except VerificationError as exc:
                     index.verdict(run_id, None)  # INVALID already: its entry is not compared
+                    if on_progress is not None:
+                        on_progress(done, len(run_ids))
                     yield shown(run_id), exc
                 else:
                     parent = verified.ancestors[-1] if verified.ancestors else None
                     index.verdict(run_id, (verified.conversation_id, parent, verified.opened_at))
                     if verified.close is None:  # UNSEALED: an answer that never closed
                         answers.unclosed(run_id)
+                    if on_progress is not None:
+                        on_progress(done, len(run_ids))
                     yield run_id, verified
         finally:
             self._failed = None
