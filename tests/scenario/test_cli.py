@@ -132,6 +132,17 @@ def run_ids(db: Path) -> list[str]:
             ["VAULT", "COMMITMENTS", "--run", "--out", "[salt, key, value]", "not a disclosure"],
         ),
         (["erase"], ["VAULT", "secure delete", "still verifies", "not a disclosure vault"]),
+        (
+            ["report"],
+            [
+                "SOURCE",
+                "--out",
+                "--key",
+                "--diff",
+                "verifies the runs of SOURCE",
+                "not a verification",
+            ],
+        ),
         (["runs"], ["--pending", "closed paused", "resumes or abandons", "never changed"]),
         (
             ["scan"],

@@ -123,6 +123,7 @@ COMMANDS = {
         [],
         b"2/2 calls",
     ),
+    "report": (["report", "valid.db", "--out", "report.html"], ["report.html"], b"3/3 runs"),
 }
 
 

@@ -36,6 +36,7 @@ from agentfootprint.cli.init import init_command
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.keys import keys
 from agentfootprint.cli.replaying import diff_command, replay_command
+from agentfootprint.cli.report import report_command
 from agentfootprint.cli.scanning import scan_command
 from agentfootprint.cli.transfer import copy_command, export_command, import_command
 from agentfootprint.cli.vault import disclose, erase, vault_key
@@ -67,7 +68,8 @@ Exit codes (each command's --help says which apply):
 
 \b
 Read-only commands (runs, show, served, state, tool-calls, verify, scan, checkpoint's DB,
-consistency, diff, export's DB, copy's SRC, replay's DB and VAULT, disclose's VAULT)
+consistency, diff, export's DB, report's SOURCE, copy's SRC, replay's DB and VAULT,
+disclose's VAULT)
 never create, migrate or change a file. DB and VAULT are file paths,
 sqlite:///PATH URLs (sqlite:////PATH for an absolute path) or
 postgresql://USER@HOST:PORT/DBNAME URLs (docs/stores.md).
@@ -110,6 +112,7 @@ for _command in (
     checkpoint_command,
     consistency_command,
     scan_command,
+    report_command,
 ):
     main.add_command(_command)
 
@@ -120,7 +123,7 @@ main.start = (
 main.sections = (
     ("Inspect a log", ("runs", "show", "served", "state", "tool-calls", "diff")),
     ("Verify", ("verify", "scan", "checkpoint", "consistency")),
-    ("Share with an auditor", ("export", "import", "copy", "disclose", "erase")),
+    ("Share with an auditor", ("report", "export", "import", "copy", "disclose", "erase")),
     ("Replay against new code", ("replay", "demo")),
     ("Keys and stores", ("keys", "vault-key", "init")),
 )
