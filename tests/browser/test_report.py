@@ -331,3 +331,31 @@ def test_the_report_command_refuses_what_it_cannot_make(tmp_path: Path) -> None:
     result = cli("report", str(valid), "--out", str(valid))
     assert result.exit_code == 2
     assert valid.read_bytes()[:16] == b"SQLite format 3\x00"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "quotations-committed-every-disclosure-proven",
+        "a-disclosure-that-does-not-open-its-commitment",
+    ],
+)
+def test_the_page_opens_exactly_the_disclosures_that_hash_to_their_commitments(
+    browser: Any, tmp_path: Path, name: str
+) -> None:
+    db, disclosures = VECTORS / "echoes" / f"{name}.db", VECTORS / "echoes" / f"{name}.json"
+    out = tmp_path / "report.html"
+    made = make_report(db, out, "--disclosures", str(disclosures))
+    assert made.exit_code == 0, made.output
+    proven = json.loads(
+        cli("verify", "--json", str(db), "--disclosures", str(disclosures)).stdout
+    ).get("proven", [])
+    opened = open_report(browser, out, then=lambda page: page.evaluate("window.AFReport.opened"))
+    given = json.loads(disclosures.read_text())["disclosures"]
+    assert len(opened.then) == len({d["commitment"] for d in given})  # each in the runs
+    good = {(d["key"], json.loads(d["value"])) for d in opened.then if d["ok"]}
+    assert good == {(p["key"], p["value"]) for p in proven}  # the CLI proves the same ones
+    wrong = [
+        d for d in given if d["commitment"] not in {o["commitment"] for o in opened.then if o["ok"]}
+    ]
+    assert bool(wrong) == ("does-not-open" in name)

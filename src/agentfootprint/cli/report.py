@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from agentfootprint.cli._common import DB, Database, check_output, write_output
+from agentfootprint.cli._common import DB, INPUT_FILE, Database, check_output, write_output
 from agentfootprint.cli._progress import PROGRESS_EPILOG, progress
+from agentfootprint.cli.verifying import disclosures_file
 from agentfootprint.errors import UsageError
 from agentfootprint.report import report_html
 from agentfootprint.seal.signer import PublicKey, load_public_key
@@ -46,12 +47,20 @@ __all__ = ["report_command"]
     help="Two runs to compare: the page opens on the first request where they differ, "
     "piece by piece.",
 )
+@click.option(
+    "--disclosures",
+    type=INPUT_FILE,
+    help="A disclosures file (from `disclose`): the page opens each value whose commitment "
+    "is in the runs and hashes to it, and shows it beside its commitment. The report then "
+    "holds those values in clear.",
+)
 def report_command(
     source: Database,
     run_ids: tuple[str, ...],
     out: Path,
     keys: tuple[str, ...],
     diff: tuple[str, str] | None,
+    disclosures: Path | None,
 ) -> None:
     """Write one HTML file that verifies the runs of SOURCE in the reader's browser.
 
@@ -74,10 +83,11 @@ def report_command(
       0  the report was written
       2  usage error: SOURCE missing or not a log; an unknown --run or --diff run;
          --out a folder, in a missing folder, SOURCE itself or an SQLite file; a --key
-         that is not a public key
+         that is not a public key; a bad disclosures file
     """
     check_output(out, source)
     pinned: list[PublicKey] = [load_public_key(key) for key in keys]
+    opened = disclosures_file(disclosures) if disclosures is not None else []
     if diff is not None and diff[0] == diff[1]:
         raise UsageError("--diff needs two different runs", option="--diff")
     with progress(desc="report", unit="runs") as bar:
@@ -86,6 +96,7 @@ def report_command(
             run_ids=run_ids,
             keys=pinned,
             diff=diff,
+            disclosures=opened,
             library=f"agentfootprint {__version__}",
             on_progress=bar.at,
         )

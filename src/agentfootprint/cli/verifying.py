@@ -34,7 +34,7 @@ from agentfootprint.verify.bundle_proofs import Inclusion
 from agentfootprint.verify.checkpoint import check_checkpoint, leaves_of, same_tree
 from agentfootprint.verify.verifier import Outcome, RunVerification, Verifier
 
-__all__ = ["in_words", "report", "severity", "verdict_line", "verify"]
+__all__ = ["disclosures_file", "in_words", "report", "severity", "verdict_line", "verify"]
 
 _SEVERITY = {EXIT_OK: 0, EXIT_UNSEALED: 1, EXIT_INVALID: 2}
 
@@ -161,7 +161,8 @@ def _results(
         yield run_id, verified
 
 
-def _disclosures(path: Path) -> list[Disclosure]:
+def disclosures_file(path: Path) -> list[Disclosure]:
+    """The disclosures a ``--disclosures`` file holds (section 12.7), or a usage error."""
     data = read_input(path, "--disclosures", "disclosures file", MAX_DISCLOSURES_BYTES)
     if data.startswith(b"SQLite format 3\x00"):
         raise StoreError(
@@ -334,7 +335,7 @@ def verify(
     error), {"runs": [], "exit": CODE, "error": {"code", "run_id", "seq", "reason"}} (a
     usage error is also the one Error: line on stderr).
     """
-    opened = _disclosures(disclosures) if disclosures is not None else []
+    opened = disclosures_file(disclosures) if disclosures is not None else []
     trusted: list[PublicKey] = [load_public_key(key) for key in keys]
     note = _checkpoint_note(checkpoint_path, trusted, run_ids)
     verdicts: list[dict[str, Any]] = []

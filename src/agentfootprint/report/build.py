@@ -39,6 +39,7 @@ from agentfootprint.errors import (
 from agentfootprint.exchange.bundle_write import write_bundle
 from agentfootprint.exchange.transfer import open_log
 from agentfootprint.local_files import open_regular
+from agentfootprint.logformat.commitments import Disclosure
 from agentfootprint.seal.signer import PublicKey
 from agentfootprint.store.urls import StoreLocation
 from agentfootprint.verify.bundle import BundleSource, is_bundle
@@ -71,6 +72,7 @@ def report_html(
     run_ids: Sequence[str] = (),
     keys: Sequence[PublicKey] = (),
     diff: tuple[str, str] | None = None,
+    disclosures: Sequence[Disclosure] = (),
     library: str,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Report:
@@ -80,8 +82,10 @@ def report_html(
     ``diff`` the page opens on the first request where the two runs differ. ``keys`` are
     pinned in the page (the reader can pin more). A database is read only; a bundle is
     embedded byte for byte, whatever it holds (the page says what is wrong with it).
-    ``on_progress(done, total)`` counts a database's runs as the reference verifier reads
-    them (for its findings).
+    ``disclosures`` (a disclosures file's, section 12.7) go into the page only where their
+    commitment occurs in the embedded runs, and the page opens each only if it hashes to its
+    commitment. ``on_progress(done, total)`` counts a database's runs as the reference
+    verifier reads them (for its findings).
     """
     wanted = list(dict.fromkeys([*run_ids, *(diff or ())]))
     name = source.shown() if isinstance(source, StoreLocation) else Path(source).name
@@ -104,6 +108,11 @@ def report_html(
         "diff": list(diff) if diff else None,
         "keys": [key.raw.hex() for key in keys],
         "findings": findings,
+        "disclosures": [
+            {**d.to_json(), "value": orjson.dumps(d.value).decode("utf-8")}  # its JSON text
+            for d in disclosures
+            if d.commitment.encode("ascii", "replace") in data
+        ],
     }
     return Report(
         html=_page(data, meta, title=name),

@@ -23,7 +23,11 @@
   const short = (hex) => (typeof hex === "string" && hex.length > 16 ? hex.slice(0, 12) + "…" : String(hex));
   const json = (v) => { try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); } };
   // A commitment reads as what it is, wherever it sits in a value shown compactly.
-  const hidden = (k, v) => (isCommitment(v) ? `«redacted ${short(v.$commit)}»` : v);
+  const hidden = (k, v) => {
+    if (!isCommitment(v)) return v;
+    const o = opened.get(v.$commit);
+    return o && o.ok ? `«opened: ${o.text}»` : `«redacted ${short(v.$commit)}»`;
+  };
   const compact = (v, n = 160) => {
     let s; try { s = typeof v === "string" ? v : JSON.stringify(v, hidden); } catch (e) { s = String(v); }
     if (s === undefined) s = String(v);
@@ -49,6 +53,7 @@
   const banner = document.getElementById("verdict");
   const pinned = [];  // hex of the keys pinned now (the command's, then the reader's)
   const state = { result: null };
+  const opened = new Map();  // commitment hex -> {key, text, ok}: disclosures this page hashed
   window.AFReport = { done: false, state: "pending", verdicts: [], error: null };
 
   function bundleBytes() {
@@ -120,6 +125,7 @@
       return fail("The verifier stopped: " + (e && e.message ? e.message : String(e)));
     }
     state.result = result;
+    await openDisclosures();
     window.AFReport.verify_ms = performance.now() - started;  // for bench/report.py
     const verdicts = merged(result.verdicts || []);
     const codes = verdicts.map((v) => v.code);
@@ -130,6 +136,22 @@
     render(result, verdicts, overall);
     Object.assign(window.AFReport, { done: true, state: overall, verdicts, pinned: [...pinned], runs: result.runs || {} });
     document.body.dataset.state = overall;
+  }
+
+  // Section 12.3: a disclosure opens its commitment iff H("commit", canon([salt, key,
+  // value])) is the commitment; the page recomputes it and shows only the ones that do.
+  async function openDisclosures() {
+    opened.clear();
+    const X = AFVerify._;
+    for (const d of meta.disclosures || []) {
+      let ok = false;
+      try {
+        const value = X.parseJSON(d.value, "value", X.MAX_DEPTH + 2).value;
+        ok = X.hex(await X.H("commit", X.canon([d.salt, d.key, value]))) === d.commitment;
+      } catch (e) { ok = false; }
+      opened.set(d.commitment, { key: d.key, text: d.value, ok });
+    }
+    window.AFReport.opened = [...opened].map(([commitment, o]) => ({ commitment, key: o.key, value: o.text, ok: o.ok }));
   }
 
   function fail(message) {
@@ -158,7 +180,7 @@
       banner.className = "verdict warn";
       banner.textContent = overall === "unsealed" ? "Consistent, but a run never closed (UNSEALED)." : "Some runs could not be decided by this page: verify them with the command line.";
     }
-    app.replaceChildren(...[controls(), about(), verdictTable(verdicts, runs), findings(), diffView(runs), ...Object.values(runs).map((r) => runView(r, verdicts))].filter(Boolean));
+    app.replaceChildren(...[controls(), about(), verdictTable(verdicts, runs), disclosuresNote(), findings(), diffView(runs), ...Object.values(runs).map((r) => runView(r, verdicts))].filter(Boolean));
   }
 
   function controls() {
@@ -183,7 +205,7 @@
     return $("details", { class: "about" }, $("summary", {}, "What this page checked, and what a self-verifying file proves"),
       $("p", {}, "When it opened, this page decoded the bundle embedded in this file and recomputed, with your browser's WebCrypto, every event hash (docs/log-format.md section 5.1), the hash chain, the state after each commit, every request the model was served (rebuilt from the state: section 8) with the digest of each piece, and each receipt. Seals are checked with Ed25519 under the keys pinned above. A ✓ means this page computed the value and found it equal to the one recorded."),
       $("p", {}, "What it proves: the file is consistent with itself: every request shown is exactly what the receipts say the model was served, and nothing was changed after it was hashed. Anyone can write a consistent file, so WHO wrote it is proven only by a seal under a key you trust (pin it). It does not prove that a model's replies were real, that the timestamps are true, or that the log holds every run there was (docs/log-format.md section 10)."),
-      $("p", {}, "Not decided here: redaction patterns of a version 1 policy and patterns this page cannot read exactly as RE2 does (shown UNDECIDED, never valid). Disclosures are opened only with the command line."),
+      $("p", {}, "Not decided here (shown UNDECIDED, never valid): redaction patterns of a version 1 policy, patterns this page cannot read exactly as RE2 does, and work past this page's budget (docs/report.md). Disclosures given to the report are opened here, each hashed against its commitment; whether a quotation of one is left in clear (echo redaction) is checked by the command line only."),
       $("p", { class: "muted" }, `Made by ${meta.library} from the ${meta.source_kind} ${meta.source}; report format ${meta.report}.`));
   }
 
@@ -198,6 +220,15 @@
           $("td", {}, v.by === "command" ? "the command that made this report" : "this page"),
           $("td", {}, v.reason || ""));
       })));
+  }
+
+  function disclosuresNote() {
+    if (!opened.size) return null;
+    const good = [...opened.values()].filter((o) => o.ok).length;
+    const bad = opened.size - good;
+    return $("p", { class: bad ? "verdict bad" : "verdict ok", id: "af-disclosures" },
+      `${good} of ${opened.size} disclosures open their commitments (hashed here)`,
+      bad ? `; ${bad} do not: their values are not shown` : "", ". This file holds the opened values in clear.");
   }
 
   function findings() {
@@ -280,7 +311,10 @@
   }
 
   function commitment(v) {
-    return $("span", { class: "commitment", title: "redacted: the log holds only this commitment" }, "redacted ", $("span", { class: "mono" }, short(v.$commit)));
+    const o = opened.get(v.$commit);
+    return $("span", { class: "commitment", title: "redacted: the log holds only this commitment" }, "redacted ", $("span", { class: "mono" }, short(v.$commit)),
+      o && o.ok ? [" opened: ", $("code", {}, o.text), " ", mark(true)] : null,
+      o && !o.ok ? [" (the disclosure given for it does not open it) ", mark(false)] : null);
   }
 
   function replyView(v) {
@@ -369,7 +403,11 @@
     const open = (run.events || []).find((e) => e.type === "run.open");
     const policy = open && open.body ? open.body.policy : undefined;
     return [policy ? $("p", {}, "Redaction policy: ", $("code", {}, compact(policy, 400))) : $("p", { class: "muted" }, "This run records no redaction policy."),
-      found.length ? $("table", {}, $("tr", {}, $("th", {}, "where"), $("th", {}, "commitment")), found.map((f) => $("tr", { class: "row" }, $("td", { class: "mono" }, f.path), $("td", { class: "mono" }, f.digest)))) : $("p", { class: "muted" }, "No value in this run is redacted.")];
+      found.length ? $("table", {}, $("tr", {}, $("th", {}, "where"), $("th", {}, "commitment"), $("th", {}, "opened by a disclosure")), found.map((f) => {
+        const o = opened.get(f.digest);
+        return $("tr", { class: "row" }, $("td", { class: "mono" }, f.path), $("td", { class: "mono" }, f.digest),
+          $("td", {}, !o ? $("span", { class: "muted" }, "no disclosure given") : o.ok ? [$("code", {}, `${o.key} = ${o.text}`), " ", mark(true)] : ["does not open it ", mark(false)]));
+      })) : $("p", { class: "muted" }, "No value in this run is redacted.")];
   }
 
   function sealView(run) {
