@@ -251,7 +251,12 @@ def _shot(page: Any, tmp_path: Path, name: str) -> Path:
 def test_a_sealed_redacted_tool_using_run_reads_well(browser: Any, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     policy = af.RedactionPolicy(keys=["city"], patterns=["(?i)^from$"])
-    with build_demo_agent(db, signer=SIGNER, redact=policy) as agent:
+
+    class Travel:  # a permission checker: its decisions are recorded, and shown per call
+        def check(self, request: af.PermissionRequest) -> af.Decision:
+            return af.Decision.allow(f"{request.tool} is a travel tool", by="travel-policy")
+
+    with build_demo_agent(db, signer=SIGNER, redact=policy, permission_checker=Travel()) as agent:
         first = agent.run_sync(DEMO_QUESTIONS[0])
         agent.run_sync(DEMO_QUESTIONS[1], continue_from=first)
     out = tmp_path / "report.html"
@@ -285,6 +290,7 @@ def test_a_sealed_redacted_tool_using_run_reads_well(browser: Any, tmp_path: Pat
     assert "Request digest recorded" in seen["calls"] and "✗" not in seen["calls"]
     assert ".city" in seen["redacted"]  # where a value was committed, never the value
     assert "get_weather" in seen["tools"] and "Lisbon" not in seen["tools"]
+    assert "allow by travel-policy" in seen["tools"] and "ms" in seen["tools"]
     assert "events match" in seen["hits"]
 
 

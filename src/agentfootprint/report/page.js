@@ -324,30 +324,40 @@
       $("p", { class: "muted" }, [v.stop_reason ? `stop: ${v.stop_reason}` : "", v.usage ? `usage: ${compact(v.usage)}` : ""].filter(Boolean).join(" · ")));
   }
 
-  // Each tool call the model asked for: its arguments (from the reply), its result (the
-  // tool message that answers its id) and the recorded events that name it.
+  // Each tool call the model asked for: its arguments (from the reply), the permission
+  // decision recorded for it, its result (the tool message that answers its id), the time
+  // between the reply and the result by the rows' own timestamps (a run records no other
+  // clock for tools), and every other recorded event naming it.
   function toolCalls(run) {
     const events = run.events || [];
     const asked = [];
     for (const e of events) {
       if (e.type === "write" && e.body && e.body.path === "last_response" && e.body.value && Array.isArray(e.body.value.tool_calls)) {
-        for (const t of e.body.value.tool_calls) asked.push({ call: t, seq: e.seq });
+        for (const t of e.body.value.tool_calls) asked.push({ call: t, seq: e.seq, ts: e.ts });
       }
     }
     if (!asked.length) return $("p", { class: "muted" }, "The model asked for no tool in this run.");
     const results = new Map();
     for (const e of events) {
       if (e.type === "write" && e.body && e.body.path === "history" && Array.isArray(e.body.value)) {
-        for (const m of e.body.value) if (m && m.tool_call_id) results.set(m.tool_call_id, { message: m, seq: e.seq });
+        for (const m of e.body.value) if (m && m.tool_call_id && !results.has(m.tool_call_id)) results.set(m.tool_call_id, { message: m, seq: e.seq, ts: e.ts });
       }
     }
     const related = (id) => events.filter((e) => e.type === "event" && e.body && e.body.payload && e.body.payload.tool_call_id === id);
-    return $("table", {}, $("tr", {}, $("th", {}, "seq"), $("th", {}, "tool"), $("th", {}, "arguments"), $("th", {}, "result"), $("th", { title: "permission decisions, argument validation, timing: every recorded event naming the call" }, "recorded events")),
-      asked.map(({ call, seq }) => {
+    const PERMISSION = "agentfootprint.permission.check";
+    return $("table", {}, $("tr", {}, $("th", {}, "seq"), $("th", {}, "tool"), $("th", {}, "arguments"), $("th", {}, "permission"), $("th", {}, "result"),
+      $("th", { title: "from the reply's row to the result's row, by their recorded timestamps" }, "reply → result"), $("th", { title: "argument validation, teardowns: every other recorded event naming the call" }, "recorded events")),
+      asked.map(({ call, seq, ts }) => {
         const r = results.get(call.id);
+        const named = related(call.id);
+        const check = named.find((e) => e.body.name === PERMISSION);
+        const p = check ? check.body.payload : null;
         return $("tr", { class: "row" }, $("td", { class: "num" }, seq), $("td", { class: "nowrap" }, $("code", {}, String(call.name)), $("div", { class: "muted mono" }, String(call.id))),
-          $("td", {}, textOf(call.arguments)), $("td", {}, r ? textOf(r.message.content) : $("span", { class: "muted" }, "no result recorded")),
-          $("td", {}, $("ul", {}, related(call.id).map((e) => $("li", {}, `seq ${e.seq} ${e.body.name}: `, $("code", {}, compact(e.body.payload, 240)))))));
+          $("td", {}, textOf(call.arguments)),
+          $("td", {}, p ? [$("strong", {}, String(p.decision)), p.by ? ` by ${compact(p.by, 60)}` : "", p.reason ? $("div", { class: "muted" }, compact(p.reason, 200)) : null] : $("span", { class: "muted" }, "no checker asked")),
+          $("td", {}, r ? [textOf(r.message.content), r.message.is_error ? $("div", { class: "mark-bad" }, "an error") : null] : $("span", { class: "muted" }, "no result recorded")),
+          $("td", { class: "num" }, r && Number.isSafeInteger(r.ts) && Number.isSafeInteger(ts) ? `${r.ts - ts} ms` : "–"),
+          $("td", {}, $("ul", {}, named.filter((e) => e !== check).map((e) => $("li", {}, `seq ${e.seq} ${e.body.name}: `, $("code", {}, compact(e.body.payload, 240)))))));
       }));
   }
 
