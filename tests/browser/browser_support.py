@@ -32,6 +32,7 @@ class Opened:
     verdicts: list[dict[str, Any]]
     report: dict[str, Any]
     requests: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  #: console errors and uncaught exceptions
     then: Any = None
 
 
@@ -41,17 +42,26 @@ def open_report(
     *,
     runs: bool = False,
     then: Callable[[Any], Any] | None = None,
+    before: str | None = None,
 ) -> Opened:
     """Open ``path`` from file:// and wait for its verdict (``runs``: also return what the
     verifier computed of each run; ``then``: called with the page before it is closed, in
-    the browser's thread, its result in ``Opened.then``)."""
-    return browser.run(_open, path, runs, then)  # type: ignore[no-any-return]
+    the browser's thread, its result in ``Opened.then``; ``before``: a script run in the page
+    before its own)."""
+    return browser.run(_open, path, runs, then, before)  # type: ignore[no-any-return]
 
 
-def _open(browser: Any, path: Path, runs: bool, then: Callable[[Any], Any] | None) -> Opened:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+def _open(
+    browser: Any, path: Path, runs: bool, then: Callable[[Any], Any] | None, before: str | None
+) -> Opened:
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    if before is not None:
+        page.add_init_script(before)
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
     url = path.resolve().as_uri()
     page.goto(url)
     page.wait_for_function("window.AFReport && window.AFReport.done", timeout=VERIFY_TIMEOUT_MS)
@@ -66,6 +76,7 @@ def _open(browser: Any, path: Path, runs: bool, then: Callable[[Any], Any] | Non
         verdicts=report["verdicts"],
         report=report,
         requests=[u for u in requests if u != url],
+        errors=errors,
     )
     try:
         if then is not None:

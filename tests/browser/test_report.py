@@ -99,6 +99,7 @@ def test_the_page_gives_the_command_lines_verdicts(
     assert made.exit_code == 0, made.output
     opened = open_report(browser, out)
     assert opened.requests == []  # nothing fetched: the CSP forbids it, and none is tried
+    assert opened.errors == []  # no console error, no uncaught exception, whatever the file
     got = page_verdicts(opened)
     if name in UNDECIDED:
         undecided = {run for run, code, _ in got if code == "undecided"}
@@ -159,8 +160,13 @@ def test_the_page_recomputes_every_digest_of_the_demo_runs(
     db, key = demo_db
     out = tmp_path / "demo.html"
     assert make_report(db, out, "--key", key).exit_code == 0
-    opened = open_report(browser, out, runs=True)
+    opened = open_report(
+        browser, out, runs=True, then=lambda page: page.locator("code.head").all_inner_texts()
+    )
     assert opened.requests == []
+    with SqliteStore(db, readonly=True) as store:  # each run's head, shown for comparison
+        heads = [af.Verifier(store).verify(run).head.hex() for run in store.run_ids()]
+    assert opened.then == heads
     assert opened.state == "valid"
     assert {v["code"] for v in opened.verdicts} == {"VALID"}  # sealed, the key pinned
     logged = _receipts(db)
@@ -365,3 +371,36 @@ def test_the_page_opens_exactly_the_disclosures_that_hash_to_their_commitments(
         d for d in given if d["commitment"] not in {o["commitment"] for o in opened.then if o["ok"]}
     ]
     assert bool(wrong) == ("does-not-open" in name)
+
+
+def test_without_webcrypto_the_page_checks_nothing_and_marks_nothing_green(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A page served where the browser gives no WebCrypto (plain http from another host)."""
+    out = tmp_path / "report.html"
+    assert make_report(VECTORS / "valid.afp", out).exit_code == 0
+    opened = open_report(
+        browser,
+        out,
+        before="Object.defineProperty(globalThis.crypto, 'subtle', {value: undefined})",
+        then=lambda page: page.evaluate(
+            "document.querySelectorAll('.mark-ok, .verdict.ok, .chip.ok').length"
+        ),
+    )
+    assert opened.state == "error" and "nothing was checked" in opened.report["error"]
+    assert opened.then == 0
+
+
+def test_the_embedded_bundle_downloads_byte_for_byte(browser: Any, tmp_path: Path) -> None:
+    source = VECTORS / "proven-valid.afp"
+    out = tmp_path / "report.html"
+    assert make_report(source, out).exit_code == 0
+
+    def download(page: Any) -> bytes:
+        with page.expect_download() as started:
+            page.click("#af-download")
+        return Path(started.value.path()).read_bytes()
+
+    opened = open_report(browser, out, then=download)
+    assert opened.then == source.read_bytes()
+    assert [u for u in opened.requests if not u.startswith("blob:")] == []

@@ -197,8 +197,19 @@
       $("div", { class: "controls" }, $("span", {}, pinned.length ? "Pinned: " + pinned.map(keyText).join(", ") : "No key pinned: a seal shows who sealed a run only under a key you pin.")),
       $("div", { class: "controls" }, search,
         $("button", { onclick: () => openAll(true) }, "Open all"), $("button", { onclick: () => openAll(false) }, "Fold all"),
-        $("button", { onclick: () => window.print() }, "Print")),
+        $("button", { onclick: () => window.print() }, "Print"),
+        $("button", { onclick: download, id: "af-download", title: "the bundle this page verified, byte for byte: verify it with `agentfootprint verify` or another verifier" }, "Download the embedded bundle")),
       hits);
+  }
+
+  // The embedded bundle as a file, to verify with another verifier (no request: a blob).
+  function download() {
+    const url = URL.createObjectURL(new Blob([bundleBytes()], { type: "application/octet-stream" }));
+    const a = $("a", { href: url, download: (meta.source || "runs").replace(/\.(afp|db)$/, "") + ".afp" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
   }
 
   function about() {
@@ -253,6 +264,9 @@
         close && close.body ? ` · ${close.body.outcome}, ${close.body.calls} model calls, ${close.body.iterations} iterations` : " · not closed",
         run.parent_run_id ? " · continues " : "", run.parent_run_id ? $("a", { href: "#run-" + run.parent_run_id, class: "mono" }, run.parent_run_id) : "",
         open && open.body && open.body.agent ? ` · agent ${compact(open.body.agent.name || open.body.agent.id)}` : ""),
+      // the head, for comparison with a checkpoint or `agentfootprint runs` held elsewhere:
+      // a file that checks itself proves only that it is consistent with itself
+      PASS.has(v.code) && events.length && events[events.length - 1].chain ? $("p", { class: "muted" }, "Head (its last chain hash): ", $("code", { class: "head" }, events[events.length - 1].chain)) : null,
       v.reason && !PASS.has(v.code) ? $("p", { class: "verdict bad" }, v.reason) : null);
     const calls = run.calls || [];
     return $("section", { class: "run", id: "run-" + run.run_id, "data-run": run.run_id },
