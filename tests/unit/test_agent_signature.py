@@ -185,7 +185,10 @@ def test_mypy_refuses_a_misspelt_option_a_wrong_type_and_a_missing_provider(
     assert sorted(by_line) == [6, 7, 8, 9], out
     assert 'Unexpected keyword argument "max_iteration"' in by_line[6]
     assert 'did you mean "max_iterations"' in by_line[6]
-    assert '"react_mode"' in by_line[7] and "Literal['dynamic', 'classic']" in by_line[7]
+    assert (
+        '"react_mode"' in by_line[7]
+        and "Literal['dynamic', 'dynamic-grouped', 'classic']" in by_line[7]
+    )
     assert '"max_iterations"' in by_line[8] and 'expected "int"' in by_line[8]
     assert 'Missing named argument "provider"' in by_line[9]
 

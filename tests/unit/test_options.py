@@ -106,9 +106,9 @@ def test_provider_must_have_complete() -> None:
     refused("provider", provider=None)
 
 
-def test_dynamic_grouped_is_refused_clearly() -> None:
-    error = refused("react_mode", react_mode="dynamic-grouped")
-    assert "planned" in str(error) and "'dynamic'" in str(error)
+def test_an_unknown_react_mode_is_refused_naming_the_three() -> None:
+    error = refused("react_mode", react_mode="grouped")
+    assert "'dynamic', 'dynamic-grouped', 'classic'" in str(error)
 
 
 def test_duplicate_tool_names() -> None:

@@ -322,6 +322,10 @@ def _declaring(spec: StageSpec, part: Part) -> StageSpec:
     return dataclasses.replace(spec, fn=stage)
 
 
+#: the group ``react_mode="dynamic-grouped"`` describes each model turn's stages in
+LLM_CALL_GROUP = "llm-call"
+
+
 def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
     """The chart from the declared stages, and how many stages one loop pass runs.
 
@@ -358,9 +362,15 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
     decider = route[0]
     order = [*phase("start"), *iteration]
     built: list[Stage] = []
+    # dynamic-grouped: the chart of dynamic, its model turn (the iteration stages) described
+    # as one llm-call group; the walk and the rows are dynamic's
+    grouped = {s.name for s in iteration} if react_mode == "dynamic-grouped" else set()
     for index, spec in enumerate(order):
         following = order[index + 1].name if index + 1 < len(order) else decider.name
-        built.append(_stage(spec, following))
+        stage = _stage(spec, following)
+        if spec.name in grouped:
+            stage = dataclasses.replace(stage, group=LLM_CALL_GROUP)
+        built.append(stage)
     built.append(
         Stage(
             name=decider.name,

@@ -5,7 +5,8 @@ take instead of ``final`` (``wrap_up_at_max_iterations``: one more call, tools w
 unless a ``stop_reason`` hook halts the turn there too (a cost budget: no call past it).
 
 ``react_mode`` shapes the chart (classic runs the system-prompt and tools slots once and
-loops back to messages only); ``max_iterations`` bounds the loop.
+loops back to messages only; dynamic-grouped runs as dynamic, its description nesting each
+model turn's stages in an ``llm-call`` group); ``max_iterations`` bounds the loop.
 """
 
 from __future__ import annotations
@@ -42,14 +43,11 @@ def _max_iterations(value: Any, given: Mapping[str, Any]) -> int:
 
 def _react_mode(value: Any, given: Mapping[str, Any]) -> str:
     value = "dynamic" if value is MISSING else value
-    if value == "dynamic-grouped":
+    if value not in ("dynamic", "dynamic-grouped", "classic"):
         raise refuse(
             "react_mode",
-            "'dynamic-grouped' is planned but not implemented yet; "
-            "use 'dynamic' (same behaviour, flat chart) or 'classic'",
+            f"must be one of 'dynamic', 'dynamic-grouped', 'classic', got {value!r}",
         )
-    if value not in ("dynamic", "classic"):
-        raise refuse("react_mode", f"must be one of 'dynamic', 'classic', got {value!r}")
     return str(value)
 
 

@@ -30,6 +30,9 @@ class Stage:
     next: str | None = None
     branches: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
+    #: the group it is shown in (``react_mode="dynamic-grouped"``: ``"llm-call"``); a group
+    #: is how the chart is described, never how it runs or what it records
+    group: str | None = None
 
 
 class Chart:
@@ -57,7 +60,7 @@ class Chart:
                 raise UsageError(f"decider {stage.name!r} has no branches")
 
     def describe(self) -> list[dict[str, Any]]:
-        """The chart as data: each stage with its kind and where it leads."""
+        """The chart as data: each stage with its kind, where it leads and its group."""
         out = []
         for stage in self.stages.values():
             entry: dict[str, Any] = {"stage": stage.name, "kind": stage.kind}
@@ -67,6 +70,8 @@ class Chart:
                 entry["branches"] = dict(stage.branches)
             if stage.description:
                 entry["description"] = stage.description
+            if stage.group is not None:
+                entry["group"] = stage.group
             out.append(entry)
         return out
 

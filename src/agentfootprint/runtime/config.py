@@ -17,7 +17,7 @@ from agentfootprint.store.redaction import RedactionPolicy
 
 __all__ = ["AgentConfig", "ArgValidation", "ReactMode"]
 
-ReactMode = Literal["dynamic", "classic"]
+ReactMode = Literal["dynamic", "dynamic-grouped", "classic"]
 ArgValidation = Literal["enforce", "warn", "off"]
 
 
