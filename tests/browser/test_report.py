@@ -404,3 +404,26 @@ def test_the_embedded_bundle_downloads_byte_for_byte(browser: Any, tmp_path: Pat
     opened = open_report(browser, out, then=download)
     assert opened.then == source.read_bytes()
     assert [u for u in opened.requests if not u.startswith("blob:")] == []
+
+
+def test_a_key_pasted_in_the_page_is_pinned_and_the_runs_verified_again(
+    browser: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.html"
+    assert make_report(VECTORS / "sealed-valid.db", out).exit_code == 0
+
+    def pin(page: Any) -> list[str]:
+        page.fill("#af-key", "ed25519:not-base64")
+        page.click("#af-pin")
+        refused = page.locator("#af-key-note").inner_text()
+        page.fill("#af-key", SIGNER.public.text)
+        page.click("#af-pin")
+        page.wait_for_function("window.AFReport.pinned && window.AFReport.pinned.length === 1")
+        page.wait_for_function("window.AFReport.verdicts.every((v) => v.code === 'VALID')")
+        return [refused, page.locator(".controls").nth(1).inner_text()]
+
+    opened = open_report(browser, out, then=pin)
+    assert {v["code"] for v in opened.verdicts} == {"VALID_UNSIGNED"}  # before the pin
+    refused, pinned = opened.then
+    assert "ed25519:BASE64" in refused
+    assert SIGNER.public.text in pinned

@@ -111,31 +111,27 @@ def _pending(db: Database) -> None:
         )
 
 
-def _error(error: Any, limit: int | None) -> str:
+def _error(error: Any, full: bool) -> str:
     if not isinstance(error, dict):
-        return f"  ERROR error: {_shown(error, 120, limit)}"
+        return f"  ERROR error: {short(error, None if full else 120)}"
     detail = error.get("message", error.get("details"))
-    return f"  ERROR {one_line(error.get('type', 'error'))}: {_shown(detail, 120, limit)}"
+    return f"  ERROR {one_line(error.get('type', 'error'))}: {short(detail, None if full else 120)}"
 
 
-def _shown(value: Any, cut: int, limit: int | None) -> str:
-    """``value`` as one line of JSON: cut at ``cut`` characters, or whole (``limit`` None:
-    ``show --full``)."""
-    return short(value, cut) if limit is not None else short(value, None)
-
-
-def _line(type_: str, body: dict[str, Any], limit: int | None) -> str | None:
+def _line(type_: str, body: dict[str, Any], full: bool) -> str | None:
     """The pending line a row adds under its commit (None: the row prints none)."""
     if type_ == "write":
-        value = "" if body["verb"] == "delete" else " " + _shown(body.get("value"), 72, limit)
+        value = (
+            "" if body["verb"] == "delete" else " " + short(body.get("value"), None if full else 72)
+        )
         return f"    {body['verb']:<6} {one_line(body['path'])}{value}"
     if type_ == "receipt":
         messages = body["messages"]
         count = messages["keep"] + len(messages["add"])
-        request = body["request"] if limit is None else body["request"][:16] + "…"
+        request = body["request"] if full else body["request"][:16] + "…"
         return f"    receipt call {body['call']}: request {request} ({count} messages)"
     if type_ == "event":
-        payload = "" if limit is not None else " " + short(body.get("payload"), None)
+        payload = " " + short(body.get("payload"), None) if full else ""
         return f"    event  {one_line(body.get('name'))}{payload}"
     return None
 
@@ -162,7 +158,6 @@ def show(db: Database, run_id: str, full: bool, json_out: bool) -> None:
         if json_out:
             echo_json(_timeline(source, run_id, verified.outcome.value))
             return
-        limit = None if full else 72
         pending: list[str] = []
         for event in source.read(run_id):
             body = parse(event.body)
@@ -176,17 +171,17 @@ def show(db: Database, run_id: str, full: bool, json_out: bool) -> None:
             elif event.type == "commit":
                 extra = f" -> {one_line(body['decision'])}" if "decision" in body else ""
                 if "error" in body:
-                    extra += _error(body["error"], limit)
+                    extra += _error(body["error"], full)
                 click.echo(f"  [{body['commit']:>3}] {one_line(body['stage_run'])}{extra}")
                 for line in pending:
                     click.echo(line)
                 pending = []
             elif event.type == "run.close":
-                click.echo(f"run closed {when(event.ts)}: {_shown(body, 200, limit)}")
+                click.echo(f"run closed {when(event.ts)}: {short(body, None if full else 200)}")
             elif event.type == "run.seal":
                 signed = [s.keyid for s in parse_envelope(body["dsse"]).signatures]
                 click.echo(f"run sealed by key {one_line(', '.join(signed))} (verify --key)")
-            elif (added := _line(event.type, body, limit)) is not None:
+            elif (added := _line(event.type, body, full)) is not None:
                 pending.append(added)
 
 

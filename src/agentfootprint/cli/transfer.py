@@ -195,11 +195,11 @@ def import_command(bundle: Database, db: Database) -> None:
         source = BundleSource(bundle)
     except VerificationError as exc:
         fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)
-    runs = len(source.runs())
-    first = not isinstance(db, Path) or not db.exists()
-    # the steps of a run: verified (twice when DB is new: once before it is created), imported
-    steps = runs * (3 if first else 2)
     with contextlib.closing(source):
+        runs = len(source.runs())
+        first = not isinstance(db, Path) or not db.exists()
+        # a run's steps: verified (twice when DB is new: once before it is created), imported
+        steps = runs * (3 if first else 2)
         try:  # the bar is erased before any message
             with progress(steps, desc="import", unit="steps") as bar:
                 if first:
@@ -211,7 +211,7 @@ def import_command(bundle: Database, db: Database) -> None:
                     imported = import_bundle(source, store, on_progress=bar.after(done))
         except VerificationError as exc:
             fail(f"not imported: {verification_message(exc)}", EXIT_INVALID)
-        skipped = len(source.runs()) - len(imported)
+        skipped = runs - len(imported)
     click.echo(
         f"imported {len(imported)} runs into {one_line(db)}"
         + (f" ({skipped} already there)" if skipped else "")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import html
 import os
 import re
 import tempfile
@@ -108,11 +109,7 @@ def report_html(
         "diff": list(diff) if diff else None,
         "keys": [key.raw.hex() for key in keys],
         "findings": findings,
-        "disclosures": [
-            {**d.to_json(), "value": orjson.dumps(d.value).decode("utf-8")}  # its JSON text
-            for d in disclosures
-            if d.commitment.encode("ascii", "replace") in data
-        ],
+        "disclosures": _disclosed(disclosures, data),
     }
     return Report(
         html=_page(data, meta, title=name),
@@ -121,6 +118,22 @@ def report_html(
         bundle_bytes=len(data),
         findings=tuple(findings),
     )
+
+
+def _disclosed(disclosures: Sequence[Disclosure], data: bytes) -> list[dict[str, Any]]:
+    """The disclosures of commitments the bundle holds (each value as its JSON text): a
+    disclosures file for many runs puts no other value into the report. The bundle's
+    64-digit hex strings are found in one pass (hashes among them: a filter, not a proof;
+    the page hashes each disclosure against its commitment)."""
+    held = {m.decode("ascii") for m in _HEX64.findall(data)} if disclosures else set()
+    return [
+        {**d.to_json(), "value": orjson.dumps(d.value).decode("utf-8")}
+        for d in disclosures
+        if d.commitment in held
+    ]
+
+
+_HEX64: Final = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
 
 def _bundle_runs(source: str | os.PathLike[str], wanted: list[str]) -> list[str]:
@@ -235,12 +248,6 @@ def _json_in_html(value: Any) -> str:
     return orjson.dumps(value).decode("utf-8").replace("<", "\\u003c")
 
 
-def _escape(text: str) -> str:
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    )
-
-
 def _page(bundle: bytes, meta: dict[str, Any], *, title: str) -> bytes:
     scripts = [_asset(name) for name in _SCRIPTS]
     style = _asset("page.css")
@@ -257,8 +264,8 @@ def _page(bundle: bytes, meta: dict[str, Any], *, title: str) -> bytes:
     )
     template = _asset("page.html")
     filled = {
-        "CSP": _escape(policy),
-        "TITLE": _escape(title),
+        "CSP": html.escape(policy),
+        "TITLE": html.escape(title),
         "STYLE": style,
         "BUNDLE": base64.b64encode(bundle).decode("ascii"),
         "META": _json_in_html(meta),

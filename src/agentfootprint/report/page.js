@@ -64,23 +64,17 @@
     return out;
   }
 
+  // A pinned key as the command line takes it (ed25519:BASE64) or as hex, through the
+  // verifier's own hex and base64 (canonical only)
+  const X = AFVerify._;
   function keyBytes(text) {
     const t = text.trim();
-    let raw = null;
-    if (/^[0-9a-f]{64}$/i.test(t)) {
-      raw = new Uint8Array(32);
-      for (let i = 0; i < 32; i++) raw[i] = parseInt(t.slice(2 * i, 2 * i + 2), 16);
-    } else if (t.startsWith("ed25519:")) {
-      try {
-        const bin = atob(t.slice(8));
-        raw = Uint8Array.from(bin, (c) => c.charCodeAt(0));
-      } catch (e) { raw = null; }
-    }
+    const raw = /^[0-9a-f]{64}$/i.test(t) ? X.unhex(t.toLowerCase())
+      : t.startsWith("ed25519:") ? X.b64decodeCanonical(t.slice(8)) : null;
     if (!raw || raw.length !== 32) throw new Error("a public key is ed25519:BASE64 (as `agentfootprint keys show` prints it) or 64 hex digits");
     return raw;
   }
-  const keyText = (hex) => "ed25519:" + btoa(String.fromCharCode(...hex.match(/../g).map((b) => parseInt(b, 16))));
-  const hexOf = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  const keyText = (hex) => "ed25519:" + X.b64encode(X.unhex(hex));
 
   // The page's verdicts: the verifier's, with the command's findings folded in (one that is
   // a run's verdict, its seal log, replaces its pass here; one about its index is beside it).
@@ -142,7 +136,6 @@
   // value])) is the commitment; the page recomputes it and shows only the ones that do.
   async function openDisclosures() {
     opened.clear();
-    const X = AFVerify._;
     for (const d of meta.disclosures || []) {
       let ok = false;
       try {
@@ -187,7 +180,7 @@
     const keyInput = $("input", { type: "text", id: "af-key", placeholder: "ed25519:… public key to pin", "aria-label": "public key to pin" });
     const note = $("span", { class: "muted", id: "af-key-note" });
     const pin = () => {
-      try { const raw = keyBytes(keyInput.value); const h = hexOf(raw); if (!pinned.includes(h)) pinned.push(h); keyInput.value = ""; verify(); } catch (e) { note.textContent = e.message; }
+      try { const raw = keyBytes(keyInput.value); const h = X.hex(raw); if (!pinned.includes(h)) pinned.push(h); keyInput.value = ""; verify(); } catch (e) { note.textContent = e.message; }
     };
     const search = $("input", { type: "search", id: "af-search", placeholder: "Search every event", "aria-label": "search" });
     const hits = $("div", { id: "af-hits" });

@@ -224,21 +224,21 @@ class Verifier:
             run_ids = list(list_runs())
             index = IndexCheck(run_ids, self._index_entries())
             for done, run_id in enumerate(run_ids, 1):
+                verdict: tuple[str, RunVerification | VerificationError]
                 try:
                     verified = self._verified(run_id)[0]  # ids as stored: not text is rows
                 except VerificationError as exc:
                     index.verdict(run_id, None)  # INVALID already: its entry is not compared
-                    if on_progress is not None:
-                        on_progress(done, len(run_ids))
-                    yield shown(run_id), exc
+                    verdict = shown(run_id), exc
                 else:
                     parent = verified.ancestors[-1] if verified.ancestors else None
                     index.verdict(run_id, (verified.conversation_id, parent, verified.opened_at))
                     if verified.close is None:  # UNSEALED: an answer that never closed
                         answers.unclosed(run_id)
-                    if on_progress is not None:
-                        on_progress(done, len(run_ids))
-                    yield run_id, verified
+                    verdict = run_id, verified
+                if on_progress is not None:
+                    on_progress(done, len(run_ids))
+                yield verdict
         finally:
             self._failed = None
             self._pause_answers = None
