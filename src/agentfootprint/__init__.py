@@ -107,6 +107,10 @@ _LAZY: dict[str, str] = {
     "ToolTeardownTimeoutError": "agentfootprint.errors",
     "Decision": "agentfootprint.features.permission_checker",
     "PermissionRequest": "agentfootprint.features.permission_checker",
+    "EdgeAdded": "agentfootprint.features.structure_recorders",
+    "GroupAdded": "agentfootprint.features.structure_recorders",
+    "StageAdded": "agentfootprint.features.structure_recorders",
+    "GroupMetadata": "agentfootprint.features.group_translator",
     "ToolCallRecord": "agentfootprint.audit.tool_calls",
     "tool_calls": "agentfootprint.audit.tool_calls",
     "Pending": "agentfootprint.agent.pauses",
@@ -158,7 +162,9 @@ if TYPE_CHECKING:
     )
     from agentfootprint.exchange.transfer import export_runs, import_bundle
     from agentfootprint.features.classifiers import DescriptionClassifier
+    from agentfootprint.features.group_translator import GroupMetadata
     from agentfootprint.features.permission_checker import Decision, PermissionRequest
+    from agentfootprint.features.structure_recorders import EdgeAdded, GroupAdded, StageAdded
     from agentfootprint.logformat.request import build_request
     from agentfootprint.providers import anthropic, openai
     from agentfootprint.replayer.replay_run import ReplayResult, replay, replay_sync
@@ -232,7 +238,10 @@ __all__ = [
     "Decision",
     "DescriptionClassifier",
     "DisclosureVault",
+    "EdgeAdded",
     "FileError",
+    "GroupAdded",
+    "GroupMetadata",
     "Issued",
     "IterationEnd",
     "IterationStart",
@@ -273,6 +282,7 @@ __all__ = [
     "RunVerification",
     "ScriptExhaustedError",
     "SqliteStore",
+    "StageAdded",
     "StoppedEarly",
     "StoreBusyError",
     "StoreConflictError",

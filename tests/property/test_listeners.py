@@ -1,4 +1,4 @@
-"""Listeners can never change the record (issue 24, item 1).
+"""Listeners can never change the record (issue 24, item 1), under either delivery tier.
 
 A listener gets a detached copy of each event, one per listener call, made only when
 someone listens. Whatever it does with its copy (edit or delete nested members, replace
@@ -6,6 +6,9 @@ fields, raise any exception, ``CancelledError`` included, sleep, subscribe or un
 listeners mid-run), the run records the same rows, serves the same requests and hands its
 tools the same arguments as with no listener at all; and each listener sees exactly what a
 lone listener sees.
+
+Under ``observer_delivery="deferred"`` (issue 29) the same holds, and the listeners see
+what they see inline: the same kinds, payloads and order.
 
 The scripted conversation makes every event kind the features declare fire at least once
 (``event_kinds()``: a new kind that does not fire fails the test until the script covers it).
@@ -211,9 +214,14 @@ def as_seen(event: AgentEvent) -> tuple[str, bytes]:
     return event.kind, orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
 
-def converse(subscribe: Callable[[af.Agent], None] | None, *, observe: bool = True) -> Record:
+def converse(
+    subscribe: Callable[[af.Agent], None] | None,
+    *,
+    observe: bool = True,
+    delivery: str = "inline",
+) -> Record:
     """The conversation, with ``subscribe``'s listeners and then (``observe``) one that
-    keeps what it sees."""
+    keeps what it sees, delivered as ``delivery`` says (``observer_delivery``)."""
     arguments: list[tuple[str, bytes]] = []
     provider = StreamingMock([step for turn in TURNS for step in turn])
     agent = af.Agent(
@@ -231,6 +239,7 @@ def converse(subscribe: Callable[[af.Agent], None] | None, *, observe: bool = Tr
         context_budget={"messages": 50},
         tool_choice={"classifier": Prefer(), "serve": {"top": 1}, "always_serve": ["search"]},
         argument_ask_context=lambda: {"screen": "reports"},
+        observer_delivery=delivery,
     )
     if subscribe is not None:
         subscribe(agent)
@@ -260,8 +269,12 @@ def alone() -> Record:
 
 @functools.cache
 def observed() -> Record:
-    """One listener only: what every listener must see, whatever the others do."""
+    """One listener only, inline: what every listener must see, whatever the others do and
+    whichever the tier."""
     return converse(None)
+
+
+TIERS = ("inline", "deferred")
 
 
 def assert_same_record(record: Record) -> None:
@@ -412,16 +425,24 @@ def _quiet() -> Iterator[None]:
 @given(
     st.lists(
         st.tuples(st.sampled_from(PATTERNS), st.sampled_from(BEHAVIOURS)), min_size=1, max_size=4
-    )
+    ),
+    st.sampled_from(TIERS),
 )
-@example([(TOOL_START, "mutate")])  # the issue's probe: the tool ran with 1000
-@example([(ARGS_INVALID, "mutate")])  # the issue's probe: the row and teaching message changed
-@example([(TOOL_START, "delete")])  # the run failed with KeyError
-@example([("*", name) for name in BEHAVIOURS[:4]])
-@example([("*", name) for name in BEHAVIOURS[4:8]])
-@example([("*", "subscribe"), ("*", "unsubscribe_self"), ("*", "delete")])
-def test_no_listener_changes_the_record(drawn: list[tuple[str, str]]) -> None:
-    assert_same_record(converse(listeners_of(drawn)))
+@example([(TOOL_START, "mutate")], "inline")  # the issue's probe: the tool ran with 1000
+@example([(ARGS_INVALID, "mutate")], "inline")  # the probe: the row and teaching message changed
+@example([(TOOL_START, "delete")], "inline")  # the run failed with KeyError
+@example([("*", name) for name in BEHAVIOURS[:4]], "inline")
+@example([("*", name) for name in BEHAVIOURS[4:8]], "inline")
+@example([("*", "subscribe"), ("*", "unsubscribe_self"), ("*", "delete")], "inline")
+@example([("*", name) for name in BEHAVIOURS[:5]], "deferred")
+@example([("*", name) for name in BEHAVIOURS[5:]], "deferred")
+def test_no_listener_changes_the_record(drawn: list[tuple[str, str]], delivery: str) -> None:
+    assert_same_record(converse(listeners_of(drawn), delivery=delivery))
+
+
+def test_deferred_delivery_hands_a_listener_what_inline_does() -> None:
+    """Kinds, payloads and order, every event kind among them, and the rows unchanged."""
+    assert_same_record(converse(None, delivery="deferred"))
 
 
 # -- the issue's probes, by name -----------------------------------------------------------

@@ -37,6 +37,10 @@ NUMERIC: dict[str, tuple[Any, dict[str, Any]]] = {
     "tool_choice": ({"serve": {"top": 1}}, {"tools": [_tool("a"), _tool("b")]}),
     "cost_budget": ({"usd": 1, "on_exceed": "halt"}, {"pricing_table": PRICES}),
     "pricing_table": (PRICES, {}),
+    "observer_delivery_options": (
+        {"max_queue": 10, "overflow": "sample", "sample_every": 3, "flush_budget_ms": 1},
+        {"observer_delivery": "deferred"},
+    ),
 }
 #: options whose values hold no number (objects, strings, booleans, paths)
 NOT_NUMERIC = frozenset(
@@ -66,6 +70,9 @@ NOT_NUMERIC = frozenset(
         "argument_ask_context",
         "caching",
         "cache_strategy",
+        "structure_recorders",
+        "group_translator",
+        "observer_delivery",
     }
 )
 #: what no log holds, and what no option's bound admits
@@ -134,6 +141,13 @@ def test_a_number_beyond_the_log_is_refused_at_construction_naming_the_option(
         ("tool_teardown_timeout_ms", 86_400_001, {}),
         ("cost_budget", {"usd": MAX_SAFE_INT + 1.0}, {"pricing_table": PRICES}),
         ("pricing_table", {"m": {"input": float("nan"), "output": 1}}, {}),
+        ("observer_delivery_options", {"max_queue": 1_000_001}, {"observer_delivery": "deferred"}),
+        (
+            "observer_delivery_options",
+            {"flush_budget_ms": 60_001},
+            {"observer_delivery": "deferred"},
+        ),
+        ("observer_delivery_options", {"max_queue": 0}, {"observer_delivery": "deferred"}),
     ],
 )
 def test_a_value_past_the_options_documented_bound_is_refused(

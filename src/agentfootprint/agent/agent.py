@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -31,9 +32,11 @@ from agentfootprint.errors import (
     VerificationError,
 )
 from agentfootprint.features.base import MISSING
+from agentfootprint.features.group_translator import translated_group
 from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam, event_kinds
 from agentfootprint.features.run_clock import checked_run_time
+from agentfootprint.features.structure_recorders import announce as announce_structure
 from agentfootprint.features.tool_dispatch import refuse_pending_members
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import check_ijson
@@ -46,6 +49,13 @@ from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import projection as projection_of
 from agentfootprint.runtime import run_observers as hooks
 from agentfootprint.runtime.events import EventBus, Listener, detached
+from agentfootprint.runtime.observers import (
+    DeferredDelivery,
+    Delivery,
+    DeliveryOptions,
+    InlineDelivery,
+    ObserverStats,
+)
 from agentfootprint.runtime.ports import Ports
 from agentfootprint.runtime.run import Lineage, RunState, error_record
 from agentfootprint.runtime.sync_loop import run_sync
@@ -99,6 +109,8 @@ class RunResult:
     #: the question a paused run waits on (``outcome == "paused"``); answer it with
     #: ``agent.resume(result, answer)``
     pending: Pending | None = None
+    #: what the delivery of the run's events to listeners did (never recorded)
+    observer_stats: ObserverStats | None = None
     #: the run's final state as the agent keeps it (shared with a run continued from it)
     _final: dict[str, Any] = field(repr=False, compare=False)
     _copy: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
@@ -189,6 +201,9 @@ class Agent:
         self.seam = Seam.build(self.config.options)
         if self.seam.may_pause and self.config.redact is not None:
             refuse_pending_members(self.config.redact)
+        # build-time recorders hear the chart before any file is opened: one that raises
+        # refuses the agent and leaves nothing behind
+        announce_structure(self.seam.chart, self.config.options)
         self._described = self._provider_info()  # checked once, recorded in every run.open
         self.vault: Vault | None = open_disclosures(disclosures, store)
         try:
@@ -201,6 +216,8 @@ class Agent:
         self._owns_vault = not isinstance(disclosures, Vault)
         self.chart = self.seam.chart
         self._bus = EventBus(event_kinds())
+        #: the deferred deliveries of runs under way (``drain_observers`` waits for them)
+        self._deliveries: set[DeferredDelivery] = set()
         self._lineages: OrderedDict[str, Lineage] = OrderedDict()
 
     def close(self) -> None:
@@ -220,6 +237,56 @@ class Agent:
     def on(self, name: str, listener: Listener) -> Callable[[], None]:
         """Subscribe to typed events by kind or wildcard; returns an unsubscribe function."""
         return self._bus.on(name, listener)
+
+    def ui_group(self) -> object:
+        """The agent as its ``group_translator`` renders it (``GroupMetadata``: kind, id,
+        name, no members, the chart's stages and the tool names), translated on the first
+        call and kept; None without a translator. Nothing is recorded."""
+        return self._ui_group
+
+    @functools.cached_property
+    def _ui_group(self) -> object:
+        return translated_group(self.config, self.chart)
+
+    async def drain_observers(self, timeout: float | None = None) -> bool:
+        """Wait until the listeners were handed every event of this agent's runs still under
+        way on this event loop (``observer_delivery="deferred"``; a run's own events are
+        all delivered before its ``run()`` returns). True when drained, False when
+        ``timeout`` (seconds) passed first."""
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
+        ):
+            raise UsageError(
+                f"drain_observers() argument 'timeout' must be seconds (>= 0) or None, got "
+                f"{timeout!r}",
+                option="timeout",
+            )
+        waits = [d.idle() for d in list(self._deliveries)]
+        if not waits:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _delivery(self) -> Delivery:
+        """A run's delivery of its events, as ``observer_delivery`` says."""
+        options = self.config.options
+        if options.get("observer_delivery") != "deferred":
+            return InlineDelivery(self._bus)
+        queue = options.get("observer_delivery_options") or DeliveryOptions()
+        delivery = DeferredDelivery(self._bus, queue)
+        self._deliveries.add(delivery)
+        return delivery
+
+    async def _delivered(self, events: Delivery) -> None:
+        """Every captured event delivered (a run's terminal boundary)."""
+        try:
+            await events.drain()
+        finally:
+            if isinstance(events, DeferredDelivery):
+                self._deliveries.discard(events)
 
     # -- running ------------------------------------------------------------------------
     def run_sync(
@@ -489,7 +556,7 @@ class Agent:
             config=self.config,
             seam=self.seam,
             writer=writer,
-            bus=self._bus,
+            events=self._delivery(),
             conversation_id=conversation_id,
             lineage=lineage,
             message=message,
@@ -522,6 +589,7 @@ class Agent:
             if run.boundary is not None:  # a close that is not written keeps no disclosures
                 run.boundary.take_disclosures()
             await self._close_failed(run, exc)
+            await self._delivered(run.events)
             if isinstance(exc, RunError) and exc.run_id is None:
                 exc.run_id = run_id
             if isinstance(exc, CanonicalFormError):  # something the run made cannot be recorded
@@ -554,6 +622,7 @@ class Agent:
             )
         )
         hooks.run_closed(self.store, run_id, run.provider)
+        await self._delivered(run.events)
         return RunResult(
             answer=run.state.get("final_answer", ""),
             run_id=run_id,
@@ -565,6 +634,7 @@ class Agent:
             stopped_early=StoppedEarly.from_state(stopped) if stopped else None,
             usage=dict(run.state.get("usage", {})),
             pending=None if run.paused is None else Pending.from_record(*run.paused),
+            observer_stats=run.events.stats(),
             _final=run.state,
         )
 

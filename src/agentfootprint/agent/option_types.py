@@ -20,7 +20,9 @@ from typing import Any, Literal, Required, TypedDict
 
 from agentfootprint.features.caching import CacheStrategy
 from agentfootprint.features.classifiers import ToolClassifier
+from agentfootprint.features.group_translator import GroupTranslator
 from agentfootprint.features.permission_checker import PermissionChecker
+from agentfootprint.features.structure_recorders import StructureRecorder
 from agentfootprint.runtime.config import ArgValidation, ReactMode
 from agentfootprint.runtime.credentials import CredentialService
 from agentfootprint.runtime.ports import Ports
@@ -35,6 +37,7 @@ __all__ = [
     "ContextBudget",
     "CostBudget",
     "ModelPrices",
+    "ObserverDeliveryOptions",
     "TimeOption",
     "ToolChoice",
     "TopN",
@@ -91,6 +94,21 @@ class TimeOption(TypedDict, total=False):
     """``time=`` as a mapping: the zone the agent's turns are in (an IANA name)."""
 
     zone: str | None
+
+
+class ObserverDeliveryOptions(TypedDict, total=False):
+    """``observer_delivery_options=`` (with ``observer_delivery="deferred"``)."""
+
+    #: events the run's queue holds, 1 to 1,000,000 (default 10,000)
+    max_queue: int
+    #: what gives when it is full (default ``"drop-oldest"``)
+    overflow: Literal["drop-oldest", "sample", "block"]
+    #: ``overflow="sample"``: one overflowing event in this many is kept (default 10)
+    sample_every: int
+    #: a detached copy of each event, or one cut to a bounded size (default ``"clone"``)
+    capture: Literal["clone", "summary"]
+    #: the longest slice the deliverer takes between two stages, ms (default 2)
+    flush_budget_ms: float
 
 
 class AgentOptions(TypedDict, total=False):
@@ -152,3 +170,11 @@ class AgentOptions(TypedDict, total=False):
     pricing_table: bool | Mapping[str, ModelPrices] | None
     #: USD (warns once), or ``{"usd": x, "on_exceed": "halt" | "warn"}``; needs prices
     cost_budget: float | CostBudget | None
+    # observation (never recorded)
+    #: when listeners get a run's events: as emitted, or from a queue beside the run
+    observer_delivery: Literal["inline", "deferred"] | None
+    observer_delivery_options: ObserverDeliveryOptions | None
+    #: told the chart's stages, edges and groups once, at construction
+    structure_recorders: Sequence[StructureRecorder] | None
+    #: ``agent.ui_group()``: the agent's ``GroupMetadata`` through it, kept
+    group_translator: GroupTranslator | None

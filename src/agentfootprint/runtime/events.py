@@ -40,12 +40,14 @@ __all__ = [
     "LLMStart",
     "LLMToken",
     "Listener",
+    "Snapshot",
     "ToolEnd",
     "ToolStart",
     "TurnEnd",
     "TurnStart",
     "WireExchange",
     "detached",
+    "snapshot_of",
 ]
 
 log = logging.getLogger("agentfootprint.events")
@@ -147,6 +149,10 @@ class LLMEnd(AgentEvent):
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str = ""
     duration_ms: float = 0.0
+    #: the request digest of the call's receipt (its ``request``), so an observer can name
+    #: the receipt (the OTel exporter's ``agentfootprint.receipt.request``); left out when
+    #: receipts are off. Listener-only: this event is never recorded
+    request_digest: str | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,10 +208,15 @@ def detached(value: _T) -> _T:
 #: one event's members as a listener's copy is made from them: the event class, whether
 #: its fields live in the instance ``__dict__``, the members, and the nested ones (name,
 #: their JSON, or the value itself when it is not JSON)
-_Snapshot = tuple[type[Any], bool, dict[str, Any], list[tuple[str, bytes | None, Any]]]
+Snapshot = tuple[type[Any], bool, dict[str, Any], list[tuple[str, bytes | None, Any]]]
 
 
-def _snapshot(event: AgentEvent) -> _Snapshot:
+def snapshot_of(event: AgentEvent) -> Snapshot:
+    """What every listener's copy of ``event`` is made from (:func:`_snapshot`)."""
+    return _snapshot(event)
+
+
+def _snapshot(event: AgentEvent) -> Snapshot:
     """What every copy of ``event`` is made from, once per delivered event: the nested
     members (lists, dicts) serialised by orjson; scalars are immutable and shared."""
     cls = type(event)
@@ -227,7 +238,7 @@ def _snapshot(event: AgentEvent) -> _Snapshot:
     return cls, plain, fields, nested
 
 
-def _fresh(snapshot: _Snapshot) -> AgentEvent:
+def _fresh(snapshot: Snapshot) -> AgentEvent:
     """A new event object with its own nested members (the JSON parsed again), so nothing
     one listener does to its copy, even ``object.__setattr__`` on the frozen event, is
     seen by the next, or by the run."""
@@ -321,14 +332,18 @@ class EventBus:
             wanted = self._wanted[kind] = any(_matches(p, kind) for p, _ in self._listeners)
         return wanted
 
-    async def emit(self, event: AgentEvent) -> None:
+    async def emit(self, event: AgentEvent) -> int:
         """Deliver ``event`` to the listeners that take its kind, each its own copy, and
-        contain what they raise."""
-        kind = event.kind
-        if not self.wants(kind):
-            return
-        snapshot = _snapshot(event)
+        contain what they raise; returns how many raised."""
+        if not self.wants(event.kind):
+            return 0
+        return await self.deliver(event.kind, _snapshot(event))
+
+    async def deliver(self, kind: str, snapshot: Snapshot) -> int:
+        """Deliver the event ``snapshot`` was taken of to the listeners that take ``kind``
+        now, each a fresh copy; returns how many raised (each logged)."""
         task = _current_task()
+        errors = 0
         for pattern, listener in list(self._listeners):
             if not _matches(pattern, kind):
                 continue
@@ -341,7 +356,10 @@ class EventBus:
                 raise
             except asyncio.CancelledError:
                 if task is not None and task.cancelling() > cancels:
-                    raise  # the run's task was cancelled meanwhile: the run ends cancelled
+                    raise  # the task was cancelled meanwhile: the run (or delivery) ends
+                errors += 1
                 log.exception("listener %r for %s raised; the run goes on", listener, kind)
             except BaseException:
+                errors += 1
                 log.exception("listener %r for %s raised; the run goes on", listener, kind)
+        return errors

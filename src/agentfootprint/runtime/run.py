@@ -25,8 +25,9 @@ from agentfootprint.logformat.fold import apply_write, compress_digests
 from agentfootprint.logformat.log_formats import LOG_FORMAT, LogFormat
 from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import PIECE_KINDS, RequestDigests, RequestHasher
-from agentfootprint.runtime.events import LEAK_BLOCKED, AgentEvent, EventBus
+from agentfootprint.runtime.events import LEAK_BLOCKED, AgentEvent
 from agentfootprint.runtime.leak_guard import LeakGuard
+from agentfootprint.runtime.observers import Delivery
 from agentfootprint.runtime.ports import (
     DecisionPort,
     LiveDecisions,
@@ -181,7 +182,7 @@ class StageContext(DeclaredPorts):
 
     def listens(self, kind: str) -> bool:
         """An event of ``kind`` would be recorded or delivered (else a stage need not build it)."""
-        return kind in self.run.recorded_kinds or self.run.bus.wants(kind)
+        return kind in self.run.recorded_kinds or self.run.events.wants(kind)
 
     async def emit(self, event: AgentEvent) -> None:
         """Deliver to listeners; events that record a finding also go into this commit.
@@ -189,11 +190,12 @@ class StageContext(DeclaredPorts):
         Under a redaction policy both get the committed form of the payload: listeners
         are outside the runtime, like the log. The row's payload is taken before delivery
         and each listener gets a detached copy (:class:`EventBus`), so no listener can
-        change the row, or anything the stage goes on to use.
+        change the row, or anything the stage goes on to use. How and when listeners get
+        it is the run's delivery tier (:mod:`agentfootprint.runtime.observers`).
         """
         boundary = self.run.boundary
         recorded = event.kind in self.run.recorded_kinds
-        if not recorded and not self.run.bus.wants(event.kind):
+        if not recorded and not self.run.events.wants(event.kind):
             return  # nobody listens and nothing is recorded: nothing to commit or deliver
         payload = original = event.payload()
         guard = self.run.guard
@@ -210,7 +212,7 @@ class StageContext(DeclaredPorts):
             row = {k: v for k, v in payload.items() if k != "run_id"}
             self.recorded.append({"name": event.kind, "payload": row})
         delivered = event if payload is original else type(event)(**payload)
-        await self.run.bus.emit(delivered)
+        await self.run.events.emit(delivered)
 
     def mint_receipt(self, digests: RequestDigests) -> None:
         """Buffer the receipt of the call this stage makes (written at its commit)."""
@@ -278,7 +280,7 @@ class RunState:
         config: AgentConfig,
         seam: Seam,
         writer: RunWriter,
-        bus: EventBus,
+        events: Delivery,
         conversation_id: str,
         lineage: Lineage | None,
         message: Any,
@@ -311,7 +313,8 @@ class RunState:
         self.format: LogFormat = log_format_of(log_format)
         self.chart = seam.chart
         self.writer = writer
-        self.bus = bus
+        #: how listeners get the run's events (inline or deferred)
+        self.events = events
         self.run_id = writer.run_id
         self.conversation_id = conversation_id
         self.lineage = lineage
@@ -393,6 +396,7 @@ class RunState:
                     raise error
                 if self.paused is not None:
                     return  # closed paused: the answer continues it in a run of its own
+                await self.events.checkpoint()  # deferred delivery: a slice for listeners
                 name = self.chart.follow(stage, result)
         except BaseException as exc:
             if not self.ended:  # it ended outside a stage (the stage budget, a bad decision)
