@@ -65,6 +65,8 @@ _LAZY: dict[str, str] = {
     "ToolSchema": "agentfootprint.runtime.provider",
     "allow_model_requests": "agentfootprint.runtime.provider_guard",
     "LLMStart": "agentfootprint.runtime.events",
+    "LLMToken": "agentfootprint.runtime.events",
+    "WireExchange": "agentfootprint.runtime.events",
     "MemoryStore": "agentfootprint.store.memory",
     "MockProvider": "agentfootprint.runtime.mock_provider",
     "Ports": "agentfootprint.runtime.ports",
@@ -182,10 +184,12 @@ if TYPE_CHECKING:
         IterationStart,
         LLMEnd,
         LLMStart,
+        LLMToken,
         ToolEnd,
         ToolStart,
         TurnEnd,
         TurnStart,
+        WireExchange,
     )
     from agentfootprint.runtime.mock_provider import MockProvider, reply, tool_call
     from agentfootprint.runtime.ports import Ports
@@ -248,6 +252,7 @@ __all__ = [
     "LLMEnd",
     "LLMResponse",
     "LLMStart",
+    "LLMToken",
     "MemoryStore",
     "MemoryVault",
     "Message",
@@ -305,6 +310,7 @@ __all__ = [
     "VerificationError",
     "Verifier",
     "WireAttempt",
+    "WireExchange",
     "WireRecord",
     "__version__",
     "allow_model_requests",

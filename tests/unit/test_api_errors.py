@@ -593,6 +593,7 @@ RECORDS = frozenset(
         "LLMEnd",
         "LLMResponse",
         "LLMStart",
+        "LLMToken",
         "Message",
         "Outcome",
         "PermissionRequest",
@@ -621,6 +622,7 @@ RECORDS = frozenset(
         "TurnStart",
         "Usage",
         "WireAttempt",
+        "WireExchange",
         "WireRecord",
     }
 )

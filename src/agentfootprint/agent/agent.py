@@ -21,6 +21,7 @@ from agentfootprint.agent.option_types import AgentOptions
 from agentfootprint.agent.options import AgentConfig, resolve_options
 from agentfootprint.agent.pauses import Pending, checked_answer
 from agentfootprint.agent.stores import check_durability, open_disclosures, open_store
+from agentfootprint.agent.streaming import RunStream, stream_bus
 from agentfootprint.errors import (
     AgentFootprintError,
     CanonicalFormError,
@@ -271,12 +272,15 @@ class Agent:
         return True
 
     def _delivery(self) -> Delivery:
-        """A run's delivery of its events, as ``observer_delivery`` says."""
+        """A run's delivery of its events, as ``observer_delivery`` says: to the agent's
+        listeners, and to the ``run_stream`` that started the run, if one did."""
+        stream = stream_bus(self)
+        buses = (self._bus,) if stream is None else (self._bus, stream)
         options = self.config.options
         if options.get("observer_delivery") != "deferred":
-            return InlineDelivery(self._bus)
+            return InlineDelivery(buses)
         queue = options.get("observer_delivery_options") or DeliveryOptions()
-        delivery = DeferredDelivery(self._bus, queue)
+        delivery = DeferredDelivery(buses, queue)
         self._deliveries.add(delivery)
         return delivery
 
@@ -436,6 +440,27 @@ class Agent:
                 option="time",
             )
         return checked
+
+    def run_stream(
+        self,
+        message: str,
+        *,
+        continue_from: str | RunResult | None = None,
+        abandon: bool = False,
+        time: Mapping[str, Any] | None = None,
+        retry: bool = False,
+    ) -> RunStream:
+        """``run``, streamed: ``async with agent.run_stream(message) as run: async for item
+        in run`` yields the run's events (detached copies, as ``agent.on("*")`` gets them,
+        in order) and last its :class:`RunResult` (:mod:`agentfootprint.agent.streaming`).
+        The run starts on entering the block; leaving it early cancels the run."""
+        return RunStream(
+            self,
+            event_kinds(),
+            lambda: self.run(
+                message, continue_from=continue_from, abandon=abandon, time=time, retry=retry
+            ),
+        )
 
     async def resume(
         self,

@@ -94,13 +94,37 @@ class ObserverStats:
     blocked: int = 0
 
 
+class _Buses:
+    """The buses a run delivers to: the agent's (``agent.on``), then the run's own (a
+    ``run_stream``'s), each listener its own copy of the one snapshot."""
+
+    def __init__(self, buses: tuple[EventBus, ...]) -> None:
+        self._buses = buses
+
+    def wants(self, kind: str) -> bool:
+        return any(bus.wants(kind) for bus in self._buses)
+
+    async def deliver(self, kind: str, taken: Snapshot) -> int:
+        errors = 0
+        for bus in self._buses:
+            if bus.wants(kind):
+                errors += await bus.deliver(kind, taken)
+        return errors
+
+
+def _buses(bus: EventBus | tuple[EventBus, ...]) -> EventBus | _Buses:
+    if isinstance(bus, EventBus):
+        return bus
+    return bus[0] if len(bus) == 1 else _Buses(bus)
+
+
 class InlineDelivery:
     """Each event delivered as it is emitted, the stage waiting for every listener."""
 
     deferred = False
 
-    def __init__(self, bus: EventBus) -> None:
-        self._bus = bus
+    def __init__(self, bus: EventBus | tuple[EventBus, ...]) -> None:
+        self._bus = _buses(bus)
         self._delivered = 0
         self._errors = 0
 
@@ -132,8 +156,8 @@ class DeferredDelivery:
 
     deferred = True
 
-    def __init__(self, bus: EventBus, options: DeliveryOptions) -> None:
-        self._bus = bus
+    def __init__(self, bus: EventBus | tuple[EventBus, ...], options: DeliveryOptions) -> None:
+        self._bus = _buses(bus)
         self._options = options
         self._budget = options.flush_budget_ms / 1000
         self._queue: deque[tuple[str, Snapshot]] = deque()

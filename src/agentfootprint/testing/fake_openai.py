@@ -61,7 +61,10 @@ class Completion:
     JSON text to send. ``body``: a fixture served instead of a JSON reply (bytes: exactly;
     an object: as JSON); ``chunks``: one served instead of a stream (bytes: the SSE text
     exactly, one HTTP chunk per event; objects: one ``data:`` event each, then
-    ``[DONE]``). ``delay``: seconds to wait before answering."""
+    ``[DONE]``). ``delay``: seconds to wait before answering. ``hold``: a stream sends its
+    first two events (the role, then the first piece of content), then waits until the
+    test sets it before the rest (so a test can see what arrived while the server was
+    still streaming); not set within a minute, the stream is cut."""
 
     content: str = ""
     tool_calls: tuple[tuple[str, str, Any], ...] = ()
@@ -73,6 +76,7 @@ class Completion:
     body: Mapping[str, Any] | bytes | None = None
     chunks: Sequence[Mapping[str, Any]] | bytes | None = None
     delay: float = 0.0
+    hold: threading.Event | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,7 +469,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 if item.delay:
                     time.sleep(item.delay)
                 if stream:
-                    self._stream(stream_bytes(item, model=model, n=n, include_usage=usage))
+                    events = stream_bytes(item, model=model, n=n, include_usage=usage)
+                    self._stream(events, hold=item.hold)
                 else:
                     self._json(200, completion_json(item, model=model, n=n))
 
@@ -493,15 +498,20 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _stream(self, events: list[bytes], *, cut: bool = False) -> None:
+        def _stream(
+            self, events: list[bytes], *, cut: bool = False, hold: threading.Event | None = None
+        ) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("x-request-id", "req_fake")
             self.end_headers()
-            for event in events:
+            for index, event in enumerate(events):
                 self._chunk(event)
+                if index == 1 and hold is not None and not hold.wait(timeout=60):
+                    cut = True  # never released (a hang guard): the stream fails, cut
+                    break
             if cut:  # half of a chunk, then the connection closes: an incomplete body
                 partial = _event({"choices": [{"index": 0, "delta": {"content": "and th"}}]})
                 self.wfile.write(f"{len(partial):x}\r\n".encode() + partial[: len(partial) // 2])
