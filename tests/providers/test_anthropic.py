@@ -46,6 +46,7 @@ from agentfootprint.testing.fake_anthropic import error as error_body
 from agentfootprint.testing.provider_contract import ServedProviderContract
 from agentfootprint.testing.records import outcome, run_open
 from agentfootprint.testing.records import recorded_events as events_of
+from agentfootprint.version import install_command
 
 pytestmark = pytest.mark.allow_model_requests
 
@@ -808,7 +809,7 @@ def test_without_the_sdk_the_factory_says_what_to_install(monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "anthropic", None)  # import anthropic -> ImportError
     with pytest.raises(af.UsageError) as caught:
         make_anthropic(api_key=KEY)
-    assert 'pip install "agentfootprint[anthropic]"' in str(caught.value)
+    assert install_command("anthropic") in str(caught.value)
 
 
 def test_a_reply_that_is_no_message_is_not_retried(server: FakeAnthropic) -> None:

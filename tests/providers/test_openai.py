@@ -48,6 +48,7 @@ from agentfootprint.testing.fake_openai import (
 from agentfootprint.testing.provider_contract import ServedProviderContract
 from agentfootprint.testing.records import outcome, run_open
 from agentfootprint.testing.records import recorded_events as events_of
+from agentfootprint.version import install_command
 
 pytestmark = pytest.mark.allow_model_requests
 
@@ -165,12 +166,12 @@ def test_without_the_sdk_the_factory_says_how_to_install_it() -> None:
         "    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert 'pip install "agentfootprint[openai]"' in out.stdout
+    assert install_command("openai") in out.stdout
     without_httpx2 = code.replace("sys.modules['openai']", "sys.modules['httpx2']")
     out = subprocess.run(
         [sys.executable, "-c", without_httpx2], check=True, capture_output=True, text=True
     )
-    assert 'needs httpx2: pip install "agentfootprint[openai]"' in out.stdout
+    assert f"needs httpx2: {install_command('openai')}" in out.stdout
 
 
 def test_the_factory_stays_the_package_attribute_after_its_module_is_imported() -> None:
@@ -560,6 +561,7 @@ def test_max_retries_zero_makes_one_attempt(server: FakeOpenAI) -> None:
     agent = af.Agent(provider=provider(server, max_retries=0), model=MODEL)
     exc, _ = failed_run(agent)
     assert exc.status == 500 and exc.retryable is True and len(server.requests) == 1
+    assert "server failed on its side (500" in str(exc) and "server server" not in str(exc)
 
 
 # -- errors that say what to do ---------------------------------------------------------------

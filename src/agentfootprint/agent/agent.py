@@ -59,7 +59,7 @@ from agentfootprint.runtime.observers import (
 )
 from agentfootprint.runtime.ports import Ports
 from agentfootprint.runtime.run import Lineage, RunState, error_record
-from agentfootprint.runtime.sync_loop import run_sync
+from agentfootprint.runtime.sync_loop import loop_running, run_sync
 from agentfootprint.runtime.tools import json_text_size
 from agentfootprint.seal.signer import Signer, checked_signer
 from agentfootprint.store.base import EventStore
@@ -325,9 +325,7 @@ class Agent:
     def _in_own_loop(self, work: Coroutine[Any, Any, RunResult], sync: str, call: str) -> RunResult:
         """``work`` run to its end on the thread's own loop; refused (naming ``sync`` and the
         ``call`` to await instead) inside a running event loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not loop_running():
             return run_sync(self._closing_provider(work))
         work.close()
         raise UsageError(f"{sync} was called inside a running event loop; use await {call}")

@@ -59,8 +59,8 @@ def _account(store: EventReader, run_id: str) -> None:
     metavar="URL",
     help="Run the demo against an OpenAI-compatible server at URL (e.g. a local Ollama at "
     "http://localhost:11434/v1) instead of the scripted model; needs --model and "
-    'pip install "agentfootprint[openai]". The key, if the server needs one, is read from '
-    "OPENAI_API_KEY and never recorded.",
+    'the openai extra (pip install -e ".[openai]" from a clone). The key, if the server needs '
+    "one, is read from OPENAI_API_KEY and never recorded.",
 )
 @click.option("--model", default=None, metavar="NAME", help="The model to ask (with --base-url).")
 def demo(db: Database, base_url: str | None, model: str | None) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentfootprint.errors import UsageError
+from agentfootprint.version import install_command
 
 if TYPE_CHECKING:
     from agentfootprint.providers.openai import OpenAIChat
@@ -79,8 +80,7 @@ def _module(vendor: str) -> Any:
         if exc.name is not None and exc.name.startswith("agentfootprint"):
             raise
         raise UsageError(
-            f"the {vendor} provider needs {exc.name or 'its SDK'}: "
-            f'pip install "agentfootprint[{vendor}]"',
+            f"the {vendor} provider needs {exc.name or 'its SDK'}: {install_command(vendor)}",
             option="provider",
         ) from exc
 

@@ -527,7 +527,7 @@ def _message(f: _Failure, vendor: Vendor, model: str, attempts: int) -> str:
             "fewer requests or raise max_retries / max_retry_wait"
         )
     if status is not None and status >= 500:
-        return f"{vendor.label} server error ({status}: {detail}){tries}: retry later"
+        return f"{vendor.label} failed on its side ({status}: {detail}){tries}: retry later"
     return f"{vendor.label} rejected the request ({status}: {detail}): check the request"
 
 

@@ -28,6 +28,8 @@ import httpx2
 from agentfootprint.errors import UsageError
 from agentfootprint.providers import _http
 from agentfootprint.runtime.provider import LLMResponse, Request, ToolCall, Usage
+from agentfootprint.runtime.sync_loop import loop_running
+from agentfootprint.version import install_command
 
 if TYPE_CHECKING:
     import anthropic as sdk
@@ -46,8 +48,7 @@ def _sdk() -> Any:
         import anthropic as module
     except ImportError as exc:
         raise UsageError(
-            "the anthropic provider needs the Anthropic SDK: "
-            'pip install "agentfootprint[anthropic]"',
+            f"the anthropic provider needs the Anthropic SDK: {install_command('anthropic')}",
             option="provider",
         ) from exc
     return module
@@ -445,9 +446,7 @@ class AnthropicMessages:
             except BaseException as exc:  # handed back to the caller's thread
                 error.append(exc)
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not loop_running():
             run()
         else:  # inside an event loop: build it on a thread of its own
             worker = threading.Thread(target=run, name="anthropic-wire-request")

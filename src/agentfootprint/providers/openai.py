@@ -28,7 +28,7 @@ from agentfootprint.runtime.provider import (
     ToolCall,
     Usage,
 )
-from agentfootprint.version import __version__
+from agentfootprint.version import __version__, install_command
 
 if TYPE_CHECKING:
     import openai as openai_sdk
@@ -53,7 +53,7 @@ def _sdk() -> Any:
         import openai as sdk
     except ImportError as exc:
         raise UsageError(
-            'the openai provider needs the OpenAI SDK: pip install "agentfootprint[openai]"',
+            f"the openai provider needs the OpenAI SDK: {install_command('openai')}",
             option="provider",
         ) from exc
     return sdk

@@ -64,7 +64,7 @@ from agentfootprint.logformat.request import RequestDigests
 from agentfootprint.replayer.recording import RecordedToolCall, Recording, holds_commitment
 from agentfootprint.runtime.ports import LiveModel, Ports
 from agentfootprint.runtime.provider import LLMResponse, Request
-from agentfootprint.runtime.sync_loop import run_sync
+from agentfootprint.runtime.sync_loop import loop_running, run_sync
 from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.redaction import ReplayCommitments
 from agentfootprint.store.vault import DisclosureVault
@@ -784,11 +784,7 @@ def replay_sync(
 ) -> ReplayResult:
     """:func:`replay` for code without an event loop (on the thread's loop, as
     ``Agent.run_sync``)."""
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not loop_running():
         return run_sync(
             replay(
                 agent, store, run_id, until=until, disclosures=disclosures, on_progress=on_progress

@@ -54,7 +54,7 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+__all__ = ["loop_running", "run_sync"]
 
 T = TypeVar("T")
 
@@ -136,6 +136,16 @@ def _thread_runner() -> _ThreadRunner:
     if holder is None or holder.pid != os.getpid() or holder.runner.get_loop().is_closed():
         holder = _local.holder = _ThreadRunner()  # an inherited one goes to _inherited
     return holder
+
+
+def loop_running() -> bool:
+    """An event loop runs on this thread. Asked apart from the work it decides, so that no
+    traceback of that work chains asyncio's "no running event loop"."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -26,6 +26,7 @@ from agentfootprint.errors import (
     UsageError,
 )
 from agentfootprint.store.postgres_url import PostgresLocation, PostgresURLError, parse_postgres_url
+from agentfootprint.version import install_command
 
 if TYPE_CHECKING:
     import psycopg
@@ -68,7 +69,7 @@ def driver() -> Any:
         import psycopg
     except ImportError:  # pragma: no cover - the extra is installed in every test run
         raise UsageError(
-            "a PostgreSQL store needs psycopg 3: pip install 'agentfootprint[postgresql]'"
+            f"a PostgreSQL store needs psycopg 3: {install_command('postgresql')}"
         ) from None
     return psycopg
 

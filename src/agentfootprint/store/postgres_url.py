@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from agentfootprint.version import install_command
+
 __all__ = ["PostgresLocation", "PostgresURLError", "display", "parse_postgres_url", "with_database"]
 
 _DURABILITY = ("full", "normal")
@@ -115,7 +117,7 @@ def parse_postgres_url(value: str) -> PostgresLocation:
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:
         raise PostgresURLError(
-            "a PostgreSQL store needs psycopg 3: pip install 'agentfootprint[postgresql]'"
+            f"a PostgreSQL store needs psycopg 3: {install_command('postgresql')}"
         ) from None
 
     try:
