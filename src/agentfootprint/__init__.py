@@ -98,6 +98,7 @@ _LAZY: dict[str, str] = {
     "build_request": "agentfootprint.logformat.request",
     "commit_value_at": "agentfootprint.audit.read",
     "define_tool": "agentfootprint.runtime.tools",
+    "tool": "agentfootprint.runtime.function_tools",
     "open_store": "agentfootprint.agent.stores",
     "receipt_at": "agentfootprint.audit.read",
     "reply": "agentfootprint.runtime.mock_provider",
@@ -191,6 +192,7 @@ if TYPE_CHECKING:
         TurnStart,
         WireExchange,
     )
+    from agentfootprint.runtime.function_tools import tool
     from agentfootprint.runtime.mock_provider import MockProvider, reply, tool_call
     from agentfootprint.runtime.ports import Ports
     from agentfootprint.runtime.provider import (
@@ -332,6 +334,7 @@ __all__ = [
     "served_at",
     "state_at",
     "static_tokens",
+    "tool",
     "tool_call",
     "tool_calls",
     "verify_run",

@@ -200,6 +200,23 @@ def tool_with(argument: str) -> Call:
     return kwargs_call(af.define_tool, argument, **base)
 
 
+def documented(x: int) -> int:
+    """A documented function."""
+    return x
+
+
+def function_tool_with(argument: str) -> Call:
+    """``af.tool(fn, ...)`` with ``argument`` wrong (``fn`` is positional)."""
+
+    def call(world: World, value: Any, tmp: Path) -> None:
+        if argument == "fn":
+            af.tool(value)
+        else:
+            af.tool(documented, **{argument: value})
+
+    return call
+
+
 def read_with(name: str, argument: str) -> Call:
     def call(world: World, value: Any, tmp: Path) -> Any:
         index = "commit" if name in ("state_at", "commit_value_at") else "k"
@@ -370,6 +387,11 @@ CASES: list[Case] = [
     Case("define_tool", "execute", tool_with("execute")),
     Case("define_tool", "input_schema", tool_with("input_schema"), frozenset({"None"})),
     Case("define_tool", "needs", tool_with("needs"), frozenset({"None"})),
+    Case("tool", "fn", function_tool_with("fn"), frozenset({"None"})),  # None: a decorator
+    Case("tool", "name", function_tool_with("name"), frozenset({"None"})),
+    Case("tool", "description", function_tool_with("description"), frozenset({"None", MISSING})),
+    Case("tool", "needs", function_tool_with("needs"), frozenset({"None"})),
+    Case("tool", "ask_or_assume", function_tool_with("ask_or_assume"), frozenset({"None"})),
     Case("static_tokens", "tokens", kwargs_call(af.static_tokens, "tokens")),
     Case(
         "static_tokens",
