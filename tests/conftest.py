@@ -13,6 +13,10 @@ from hypothesis import settings
 
 from agentfootprint.testing.tamper import new_file_schema
 
+# the plugin is asked for, as a user's suite asks for it (installing the package loads no
+# plugin): every run a test closes is verified, and real model requests are blocked
+pytest_plugins = ["agentfootprint.testing.pytest_plugin"]
+
 # pytest keeps the test modules it rewrote (for its assert messages) as bytecode beside them
 # unless Python may not write bytecode: then every run, in every worker, rewrites all of them
 # again (about 10 s). The test modules are ours to cache, whatever PYTHONDONTWRITEBYTECODE says.

@@ -6,6 +6,9 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+#: the plugin, asked for as a user's suite asks for it (installing the package loads none)
+PLUGIN = "agentfootprint.testing.pytest_plugin"
+
 LYING_PROVIDER = """
 import pytest
 import agentfootprint as af
@@ -35,7 +38,7 @@ def test_honest(verified_runs):
 
 def test_plugin_compares_served_with_received(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_lying=LYING_PROVIDER)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", PLUGIN)
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*served_at(0) differs from the request the provider received*"])
 
@@ -111,6 +114,6 @@ def test_the_module_opts_in():
 def test_plugin_blocks_real_model_requests_in_every_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_guarded=GUARDED, test_guarded_module=GUARDED_MODULE)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:randomly", "--strict-markers"
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-p", PLUGIN, "--strict-markers"
     )
     result.assert_outcomes(passed=7)

@@ -1,21 +1,25 @@
-"""pytest plugin: every agent run closed during a test is verified.
+"""pytest plugin: every agent run closed during a test is verified, and real model requests
+are blocked. Loaded only when asked for, never by installing the package::
 
-Installed with the package (entry point ``pytest11``), so a project's own agent
-tests get it too. The check runs when each run closes (a run that fails
-verification fails the test at teardown, naming run, seq and reason). When the
-agent's provider is a recording :class:`MockProvider`, the plugin also checks that
-every request rebuilt from the log (``served_at``) equals the request the provider
-actually received. Mark a test ``@pytest.mark.unverified("why")`` to skip all of
-this, e.g. when the test damages logs on purpose. The ``verified_runs`` fixture
-lists what was verified.
+    pytest -p agentfootprint.testing.pytest_plugin
+    # or, in a conftest.py at the root of the tests:
+    pytest_plugins = ["agentfootprint.testing.pytest_plugin"]
 
-Real model requests are blocked in every test (and in fixtures of any scope): a provider
-whose class sets ``makes_requests = True`` raises
-:class:`~agentfootprint.errors.ModelRequestsBlocked` instead of calling its model. A test
-opts in with ``@pytest.mark.allow_model_requests`` (on the test, its class, or a module's
-``pytestmark``), or allows a block with
-``with agentfootprint.allow_model_requests(True):``. ``MockProvider`` and providers without
-the attribute are never blocked.
+The check runs when each run closes (a run that fails verification fails the test at
+teardown, naming run, seq and reason). When the agent's provider is a recording
+:class:`MockProvider`, the plugin also checks that every request rebuilt from the log
+(``served_at``) equals the request the provider actually received. Mark a test
+``@pytest.mark.unverified("why")`` to skip all of this, e.g. when the test damages logs on
+purpose. The ``verified_runs`` fixture lists what was verified.
+
+Blocking model requests is its own switch, the ini option
+``agentfootprint_block_model_requests`` (default true): while on, a provider whose class sets
+``makes_requests = True`` raises :class:`~agentfootprint.errors.ModelRequestsBlocked` instead
+of calling its model, in every test and in fixtures of any scope. A test opts in with
+``@pytest.mark.allow_model_requests`` (on the test, its class, or a module's ``pytestmark``),
+or allows a block with ``with agentfootprint.allow_model_requests(True):``. ``MockProvider``
+and providers without the attribute are never blocked. ``false`` leaves requests alone (the
+verification stays).
 """
 
 from __future__ import annotations
@@ -145,7 +149,10 @@ def model_requests_guard(request: pytest.FixtureRequest) -> Iterator[bool]:
     ``allow_model_requests``; yields whether they are allowed. The previous setting is
     restored afterwards."""
     previous = guard.ALLOW_MODEL_REQUESTS
-    allowed = request.node.get_closest_marker("allow_model_requests") is not None
+    allowed = (
+        not _blocks(request.config)
+        or request.node.get_closest_marker("allow_model_requests") is not None
+    )
     guard.ALLOW_MODEL_REQUESTS = allowed
     try:
         yield allowed
@@ -154,6 +161,20 @@ def model_requests_guard(request: pytest.FixtureRequest) -> Iterator[bool]:
 
 
 _SESSION_FLAG = pytest.StashKey[bool]()
+BLOCK_OPTION = "agentfootprint_block_model_requests"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        BLOCK_OPTION,
+        "block real model requests in every test (agentfootprint's plugin); true by default",
+        type="bool",
+        default=True,
+    )
+
+
+def _blocks(config: pytest.Config) -> bool:
+    return bool(config.getini(BLOCK_OPTION))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -164,6 +185,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "allow_model_requests: let providers that make real model requests call their model",
     )
+    if not _blocks(config):
+        return
     # blocked outside tests too (collection, fixtures of any scope), restored at the end
     config.stash[_SESSION_FLAG] = guard.ALLOW_MODEL_REQUESTS
     guard.ALLOW_MODEL_REQUESTS = False
