@@ -207,6 +207,7 @@ LOG_COMMANDS: dict[str, Callable[[str, World], list[str]]] = {
     "show": lambda db, w: ["show", db, w.base.first],
     "served": lambda db, w: ["served", db, w.base.first, "0"],
     "state": lambda db, w: ["state", db, w.base.first, "--at", "0"],
+    "why": lambda db, w: ["why", db, w.base.first, "final_answer"],
     "verify": lambda db, w: ["verify", db],
     "verify --run": lambda db, w: ["verify", db, "--run", w.base.first],
     "export": lambda db, w: ["export", db, "--run", w.base.first, "--out", w.path("out.afp")],
@@ -238,6 +239,7 @@ def test_a_file_that_is_not_a_readable_log_is_refused(
         ("show", EXIT_INVALID),
         ("served", EXIT_INVALID),
         ("state", EXIT_INVALID),
+        ("why", EXIT_INVALID),
         ("verify", EXIT_INVALID),
         ("verify --run", EXIT_INVALID),
         ("export", EXIT_INVALID),
@@ -295,6 +297,7 @@ def test_read_only_commands_leave_a_good_log_as_it_was(world: World) -> None:
             ["show", db, second],
             ["served", db, second, "0"],
             ["state", db, second, "--at", "0"],
+            ["why", db, second, "final_answer"],
             ["verify", db],
             ["diff", db, second, second],
             ["replay", db, second, "--agent", AGENT],
@@ -522,7 +525,17 @@ def test_help_documents_every_exit_code_and_the_debug_variable() -> None:
         "AGENTFOOTPRINT_DEBUG=1",
     ):
         assert words in result.output, words
-    for command in ("runs", "show", "served", "state", "export", "import", "disclose", "erase"):
+    for command in (
+        "runs",
+        "show",
+        "served",
+        "state",
+        "why",
+        "export",
+        "import",
+        "disclose",
+        "erase",
+    ):
         shown = run([command, "--help"]).output
         assert "Exit codes:" in shown and "2  usage error" in shown, command
 

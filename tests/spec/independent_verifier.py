@@ -1,4 +1,4 @@
-"""An independent verifier of the agentfootprint log formats v1 to v4 (and request
+"""An independent verifier of the agentfootprint log formats v1 to v6 (and request
 projections v1, v2 and v3, export bundles of versions 1 and 2), written from
 ``docs/log-format.md`` and ``docs/merkle.md`` alone (it imports nothing of ``agentfootprint``).
 
@@ -49,11 +49,13 @@ MAX_ENVELOPE_BYTES = 64 * 1024
 MAX_BUNDLE_LINE_BYTES = 2 * MAX_BODY_BYTES + MAX_ENVELOPE_BYTES
 FORMAT_V1, FORMAT_V2 = "agentfootprint/log/v1", "agentfootprint/log/v2"
 FORMAT_V3, FORMAT_V4 = "agentfootprint/log/v3", "agentfootprint/log/v4"
-FORMAT_V5 = "agentfootprint/log/v5"
-LOG_FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5)
-MARKED = (FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5)  # 5.6: call markers, receipts off
-WRITE_AHEAD = (FORMAT_V3, FORMAT_V4, FORMAT_V5)  # section 6: receipts written ahead of a call
-SEALED = (FORMAT_V4, FORMAT_V5)  # section 5.8: run.open.seal and run.seal
+FORMAT_V5, FORMAT_V6 = "agentfootprint/log/v5", "agentfootprint/log/v6"
+LOG_FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6)
+MARKED = (FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6)  # 5.6: call markers
+WRITE_AHEAD = (FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6)  # section 6: receipts ahead
+SEALED = (FORMAT_V4, FORMAT_V5, FORMAT_V6)  # section 5.8: run.open.seal and run.seal
+PAUSES = (FORMAT_V5, FORMAT_V6)  # section 5.9: the paused outcome, resumes and abandons
+READS = (FORMAT_V6,)  # section 5.10: reads on every write
 #: section 5.9: pending's members (required, then optional) and what a resume writes first
 PENDING_REQUIRED = ("request_id", "kind", "tool_call_id", "tool", "question")
 PENDING_OPTIONAL = {"fields": dict, "context": dict, "service": str}
@@ -173,6 +175,10 @@ def is_str(x: Any) -> bool:
 
 def is_obj(x: Any) -> bool:
     return isinstance(x, dict)
+
+
+def is_arr(x: Any) -> bool:
+    return isinstance(x, list)
 
 
 def decoder(flags: set[str], *, bundle: bool = False) -> json.JSONDecoder:
@@ -1199,6 +1205,7 @@ class Verifier:
         lists: dict[str, list[str]] = {"system": [], "messages": [], "tools": []}
         commit = receipts = phase = 0
         pending: list[tuple[int, str, Any, Any]] = []
+        pending_reads: list[tuple[int, list[str]]] = []  # section 5.10 (format v6)
         in_batch = closed = record_receipt = False
         fmt, version, marked_calls = FORMAT_V1, 1, 0
         resumes = False  # section 5.9: run.open resumes its paused parent
@@ -1241,8 +1248,8 @@ class Verifier:
                 answers = None
                 if given:  # section 5.9, format v5 only
                     value = body[given[0]]
-                    if fmt != FORMAT_V5 or len(given) > 1 or parent is None:
-                        raise structure(0, "resumes/abandons outside v5, both, or no parent")
+                    if fmt not in PAUSES or len(given) > 1 or parent is None:
+                        raise structure(0, "resumes/abandons outside v5 and v6, both, or no parent")
                     if not is_str(value) or not value:
                         raise structure(0, f"{given[0]} is not a non-empty string")
                     answers = (given[0], value)
@@ -1286,6 +1293,14 @@ class Verifier:
                 members = {"commit", "path", "verb"} | ({"value"} if verb != "delete" else set())
                 if not has(body, {"commit": is_int, "path": is_str, "verb": is_str}):
                     raise structure(seq, "write: commit, path or verb missing or mistyped")
+                if fmt in READS:  # section 5.10: strictly ascending code points, strings
+                    reads = body.get("reads")
+                    if not is_arr(reads) or not all(is_str(k) for k in reads):
+                        raise structure(seq, "write: reads missing or not an array of strings")
+                    if any(a >= b for a, b in itertools.pairwise(reads)):
+                        raise structure(seq, "write: reads not in strictly ascending order")
+                    members.add("reads")
+                    pending_reads.append((seq, reads))
                 if set(body) != members:
                     raise structure(seq, "write: members are not exactly commit/path/verb/value")
                 if body["commit"] != commit:
@@ -1328,6 +1343,12 @@ class Verifier:
                     marked_calls += 1
                 if resumes and commit == 0:  # section 5.9: the answer, first
                     resume_answer(body, pending, state.get("pending"), seq)
+                written = {path for _, path, _, _ in pending}
+                for wseq, reads in pending_reads:  # section 5.10: each key existed, or is made
+                    for key in reads:
+                        if key not in state and key not in written:
+                            raise structure(wseq, f"write reads {key!r}, absent at its commit")
+                pending_reads = []
                 for wseq, path, verb, value in pending:
                     problem = apply_write(state, path, verb, value)
                     if problem:
@@ -1344,10 +1365,10 @@ class Verifier:
                     raise structure(seq, "run.close: a member missing or mistyped")
                 outcomes = ("answered", "stopped_early", "failed")
                 if body["outcome"] not in (*outcomes, "paused") or (
-                    body["outcome"] == "paused" and fmt != FORMAT_V5
+                    body["outcome"] == "paused" and fmt not in PAUSES
                 ):
                     raise structure(seq, f"unknown outcome {body['outcome']!r}")
-                if fmt == FORMAT_V5 and (body["outcome"] == "paused") != ("pending" in body):
+                if fmt in PAUSES and (body["outcome"] == "paused") != ("pending" in body):
                     raise structure(seq, "pending without a pause, or a pause without pending")
                 if body["outcome"] == "paused":
                     paused_close(body["pending"], state.get("pending"), seq)

@@ -73,6 +73,8 @@ NOT_NUMERIC = frozenset(
         "structure_recorders",
         "group_translator",
         "observer_delivery",
+        "read_tracking",
+        "write_provenance",
     }
 )
 #: what no log holds, and what no option's bound admits

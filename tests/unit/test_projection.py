@@ -28,6 +28,7 @@ from agentfootprint.logformat.log_formats import (
     LOG_FORMAT_V3,
     LOG_FORMAT_V4,
     LOG_FORMAT_V5,
+    LOG_FORMAT_V6,
     LOG_FORMATS,
 )
 from agentfootprint.logformat.request import (
@@ -450,6 +451,7 @@ def test_log_formats() -> None:
         LOG_FORMAT_V3,
         LOG_FORMAT_V4,
         LOG_FORMAT_V5,
+        LOG_FORMAT_V6,
     )
     assert LOG_FORMAT == LOG_FORMAT_V3  # an unsealed run; a sealed one is v4 (test_seals.py)
 

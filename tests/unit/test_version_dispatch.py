@@ -15,6 +15,7 @@ from agentfootprint.logformat import (
     log_format_v3,
     log_format_v4,
     log_format_v5,
+    log_format_v6,
     policy_v1,
     policy_v2,
     projection_v1,
@@ -43,23 +44,31 @@ from agentfootprint.verify.bundle_versions import (
     written_shape,
 )
 
-V1, V2, V3, V4, V5 = (f"agentfootprint/log/v{n}" for n in (1, 2, 3, 4, 5))
+V1, V2, V3, V4, V5, V6 = (f"agentfootprint/log/v{n}" for n in (1, 2, 3, 4, 5, 6))
 
 
 def test_the_formats_and_their_rules() -> None:
-    assert LOG_FORMATS == (V1, V2, V3, V4, V5)
+    assert LOG_FORMATS == (V1, V2, V3, V4, V5, V6)
     formats = [log_format(name) for name in LOG_FORMATS]
-    assert frozenset({V2, V3, V4, V5}) == {f.name for f in formats if f.marks_calls}
-    assert frozenset({V3, V4, V5}) == {f.name for f in formats if f.writes_ahead}
-    assert frozenset({V4, V5}) == {f.name for f in formats if f.may_seal}
-    assert frozenset({V5}) == {f.name for f in formats if f.may_pause}
-    modules = (log_format_v1, log_format_v2, log_format_v3, log_format_v4, log_format_v5)
+    assert frozenset({V2, V3, V4, V5, V6}) == {f.name for f in formats if f.marks_calls}
+    assert frozenset({V3, V4, V5, V6}) == {f.name for f in formats if f.writes_ahead}
+    assert frozenset({V4, V5, V6}) == {f.name for f in formats if f.may_seal}
+    assert frozenset({V5, V6}) == {f.name for f in formats if f.may_pause}
+    assert frozenset({V6}) == {f.name for f in formats if f.records_reads}
+    modules = (
+        log_format_v1,
+        log_format_v2,
+        log_format_v3,
+        log_format_v4,
+        log_format_v5,
+        log_format_v6,
+    )
     for number, (name, module) in enumerate(zip(LOG_FORMATS, modules, strict=True), 1):
         assert log_format(name) is module.FORMAT and module.FORMAT.version == number
-    assert [log_format(n).implied_projection for n in LOG_FORMATS] == [1, None, None, None, None]
+    assert [log_format(n).implied_projection for n in LOG_FORMATS] == [1] + [None] * 5
 
 
-@pytest.mark.parametrize("name", ["agentfootprint/log/v6", "agentfootprint/log/V1", "", None, 1])
+@pytest.mark.parametrize("name", ["agentfootprint/log/v7", "agentfootprint/log/V1", "", None, 1])
 def test_an_unknown_format_is_refused(name: Any) -> None:
     assert known_log_format(name) is None
     with pytest.raises(UnknownLogFormat, match="unknown log format"):
@@ -70,9 +79,9 @@ def test_an_unknown_format_is_refused(name: Any) -> None:
 
 def test_the_call_rule_of_each_format() -> None:
     stage_only, marked = {"stage": "call-llm"}, {"stage": "summarise", "call": 3}
-    assert [commit_calls(n, stage_only, 0) for n in LOG_FORMATS] == [1, 0, 0, 0, 0]
-    assert [commit_calls(n, marked, 0) for n in LOG_FORMATS] == [0, 1, 1, 1, 1]
-    assert [commit_calls(n, marked, 2) for n in (*LOG_FORMATS, "unknown")] == [2] * 6
+    assert [commit_calls(n, stage_only, 0) for n in LOG_FORMATS] == [1, 0, 0, 0, 0, 0]
+    assert [commit_calls(n, marked, 0) for n in LOG_FORMATS] == [0, 1, 1, 1, 1, 1]
+    assert [commit_calls(n, marked, 2) for n in (*LOG_FORMATS, "unknown")] == [2] * 7
 
 
 def test_the_projections_and_their_dispatch() -> None:

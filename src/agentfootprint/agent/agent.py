@@ -45,7 +45,12 @@ from agentfootprint.logformat.commitments import iter_commitments
 from agentfootprint.logformat.echo import EchoSearch, literals_of
 from agentfootprint.logformat.fold import continued_lists
 from agentfootprint.logformat.log_format_spec import PAUSED
-from agentfootprint.logformat.log_formats import LOG_FORMAT, LOG_FORMAT_V4, LOG_FORMAT_V5
+from agentfootprint.logformat.log_formats import (
+    LOG_FORMAT,
+    LOG_FORMAT_V4,
+    LOG_FORMAT_V5,
+    LOG_FORMAT_V6,
+)
 from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import projection as projection_of
 from agentfootprint.runtime import run_observers as hooks
@@ -112,6 +117,9 @@ class RunResult:
     pending: Pending | None = None
     #: what the delivery of the run's events to listeners did (never recorded)
     observer_stats: ObserverStats | None = None
+    #: what each stage read, ``{stage_run: {key: ReadMarker or value}}`` (``read_tracking``;
+    #: never recorded; None when ``"off"``)
+    stage_reads: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
     #: the run's final state as the agent keeps it (shared with a run continued from it)
     _final: dict[str, Any] = field(repr=False, compare=False)
     _copy: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
@@ -527,7 +535,9 @@ class Agent:
                 "that paused"
             )
         if log_format is None:  # the agent's own run: sealed when it has a signer
-            if self.seam.may_pause or answers:
+            if self.config.options.get("write_provenance") is not None:
+                log_format = LOG_FORMAT_V6  # each write's reads; pauses and seals as v5
+            elif self.seam.may_pause or answers:
                 log_format = LOG_FORMAT_V5  # pauses, and seals when it has a signer
             else:
                 log_format = LOG_FORMAT_V4 if self.signer is not None else LOG_FORMAT
@@ -658,6 +668,7 @@ class Agent:
             usage=dict(run.state.get("usage", {})),
             pending=None if run.paused is None else Pending.from_record(*run.paused),
             observer_stats=run.events.stats(),
+            stage_reads=None if run.stage_reads is None else run.stage_reads.entries,
             _final=run.state,
         )
 

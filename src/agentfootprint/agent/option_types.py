@@ -178,3 +178,7 @@ class AgentOptions(TypedDict, total=False):
     structure_recorders: Sequence[StructureRecorder] | None
     #: ``agent.ui_group()``: the agent's ``GroupMetadata`` through it, kept
     group_translator: GroupTranslator | None
+    #: ``RunResult.stage_reads``: what each stage read (never recorded)
+    read_tracking: Literal["summary", "full", "off"] | None
+    #: each recorded write names the keys its stage read before it (log format v6)
+    write_provenance: Literal["off", "reads-prefix"] | None

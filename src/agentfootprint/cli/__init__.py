@@ -38,9 +38,11 @@ from agentfootprint.cli.keys import keys
 from agentfootprint.cli.replaying import diff_command, replay_command
 from agentfootprint.cli.report import report_command
 from agentfootprint.cli.scanning import scan_command
+from agentfootprint.cli.telemetry import otel_command
 from agentfootprint.cli.transfer import copy_command, export_command, import_command
 from agentfootprint.cli.vault import disclose, erase, vault_key
 from agentfootprint.cli.verifying import verify
+from agentfootprint.cli.why import why_command
 from agentfootprint.version import __version__
 
 __all__ = [
@@ -67,9 +69,9 @@ Exit codes (each command's --help says which apply):
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 \b
-Read-only commands (runs, show, served, state, tool-calls, verify, scan, checkpoint's DB,
-consistency, diff, export's DB, report's SOURCE, copy's SRC, replay's DB and VAULT,
-disclose's VAULT)
+Read-only commands (runs, show, served, state, why, tool-calls, verify, scan, checkpoint's DB,
+consistency, diff, export's DB, report's SOURCE, otel's DB, copy's SRC, replay's DB and
+VAULT, disclose's VAULT)
 never create, migrate or change a file. DB and VAULT are file paths,
 sqlite:///PATH URLs (sqlite:////PATH for an absolute path) or
 postgresql://USER@HOST:PORT/DBNAME URLs (docs/stores.md).
@@ -113,6 +115,8 @@ for _command in (
     consistency_command,
     scan_command,
     report_command,
+    otel_command,
+    why_command,
 ):
     main.add_command(_command)
 
@@ -121,9 +125,10 @@ main.start = (
     "holds, `show DB RUN_ID` reads one run, and `verify DB` proves it."
 )
 main.sections = (
-    ("Inspect a log", ("runs", "show", "served", "state", "tool-calls", "diff")),
+    ("Inspect a log", ("runs", "show", "served", "state", "why", "tool-calls", "diff")),
     ("Verify", ("verify", "scan", "checkpoint", "consistency")),
     ("Share with an auditor", ("report", "export", "import", "copy", "disclose", "erase")),
+    ("Observe", ("otel",)),
     ("Replay against new code", ("replay", "demo")),
     ("Keys and stores", ("keys", "vault-key", "init")),
 )

@@ -134,6 +134,7 @@ async def call_llm(ctx: StageContext) -> None:
             )
         )
     model = ctx.model
+    request_digest: str | None = None  # the receipt's request digest, for llm_end
     if run.config.record_receipt or model.checks_requests:
         # the receipt hashes the recorded (committed) form
         recorded = (
@@ -145,6 +146,7 @@ async def call_llm(ctx: StageContext) -> None:
         model.check(call, digests, recorded)  # a refused request is never served, nor receipted
         if run.config.record_receipt:
             ctx.mint_receipt(digests)
+            request_digest = digests.request
     # the receipt and what came before are durable before the request leaves
     await ctx.write_ahead()
     run.calls += 1
@@ -218,6 +220,7 @@ async def call_llm(ctx: StageContext) -> None:
             usage=dict(record["usage"]),
             stop_reason=response.stop_reason,
             duration_ms=(time.perf_counter() - started) * 1000,
+            request_digest=request_digest,
         )
     )
 

@@ -1,11 +1,12 @@
 """What a log format is, as the request, the receipts and the call count see it.
 
 Each log format is one instance of :class:`LogFormat`, defined in its own module
-(:mod:`~agentfootprint.logformat.log_format_v1` to ``_v5``) and chosen in one place
+(:mod:`~agentfootprint.logformat.log_format_v1` to ``_v6``) and chosen in one place
 (:func:`agentfootprint.logformat.log_formats.log_format`). A reader asks the format what it
 needs to know (are calls marked? are receipts written ahead? may the run be sealed, or pause? what
-projection does a ``run.open`` without one imply?) instead of comparing format names.
-docs/log-format.md sections 1.1, 5.6 and 6.1 are the normative text.
+projection does a ``run.open`` without one imply? do writes carry their reads?) instead of
+comparing format names. docs/log-format.md sections 1.1, 5.6, 5.10 and 6.1 are the normative
+text.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class LogFormat:
     #: a run may close ``paused`` with a ``pending`` question, and a ``run.open`` may answer
     #: (``resumes``) or set aside (``abandons``) its paused parent's (docs/log-format.md 5.9)
     may_pause: bool = False
+    #: every ``write`` body carries ``reads``, the keys its stage read before it
+    #: (docs/log-format.md section 5.10)
+    records_reads: bool = False
 
     @property
     def outcomes(self) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 
 ``run.open.format`` names the format a run was recorded in; :func:`log_format` turns that
 name into its :class:`~agentfootprint.logformat.log_format_spec.LogFormat` (one module per
-version: :mod:`~agentfootprint.logformat.log_format_v1` to ``_v5``), and every rule that
+version: :mod:`~agentfootprint.logformat.log_format_v1` to ``_v6``), and every rule that
 differs by format is read from it. docs/log-format.md section 1.1 lists the formats;
 appendix A describes v1 and v2, which only earlier writers recorded.
 """
@@ -17,6 +17,7 @@ from agentfootprint.logformat import (
     log_format_v3,
     log_format_v4,
     log_format_v5,
+    log_format_v6,
 )
 from agentfootprint.logformat.log_format_spec import LogFormat
 
@@ -28,6 +29,7 @@ __all__ = [
     "LOG_FORMAT_V3",
     "LOG_FORMAT_V4",
     "LOG_FORMAT_V5",
+    "LOG_FORMAT_V6",
     "LogFormat",
     "UnknownLogFormat",
     "known_log_format",
@@ -39,12 +41,14 @@ LOG_FORMAT_V2: Final = log_format_v2.FORMAT.name
 LOG_FORMAT_V3: Final = log_format_v3.FORMAT.name
 LOG_FORMAT_V4: Final = log_format_v4.FORMAT.name
 LOG_FORMAT_V5: Final = log_format_v5.FORMAT.name
+LOG_FORMAT_V6: Final = log_format_v6.FORMAT.name
 _FORMATS: Final = (
     log_format_v1.FORMAT,
     log_format_v2.FORMAT,
     log_format_v3.FORMAT,
     log_format_v4.FORMAT,
     log_format_v5.FORMAT,
+    log_format_v6.FORMAT,
 )
 #: every log format this version reads and verifies, oldest first
 LOG_FORMATS: Final = tuple(f.name for f in _FORMATS)
@@ -68,6 +72,8 @@ def known_log_format(name: Any) -> LogFormat | None:
         return log_format_v4.FORMAT
     elif name == LOG_FORMAT_V5:
         return log_format_v5.FORMAT
+    elif name == LOG_FORMAT_V6:
+        return log_format_v6.FORMAT
     else:
         return None
 

@@ -16,11 +16,13 @@
 
   const FORMAT_V1 = "agentfootprint/log/v1", FORMAT_V2 = "agentfootprint/log/v2";
   const FORMAT_V3 = "agentfootprint/log/v3", FORMAT_V4 = "agentfootprint/log/v4";
-  const FORMAT_V5 = "agentfootprint/log/v5";
-  const LOG_FORMATS = [FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5];
-  const MARKED = [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5]; // 5.6: call markers
-  const WRITE_AHEAD = [FORMAT_V3, FORMAT_V4, FORMAT_V5]; // section 6: receipts ahead
-  const SEALED = [FORMAT_V4, FORMAT_V5]; // 5.8: run.open.seal and run.seal
+  const FORMAT_V5 = "agentfootprint/log/v5", FORMAT_V6 = "agentfootprint/log/v6";
+  const LOG_FORMATS = [FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6];
+  const MARKED = [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6]; // 5.6: call markers
+  const WRITE_AHEAD = [FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6]; // section 6: receipts ahead
+  const SEALED = [FORMAT_V4, FORMAT_V5, FORMAT_V6]; // 5.8: run.open.seal and run.seal
+  const PAUSES = [FORMAT_V5, FORMAT_V6]; // 5.9: the paused outcome, resumes and abandons
+  const READS = [FORMAT_V6]; // 5.10: reads on every write
   const PENDING_REQUIRED = ["request_id", "kind", "tool_call_id", "tool", "question"];
   const PENDING_OPTIONAL = { fields: "object", context: "object", service: "string" };
   const TYPES = ["run.open", "write", "receipt", "event", "commit", "run.close", "run.seal"];
@@ -38,6 +40,15 @@
   const WORK_BUDGET = 1e9; // about 2,800 iterations of one conversation
 
   const structure = (seq, why) => new Failure("structure", seq, why);
+  // strings by Unicode code point (JS compares UTF-16 code units: U+FFFF < U+1F600 here)
+  const codePointCompare = (a, b) => {
+    const x = Array.from(a), y = Array.from(b);
+    for (let k = 0; k < Math.min(x.length, y.length); k++) {
+      const d = x[k].codePointAt(0) - y[k].codePointAt(0);
+      if (d !== 0) return d;
+    }
+    return x.length - y.length;
+  };
   const jtype = (x) => (x === null ? "null" : Array.isArray(x) ? "array" : x instanceof JFloat ? "number" : typeof x === "object" ? "object" : typeof x);
   // UTF-8 length of a JS string (a lone surrogate counts 3, as Python's surrogatepass)
   const utf8len = (s) => {
@@ -845,8 +856,8 @@
           let answers = null;
           if (given.length) {
             const value = body[given[0]];
-            if (fmt !== FORMAT_V5 || given.length > 1 || parent === null) {
-              throw structure(0, "resumes/abandons outside v5, both, or no parent");
+            if (!PAUSES.includes(fmt) || given.length > 1 || parent === null) {
+              throw structure(0, "resumes/abandons outside v5 and v6, both, or no parent");
             }
             if (!isStr(value) || !value) throw structure(0, `${given[0]} is not a non-empty string`);
             answers = [given[0], value];
@@ -902,6 +913,15 @@
             throw structure(seq, "write: commit, path or verb missing or mistyped");
           }
           const members = verb !== "delete" ? ["commit", "path", "verb", "value"] : ["commit", "path", "verb"];
+          let reads = null;
+          if (READS.includes(fmt)) { // 5.10: strings in strictly ascending code point order
+            reads = body.reads;
+            if (!Array.isArray(reads) || !reads.every(isStr)) throw structure(seq, "write: reads missing or not an array of strings");
+            for (let k = 1; k < reads.length; k++) {
+              if (codePointCompare(reads[k - 1], reads[k]) >= 0) throw structure(seq, "write: reads not in strictly ascending order");
+            }
+            members.push("reads");
+          }
           const ks = keysOf(body);
           if (ks.length !== members.length || !members.every((k) => k in body)) {
             throw structure(seq, "write: members are not exactly commit/path/verb/value");
@@ -909,7 +929,7 @@
           if (body.commit !== commit) throw structure(seq, `a write of commit ${body.commit}, not ${commit}`);
           if (!body.path) throw structure(seq, "a write with an empty path");
           const path = body.path;
-          pending.push({ seq, path, verb, value: body.value });
+          pending.push({ seq, path, verb, value: body.value, reads });
           if (verb === "set") {
             const o = newObj();
             setMember(o, path, body.value);
@@ -942,6 +962,14 @@
             markedCalls++;
           }
           if (resumes && commit === 0) resumeAnswer(body, pending, hasOwn(state, "pending") ? state.pending : undefined, seq);
+          if (READS.includes(fmt)) { // 5.10: each key read existed at the commit, or it makes it
+            const written = new Set(pending.map((w) => w.path));
+            for (const w of pending) {
+              for (const key of w.reads) {
+                if (!hasOwn(state, key) && !written.has(key)) throw structure(w.seq, `a write reads ${JSON.stringify(key)}, absent at its commit`);
+              }
+            }
+          }
           for (const w of pending) {
             const problem = applyWrite(state, w.path, w.verb, w.value);
             if (problem) throw new Failure("fold", w.seq, problem);
@@ -958,10 +986,10 @@
           if (callsRead) shape.calls = isInt;
           if (!has(body, shape)) throw structure(seq, "run.close: a member missing or mistyped");
           const outcomes = ["answered", "stopped_early", "failed"];
-          if (!(outcomes.includes(body.outcome) || body.outcome === "paused") || (body.outcome === "paused" && fmt !== FORMAT_V5)) {
+          if (!(outcomes.includes(body.outcome) || body.outcome === "paused") || (body.outcome === "paused" && !PAUSES.includes(fmt))) {
             throw structure(seq, `unknown outcome ${JSON.stringify(body.outcome)}`);
           }
-          if (fmt === FORMAT_V5 && (body.outcome === "paused") !== ("pending" in body)) {
+          if (PAUSES.includes(fmt) && (body.outcome === "paused") !== ("pending" in body)) {
             throw structure(seq, "pending without a pause, or a pause without pending");
           }
           if (body.outcome === "paused") pausedClose(body.pending, hasOwn(state, "pending") ? state.pending : undefined, seq);

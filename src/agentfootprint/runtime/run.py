@@ -39,6 +39,7 @@ from agentfootprint.runtime.ports import (
     ToolPort,
     require_port,
 )
+from agentfootprint.runtime.reads import StageReads
 from agentfootprint.runtime.scope import CommitValues, Scope, Write, json_equal, to_json_value
 from agentfootprint.seal.facts import SEAL_ROW, final_answer_digest, seal_body, wire_list_digest
 from agentfootprint.seal.signer import Signer
@@ -345,6 +346,11 @@ class RunState:
         self.stage_counts: dict[str, int] = {}
         #: what features keep for one run beside the loop, never in state (by feature name)
         self.memory: dict[str, Any] = {}
+        #: what each stage read, kept beside the run (``read_tracking``; never in the log)
+        tracking = config.options.get("read_tracking", "off")
+        self.stage_reads = None if tracking == "off" else StageReads(tracking)
+        #: the scopes track reads: for ``stage_reads``, or for each write's ``reads`` (v6)
+        self.tracks_reads = self.format.records_reads or self.stage_reads is not None
         #: the ``run_end`` hooks ran (once per run)
         self.ended = False
         #: the question the run paused on, as written to state, and what only the caller
@@ -379,7 +385,9 @@ class RunState:
                 stage = self.chart.stages[name]
                 count = self.stage_counts[name] = self.stage_counts.get(name, 0) + 1
                 ctx = StageContext(
-                    run=self, scope=Scope(self.state, self.guard), stage_run=f"{name}#{count}"
+                    run=self,
+                    scope=Scope(self.state, self.guard, track_reads=self.tracks_reads),
+                    stage_run=f"{name}#{count}",
                 )
                 error: BaseException | None = None
                 result: str | None = None
@@ -418,7 +426,8 @@ class RunState:
     async def _end_outside(self, error: BaseException) -> None:
         """The end hooks of a run that failed between stages: what they record is committed
         as a ``run-end`` commit of its own (only when they record anything)."""
-        ctx = StageContext(run=self, scope=Scope(self.state, self.guard), stage_run="run-end#1")
+        scope = Scope(self.state, self.guard, track_reads=self.tracks_reads)
+        ctx = StageContext(run=self, scope=scope, stage_run="run-end#1")
         await self._end(ctx, error)
         if ctx.recorded:
             with contextlib.suppress(Exception):  # the run's own error is what surfaces
@@ -435,6 +444,8 @@ class RunState:
         if error is not None and self.writer.broken is not None:
             return  # the store failed this run: nothing more is written, its error surfaces
         writes = ctx.scope.net_writes(self.mode)
+        if self.format.records_reads:  # log format v6: each write with its stage's reads
+            writes = ctx.scope.with_reads(writes)
         marker: dict[str, Any] = {
             "commit": self.commit_index,
             "stage": stage,
@@ -472,6 +483,7 @@ class RunState:
             if ctx.written_ahead:  # its receipts are in the log: the commit must close them
                 self._commit_failed(stage, ctx, marker, exc)
             raise
+        before, recorded_before = self.state, self.committed
         self.state = ctx.scope.apply_to(writes)
         if self.boundary is None:
             self.committed = self.state
@@ -480,6 +492,16 @@ class RunState:
             for write in stored:
                 apply_write(committed, write.path, write.verb, write.value, shared=True)
             self.committed = committed
+        if self.stage_reads is not None:
+            self.stage_reads.add(
+                ctx.stage_run,
+                ctx.scope,
+                writes,
+                before,
+                recorded_before,
+                self.committed,
+                self.boundary is not None,
+            )
         self.commit_index += 1
         self.receipts += len(ctx.receipts)
 
@@ -513,7 +535,9 @@ class RunState:
         else:  # append / merge: the operand's items or members, never the key itself
             value = self.boundary.commit(write.value, key=write.path)
         return (
-            write if value is write.value else Write(path=write.path, verb=write.verb, value=value)
+            write
+            if value is write.value
+            else Write(path=write.path, verb=write.verb, value=value, reads=write.reads)
         )
 
     def recorded_form(self, value: Any) -> Any:

@@ -11,12 +11,19 @@ At the stage's end the buffer becomes one commit: the *net* change per key
 Both fold back (``verify.fold.apply_write``) to the same state. Values are
 checked to be I-JSON and copied on write, so committed state holds plain JSON
 types only and equals, type for type, what the verifier folds from the log.
+
+A scope made with ``track_reads`` also keeps which keys the stage read, and what it
+read first of each (``read_tracking``, ``write_provenance``): a key read is one that
+held a value when the stage asked for it (``get``, ``in``, or ``committed`` read by
+key, as a request is built); the reading ``append`` and ``merge`` do of the value they
+extend is not a read. :meth:`Scope.with_reads` gives each write the keys read before
+the stage last changed its key (docs/log-format.md section 5.10).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,16 +44,20 @@ _MISSING: Any = object()
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Write:
-    """One entry of a commit: ``value`` is absent (None) for ``delete``."""
+    """One entry of a commit: ``value`` is absent (None) for ``delete``; ``reads`` (log
+    format v6) the keys its stage read before it, sorted (None: not recorded)."""
 
     path: str
     verb: str
     value: Any = None
+    reads: tuple[str, ...] | None = None
 
     def body(self, commit: int) -> dict[str, Any]:
         body: dict[str, Any] = {"commit": commit, "path": self.path, "verb": self.verb}
         if self.verb != "delete":
             body["value"] = self.value
+        if self.reads is not None:
+            body["reads"] = list(self.reads)
         return body
 
 
@@ -126,10 +137,21 @@ def _is_prefix(base: Sequence[Any], new: Sequence[Any]) -> bool:
     return all(x is y or json_equal(x, y) for x, y in zip(base, new, strict=False))
 
 
+#: what a stage read first of a key: the value (borrowed), and whether it was the stage's
+#: own pending value (else the committed one)
+Read = tuple[Any, bool]
+
+
 class Scope:
     """Reads and buffered writes of one stage execution."""
 
-    def __init__(self, committed: Mapping[str, Any], guard: LeakGuard | None = None) -> None:
+    def __init__(
+        self,
+        committed: Mapping[str, Any],
+        guard: LeakGuard | None = None,
+        *,
+        track_reads: bool = False,
+    ) -> None:
         self._committed = committed
         #: the run's secrets: a value written that holds one is written withheld
         self._guard = guard
@@ -137,14 +159,41 @@ class Scope:
         #: key -> the committed list its pending value extends by appends only (so the
         #: commit's ``append`` tail is known without comparing the history item by item)
         self._extends: dict[str, Sequence[Any]] = {}
+        #: the keys read, in the order first read, with what was read first (None: the
+        #: scope does not track reads)
+        self._reads: dict[str, Read] | None = {} if track_reads else None
+        #: key -> how many keys had been read when the stage last changed it
+        self._read_before: dict[str, int] = {}
+        self._view: _ReadView | None = None
 
     @property
     def committed(self) -> Mapping[str, Any]:
-        """State as committed before this stage (what requests are built from)."""
-        return self._committed
+        """State as committed before this stage (what requests are built from); a key read
+        from it is a read of the stage when the scope tracks reads."""
+        if self._reads is None:
+            return self._committed
+        if self._view is None:
+            self._view = _ReadView(self._committed, self._reads)
+        return self._view
+
+    @property
+    def reads(self) -> Mapping[str, Read]:
+        """The keys the stage read, in the order first read (empty when not tracked)."""
+        return self._reads if self._reads is not None else {}
 
     def get(self, key: str, default: Any = None) -> Any:
         """The key's value as this stage sees it (borrowed: never mutate it)."""
+        pending = key in self._pending
+        value = self._pending[key] if pending else self._committed.get(key, _DELETED)
+        if value is _DELETED:
+            return default
+        reads = self._reads
+        if reads is not None and key not in reads:
+            reads[key] = (value, pending)
+        return value
+
+    def _peek(self, key: str, default: Any) -> Any:
+        """:meth:`get` that is no read of the stage (the value a write extends)."""
         if key in self._pending:
             value = self._pending[key]
             return default if value is _DELETED else value
@@ -156,9 +205,11 @@ class Scope:
     def set(self, key: str, value: Any) -> None:
         self._pending[self._key(key)] = self._recordable(key, value)
         self._extends.pop(key, None)
+        if self._reads is not None:  # the reads before the key's last change
+            self._read_before[key] = len(self._reads)
 
     def append(self, key: str, items: list[Any]) -> None:
-        current: Sequence[Any] = self.get(key, [])
+        current: Sequence[Any] = self._peek(key, [])
         if not isinstance(items, list) or not (
             type(current) is SharedList or isinstance(current, list)
         ):
@@ -174,13 +225,17 @@ class Scope:
         self._pending[self._key(key)] = grown
         if not pending and current is self._committed.get(key):
             self._extends[key] = current
+        if self._reads is not None:
+            self._read_before[key] = len(self._reads)
 
     def merge(self, key: str, members: Mapping[str, Any]) -> None:
-        current = self.get(key, {})
+        current = self._peek(key, {})
         if not isinstance(current, dict) or not isinstance(members, Mapping):
             raise UsageError(f"merge into {key!r} needs an object value and a mapping")
         self._pending[self._key(key)] = {**current, **self._recordable(key, dict(members))}
         self._extends.pop(key, None)
+        if self._reads is not None:
+            self._read_before[key] = len(self._reads)
 
     def _recordable(self, key: str, value: Any) -> Any:
         """A detached JSON copy of what is written (as ``delta`` records it), refused when
@@ -196,6 +251,8 @@ class Scope:
     def delete(self, key: str) -> None:
         self._pending[self._key(key)] = _DELETED
         self._extends.pop(key, None)
+        if self._reads is not None:
+            self._read_before[key] = len(self._reads)
 
     @staticmethod
     def _key(key: str) -> str:
@@ -240,6 +297,35 @@ class Scope:
                     return Write(path=key, verb="merge", value=changed)
         return Write(path=key, verb="set", value=as_list(new))  # what is written is plain
 
+    def with_reads(self, writes: list[Write]) -> list[Write]:
+        """``writes`` (this scope's net writes) each with ``reads``: the keys read before the
+        stage last changed its key, sorted, less any key neither committed before the stage
+        nor written by it (a value made and dropped inside the stage, which the log never
+        holds): docs/log-format.md section 5.10."""
+        read = list(self._reads or ())
+        written = {w.path for w in writes}
+        committed = self._committed
+        return [
+            Write(
+                path=w.path,
+                verb=w.verb,
+                value=w.value,
+                reads=tuple(
+                    sorted(
+                        k
+                        for k in read[: self._read_before.get(w.path, 0)]
+                        if k in committed or k in written
+                    )
+                ),
+            )
+            for w in writes
+        ]
+
+    def pending_value(self, key: str) -> Any:
+        """The stage's own last value of ``key`` (None when it set none, or deleted it)."""
+        value = self._pending.get(key)
+        return None if value is _DELETED else value
+
     def apply_to(self, writes: list[Write]) -> dict[str, Any]:
         """New committed state: the old top level copied, the written keys replaced."""
         state = dict(self._committed)
@@ -250,3 +336,36 @@ class Scope:
             else:
                 state[write.path] = new
         return state
+
+
+class _ReadView(Mapping[str, Any]):
+    """Committed state, read through: each key read by key (or found by ``in``) is a read
+    of the stage. Iterating the keys alone reads no value."""
+
+    __slots__ = ("_reads", "_state")
+
+    def __init__(self, state: Mapping[str, Any], reads: dict[str, Read]) -> None:
+        self._state = state
+        self._reads = reads
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._state[key]
+        if key not in self._reads:
+            self._reads[key] = (value, False)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or key not in self._state:
+            return False
+        if key not in self._reads:
+            self._reads[key] = (self._state[key], False)
+        return True
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._state else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._state)
+
+    def __len__(self) -> int:
+        return len(self._state)

@@ -6,14 +6,16 @@
 step 6 to one body: every member's shape first (a ``ValueError``, which the verifier reports
 as **structure**), then what it says against the log (each with its own code). A receipt's
 request is rebuilt under the projection the run's ``run.open`` records; format v2's ``call``
-markers are checked here too. ``open_members`` checks ``run.open``'s own members;
-``check_redaction`` and ``policy_matcher`` are the redaction checks of docs/log-format.md
-section 12.5 (commitments, reuse, leaks under the run's policy).
+markers and format v6's ``reads`` on writes (section 5.10) are checked here too.
+``open_members`` checks ``run.open``'s own members; ``check_redaction`` and
+``policy_matcher`` are the redaction checks of docs/log-format.md section 12.5
+(commitments, reuse, leaks under the run's policy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 from agentfootprint.errors import CanonicalFormError, VerificationError
@@ -79,6 +81,8 @@ class RunCheck:
         self.state = state
         self.commit = 0
         self.pending: list[tuple[int, str, str, Any]] = []  # writes of the open commit
+        #: format v6: the open commit's writes' ``reads`` (seq, keys), checked at its marker
+        self.pending_reads: list[tuple[int, list[str]]] = []
         self.in_batch = False  # a commit batch has started and its marker is not seen yet
         self.phase = 0  # 1 receipts, 2 events, 3 writes: the order inside a batch
         self.receipts = 0
@@ -199,9 +203,43 @@ def check_write(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
     if not path:
         raise check.fail(seq, "write with an empty path", "structure")
     has_value = "value" in body  # commit, path and verb are members: any other one is extra
-    if (verb == "delete") == has_value or len(body) != 3 + has_value:
+    members = 3 + has_value
+    if check.format.records_reads:  # format v6: reads, on every write (section 5.10)
+        check.pending_reads.append((seq, _reads(check, seq, body.get("reads"))))
+        members += 1
+    if (verb == "delete") == has_value or len(body) != members:
         raise check.fail(seq, f"{verb} write has the wrong fields {sorted(body)}", "structure")
     check.pending.append((seq, path, verb, body.get("value")))
+
+
+def _reads(check: RunCheck, seq: int, reads: Any) -> list[str]:
+    """A write's ``reads`` (format v6): an array of strings in strictly ascending code point
+    order (Python compares strings by code point), else structure."""
+    if type(reads) is not list or not all(type(key) is str for key in reads):
+        raise check.fail(
+            seq, "write has no reads, or reads is not an array of strings", "structure"
+        )
+    if any(a >= b for a, b in pairwise(reads)):
+        raise check.fail(
+            seq, "write reads are not distinct keys in ascending code point order", "structure"
+        )
+    return reads
+
+
+def _check_reads(check: RunCheck) -> None:
+    """Format v6, at the marker: every key a write of the commit says its stage read is a
+    key of the state the commit started from or one the commit writes (section 5.10)."""
+    written = {path for _, path, _, _ in check.pending}
+    for seq, reads in check.pending_reads:
+        for key in reads:
+            if key not in check.state and key not in written:
+                raise check.fail(
+                    seq,
+                    f"write reads {key!r}, which is neither in the state commit {check.commit} "
+                    "started from nor written by it",
+                    "structure",
+                )
+    check.pending_reads = []
 
 
 def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
@@ -229,6 +267,8 @@ def check_commit(check: RunCheck, seq: int, body: dict[str, Any]) -> None:
         _check_call_marker(check, seq, commit, body["call"])
     if check.resumes and commit == 0:  # format v5: the answer, committed first
         check_resume_commit(check, seq, body)
+    if check.pending_reads:  # format v6: what each write says its stage read existed
+        _check_reads(check)
     if check.pending:  # (most markers close a batch of no writes: nothing to fold)
         for write_seq, path, verb, value in check.pending:
             try:
