@@ -76,11 +76,11 @@ _LAZY: dict[str, str] = {
     "Provider": "agentfootprint.runtime.provider",
     "ProviderCallError": "agentfootprint.errors",
     "RunError": "agentfootprint.errors",
-    "RunResult": "agentfootprint.agent.agent",
+    "RunResult": "agentfootprint.agent.results",
     "RunVerification": "agentfootprint.verify.verifier",
     "ScriptExhaustedError": "agentfootprint.errors",
     "SqliteStore": "agentfootprint.store.sqlite",
-    "StoppedEarly": "agentfootprint.agent.agent",
+    "StoppedEarly": "agentfootprint.agent.results",
     "StoreError": "agentfootprint.errors",
     "Tool": "agentfootprint.runtime.tools",
     "ToolCall": "agentfootprint.runtime.provider",
@@ -127,9 +127,10 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from agentfootprint.agent.agent import Agent, RunResult, StoppedEarly
+    from agentfootprint.agent.agent import Agent
     from agentfootprint.agent.option_types import AgentOptions
     from agentfootprint.agent.pauses import Pending
+    from agentfootprint.agent.results import RunResult, StoppedEarly
     from agentfootprint.agent.stores import open_store
     from agentfootprint.audit.diff import RunDiff, diff_runs, same_recording
     from agentfootprint.audit.read import commit_value_at, receipt_at, served_at, state_at

@@ -14,12 +14,12 @@ import contextlib
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from agentfootprint.agent.option_types import AgentOptions
 from agentfootprint.agent.options import AgentConfig, resolve_options
 from agentfootprint.agent.pauses import Pending, checked_answer
+from agentfootprint.agent.results import RunResult, StoppedEarly
 from agentfootprint.agent.stores import check_durability, open_disclosures, open_store
 from agentfootprint.agent.streaming import RunStream, stream_bus
 from agentfootprint.errors import (
@@ -54,13 +54,12 @@ from agentfootprint.logformat.log_formats import (
 from agentfootprint.logformat.log_formats import log_format as log_format_of
 from agentfootprint.logformat.request import projection as projection_of
 from agentfootprint.runtime import run_observers as hooks
-from agentfootprint.runtime.events import EventBus, Listener, detached
+from agentfootprint.runtime.events import EventBus, Listener
 from agentfootprint.runtime.observers import (
     DeferredDelivery,
     Delivery,
     DeliveryOptions,
     InlineDelivery,
-    ObserverStats,
 )
 from agentfootprint.runtime.ports import Ports
 from agentfootprint.runtime.run import Lineage, RunState, error_record
@@ -78,61 +77,6 @@ __all__ = ["Agent", "Pending", "RunResult", "StoppedEarly"]
 
 _LINEAGE_CACHE = 8
 _CONTINUABLE = ("answered", "stopped_early", PAUSED)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StoppedEarly:
-    """Why a turn ended before the model gave a final answer."""
-
-    reason: str
-    iteration: int
-    pending_tool_calls: int
-    #: what the feature that stopped the turn added (e.g. a cost budget's spend)
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_state(cls, stopped: dict[str, Any]) -> StoppedEarly:
-        core = ("reason", "iteration", "pending_tool_calls")
-        return cls(
-            **{k: stopped[k] for k in core},
-            details={k: v for k, v in stopped.items() if k not in core},
-        )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunResult:
-    """What ``run()`` returns."""
-
-    answer: str
-    run_id: str
-    conversation_id: str
-    parent_run_id: str | None
-    iterations: int
-    calls: int
-    outcome: str
-    stopped_early: StoppedEarly | None
-    usage: dict[str, int]
-    #: the question a paused run waits on (``outcome == "paused"``); answer it with
-    #: ``agent.resume(result, answer)``
-    pending: Pending | None = None
-    #: what the delivery of the run's events to listeners did (never recorded)
-    observer_stats: ObserverStats | None = None
-    #: what each stage read, ``{stage_run: {key: ReadMarker or value}}`` (``read_tracking``;
-    #: never recorded; None when ``"off"``)
-    stage_reads: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
-    #: the run's final state as the agent keeps it (shared with a run continued from it)
-    _final: dict[str, Any] = field(repr=False, compare=False)
-    _copy: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def state(self) -> dict[str, Any]:
-        """The final state (never redacted): a detached copy, made when first read, so
-        that editing it cannot change what a run continued from this one is served (the
-        run's own state is shared with the agent's continuation, and hashed by identity)."""
-        if self._copy is None:
-            object.__setattr__(self, "_copy", detached(self._final))
-        assert self._copy is not None
-        return self._copy
 
 
 def _request_of(lineage: Lineage) -> str:

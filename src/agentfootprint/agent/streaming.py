@@ -31,7 +31,8 @@ from agentfootprint.errors import UsageError
 from agentfootprint.runtime.events import AgentEvent, EventBus
 
 if TYPE_CHECKING:
-    from agentfootprint.agent.agent import Agent, RunResult
+    from agentfootprint.agent.agent import Agent
+    from agentfootprint.agent.results import RunResult
 
 __all__ = ["RunStream", "stream_bus"]
 
