@@ -180,6 +180,25 @@ def result_keys(value: Any) -> set[str]:
     return set()
 
 
+def commits_outside_tool_results(value: Any) -> bool:
+    """A commitment recorded anywhere but inside a tool message's content: a copy of a
+    redacted value (echo redaction commits the model's quotation of one, under any key)."""
+    if isinstance(value, str):
+        inner = parse_json_container(value)
+        return inner is not None and commits_outside_tool_results(inner)
+    if isinstance(value, list):
+        return any(commits_outside_tool_results(v) for v in value)
+    if not isinstance(value, dict):
+        return False
+    if "$commit" in value:
+        return True
+    return any(
+        commits_outside_tool_results(child)
+        for key, child in value.items()
+        if not (key == "content" and value.get("role") == "tool")
+    )
+
+
 def keys_outside_tool_results(value: Any) -> set[str]:
     """Keys recorded anywhere but inside a tool message's content (JSON text included)."""
     if isinstance(value, str):
@@ -271,8 +290,58 @@ BIG_DOUBLE_CASE = (
 )
 
 
+#: the model quotes a redacted tool result's value as an argument under a key the policy does
+#: not name: echo redaction commits it, so only a replay with the vault can open it (found by
+#: the deep pass, which then took that replay without the vault for a divergence)
+ECHOED_ARGUMENT_CASE = (
+    RunSpec(
+        model="m",
+        system=(),
+        tools=(
+            ToolSpec(
+                name="lookup",
+                description="0",
+                input_schema={
+                    "type": "object",
+                    "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+                    "required": ["q"],
+                },
+                outcomes=(
+                    ToolOutcomeSpec(kind="json", value={SECRET_KEY: "00000000", "who": "x"}),
+                    ToolOutcomeSpec("json", None),
+                ),
+                is_async=False,
+            ),
+        ),
+        options={
+            "commit_values": "delta",
+            "react_mode": "dynamic",
+            "max_iterations": 3,
+            "tool_arg_validation": "enforce",
+            "record_receipt": True,
+            "wrap_up_at_max_iterations": False,
+        },
+        turns=(
+            TurnSpec(
+                message="",
+                replies=(
+                    ReplySpec(text="", calls=(CallSpec(name="lookup", arguments={"q": ""}),)),
+                    ReplySpec(
+                        text="", calls=(CallSpec(name="lookup", arguments={"": "00000000"}),)
+                    ),
+                    ReplySpec(text="", calls=()),
+                ),
+            ),
+        ),
+    ),
+    af.RedactionPolicy(keys=[SECRET_KEY]),
+)
+
+
 @given(case=redacted_specs(), same_store=st.booleans(), with_vault=st.booleans())
 @example(case=BIG_DOUBLE_CASE, same_store=False, with_vault=True)
+@example(case=ECHOED_ARGUMENT_CASE, same_store=False, with_vault=False)  # the CI's deep pass
+@example(case=ECHOED_ARGUMENT_CASE, same_store=False, with_vault=True)
 def test_redacted_random_runs_replay_byte_identically(
     case: tuple[RunSpec, af.RedactionPolicy], same_store: bool, with_vault: bool
 ) -> None:
@@ -284,8 +353,11 @@ def test_redacted_random_runs_replay_byte_identically(
         for result in rec.results:
             for row in source.read(result.run_id):
                 if row.type != "run.open":
-                    outside |= bool(set(policy.keys) & keys_outside_tool_results(parse(row.body)))
-        # without the vault, only commitments that are never copied can replay (see (c))
+                    body = parse(row.body)
+                    outside |= bool(set(policy.keys) & keys_outside_tool_results(body))
+                    outside |= commits_outside_tool_results(body)
+        # without the vault, only commitments that are never copied can replay (see (c)):
+        # a key named outside the tool results, or a quotation of a redacted value (echo)
         assume(with_vault or not outside)
         committed = sum(
             b"$commit" in row.body for r in rec.results for row in source.read(r.run_id)
