@@ -107,6 +107,7 @@ _LAZY: dict[str, str] = {
     "tool_call": "agentfootprint.runtime.mock_provider",
     "verify_run": "agentfootprint.verify.verifier",
     "PolicyHaltError": "agentfootprint.errors",
+    "OutputValidationError": "agentfootprint.errors",
     "ToolTeardownTimeoutError": "agentfootprint.errors",
     "Decision": "agentfootprint.features.permission_checker",
     "PermissionRequest": "agentfootprint.features.permission_checker",
@@ -146,6 +147,7 @@ if TYPE_CHECKING:
         NewerVersionError,
         NotALogError,
         NotAVaultError,
+        OutputValidationError,
         PauseAnsweredError,
         PolicyHaltError,
         ProviderCallError,
@@ -170,7 +172,7 @@ if TYPE_CHECKING:
     from agentfootprint.features.permission_checker import Decision, PermissionRequest
     from agentfootprint.features.structure_recorders import EdgeAdded, GroupAdded, StageAdded
     from agentfootprint.logformat.request import build_request
-    from agentfootprint.providers import anthropic, openai
+    from agentfootprint.providers.factories import anthropic, openai
     from agentfootprint.replayer.replay_run import ReplayResult, replay, replay_sync
     from agentfootprint.runtime.credentials import (
         AuthorizationRequired,
@@ -265,6 +267,7 @@ __all__ = [
     "NotALogError",
     "NotAVaultError",
     "Outcome",
+    "OutputValidationError",
     "PauseAnsweredError",
     "Pending",
     "PermissionRequest",

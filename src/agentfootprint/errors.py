@@ -20,6 +20,7 @@
         ``ContinuationError``   a run cannot be continued from the named parent
         ``ReplayDivergence``    a replay was served something the original was not
         ``PolicyHaltError``     the permission checker halted the run at a tool call
+        ``OutputValidationError`` the answer did not fit ``output_type`` within the retries
     ``ToolTeardownTimeoutError`` a tool's teardown ran past ``tool_teardown_timeout_ms``
     ``StoreError``            the store failed (driver errors are translated to these)
         ``StoreConflictError``  another writer appended the same run position
@@ -48,6 +49,7 @@ __all__ = [
     "NewerVersionError",
     "NotALogError",
     "NotAVaultError",
+    "OutputValidationError",
     "PauseAnsweredError",
     "PolicyHaltError",
     "ProviderCallError",
@@ -261,6 +263,27 @@ class PolicyHaltError(RunError):
         self.tool_call_id = tool_call_id
         self.by = by
         self.reason = reason
+
+
+class OutputValidationError(RunError):
+    """The model's answer did not fit the agent's ``output_type`` after its
+    ``output_retries`` (or with no pass of ``max_iterations`` left): the run closed
+    ``failed`` (its log verifies and records each failure as
+    ``agentfootprint.validation.output_invalid``). ``issues`` are the last answer's, each
+    naming a path, what was expected and the JSON type received (never a value);
+    ``failures`` counts the answers refused."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        issues: list[dict[str, Any]] | None = None,
+        failures: int = 0,
+        run_id: str | None = None,
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.issues = list(issues or [])
+        self.failures = failures
 
 
 class ToolTeardownTimeoutError(AgentFootprintError, TimeoutError):

@@ -59,6 +59,7 @@ def every_stage(react_mode: str) -> dict[str, Any]:
         "window": {"keep_last_turns": 2, "summarize": True},
         "cache_strategy": "breakpoints",
         "inputs_layer": True,  # a feature that may pause: the resume stage
+        "output_type": {"type": "object"},  # the output-retry branch
         "react_mode": react_mode,
     }
     if react_mode != "classic":

@@ -175,12 +175,13 @@ TURNS: list[list[Any]] = [
         asks("lookup", {"q": "more"}),
         "wrapped up",
     ],
-    [asks("ids", {"q": "all"}), "a1"],
-    [asks("lookup", {"q": "y"}), asks("lookup", {"q": "z"}), "a2"],
-    [asks("lookup", {"q": "w"}), "a3"],
-    [asks("lookup", {"q": "v"}), "a4"],
+    # an answer that does not fit output_type is taught and asked again (output_invalid)
+    [asks("ids", {"q": "all"}), "a1", '{"a": "a1"}'],
+    [asks("lookup", {"q": "y"}), asks("lookup", {"q": "z"}), '{"a": "a2"}'],
+    [asks("lookup", {"q": "w"}), '{"a": "a3"}'],
+    [asks("lookup", {"q": "v"}), '{"a": "a4"}'],
     # the inputs layer: a default filled in, and an ask (an input pause, then its resume)
-    [asks("report", {"q": "r"}), "a5"],
+    [asks("report", {"q": "r"}), '{"a": "a5"}'],
 ]
 
 
@@ -240,6 +241,7 @@ def converse(
         tool_choice={"classifier": Prefer(), "serve": {"top": 1}, "always_serve": ["search"]},
         argument_ask_context=lambda: {"screen": "reports"},
         observer_delivery=delivery,
+        output_type={"type": "object", "properties": {"a": {"type": "string"}}},
     )
     if subscribe is not None:
         subscribe(agent)
@@ -253,7 +255,7 @@ def converse(
         if results[-1].outcome == "paused":
             results.append(agent.resume_sync(results[-1], {"f1": 7}))
     answers = [r.answer for r in results if r.outcome != "paused"]
-    assert answers == ["wrapped up", "a1", "a2", "a3", "a4", "a5"]
+    assert answers == ["wrapped up", *(f'{{"a": "a{n}"}}' for n in range(1, 6))]
     rows = tuple(
         tuple((e.type, bytes(e.body)) for e in agent.store.read(r.run_id)) for r in results
     )

@@ -28,6 +28,11 @@ PRICES = {"m": {"input": 1, "output": 2, "cache_read": 0.5, "cache_write": 1.5}}
 NUMERIC: dict[str, tuple[Any, dict[str, Any]]] = {
     "temperature": (0.5, {}),
     "max_tokens": (100, {}),
+    "top_p": (0.5, {}),
+    "seed": (7, {}),
+    "presence_penalty": (0.5, {}),
+    "frequency_penalty": (0.5, {}),
+    "model_settings": ({"top_k": 5, "metadata": {"n": 1}}, {}),
     "max_iterations": (5, {}),
     "tool_teardown_timeout_ms": (1000, {}),
     "window": ({"keep_last_turns": 2}, {}),
@@ -41,6 +46,8 @@ NUMERIC: dict[str, tuple[Any, dict[str, Any]]] = {
         {"max_queue": 10, "overflow": "sample", "sample_every": 3, "flush_budget_ms": 1},
         {"observer_delivery": "deferred"},
     ),
+    "output_type": ({"type": "object", "properties": {"n": {"maximum": 10}}}, {}),
+    "output_retries": (2, {"output_type": {"type": "object"}}),
 }
 #: options whose values hold no number (objects, strings, booleans, paths)
 NOT_NUMERIC = frozenset(
@@ -49,6 +56,7 @@ NOT_NUMERIC = frozenset(
         "model",
         "name",
         "id",
+        "stop",
         "system",
         "tools",
         "store",
@@ -139,6 +147,10 @@ def test_a_number_beyond_the_log_is_refused_at_construction_naming_the_option(
         ("tool_choice", {"serve": {"top": MAX_COUNT + 1}}, NUMERIC["tool_choice"][1]),
         ("temperature", 2.5, {}),
         ("temperature", float("inf"), {}),
+        ("top_p", 1.5, {}),
+        ("presence_penalty", 2.5, {}),
+        ("frequency_penalty", -2.5, {}),
+        ("stop", ["s"] * 17, {}),
         ("max_iterations", 51, {}),
         ("tool_teardown_timeout_ms", 86_400_001, {}),
         ("cost_budget", {"usd": MAX_SAFE_INT + 1.0}, {"pricing_table": PRICES}),
@@ -150,6 +162,8 @@ def test_a_number_beyond_the_log_is_refused_at_construction_naming_the_option(
             {"observer_delivery": "deferred"},
         ),
         ("observer_delivery_options", {"max_queue": 0}, {"observer_delivery": "deferred"}),
+        ("output_retries", 11, {"output_type": {"type": "object"}}),
+        ("output_retries", -1, {"output_type": {"type": "object"}}),
     ],
 )
 def test_a_value_past_the_options_documented_bound_is_refused(

@@ -38,6 +38,7 @@ from agentfootprint.features.recording import refuse_structure_keys
 from agentfootprint.features.registry import Seam, event_kinds
 from agentfootprint.features.run_clock import checked_run_time
 from agentfootprint.features.structure_recorders import announce as announce_structure
+from agentfootprint.features.structured_output import output_of
 from agentfootprint.features.tool_dispatch import refuse_pending_members
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import check_ijson
@@ -611,6 +612,7 @@ class Agent:
             stopped_early=StoppedEarly.from_state(stopped) if stopped else None,
             usage=dict(run.state.get("usage", {})),
             pending=None if run.paused is None else Pending.from_record(*run.paused),
+            output=output_of(self.config.options, run.state.get("final_answer")),
             observer_stats=run.events.stats(),
             stage_reads=None if run.stage_reads is None else run.stage_reads.entries,
             _final=run.state,

@@ -126,6 +126,19 @@ class AgentOptions(TypedDict, total=False):
     id: str
     temperature: float | None
     max_tokens: int | None
+    # sampling (served in params to a provider whose sampling_settings names them)
+    #: nucleus sampling, 0 to 1
+    top_p: float | None
+    #: where the reply stops: one sequence, or a list of 1 to 16
+    stop: str | Sequence[str] | None
+    #: the vendor's sampling seed
+    seed: int | None
+    #: -2 to 2
+    presence_penalty: float | None
+    #: -2 to 2
+    frequency_penalty: float | None
+    #: the vendor's extra request fields (JSON), sent as given after the adapter's own
+    model_settings: Mapping[str, Any] | None
     # recording
     commit_values: Literal["delta", "full"]
     redact: RedactionPolicy | None
@@ -145,6 +158,12 @@ class AgentOptions(TypedDict, total=False):
     tool_choice: ToolChoice | None
     context_budget: ContextBudget | None
     record_system_prompt: bool
+    # the answer
+    #: its type: a dataclass, TypedDict or pydantic model (the class), or a JSON Schema
+    #: (an object schema); served in params, the answer validated (``RunResult.output``)
+    output_type: type[Any] | Mapping[str, Any] | None
+    #: answers that do not fit ``output_type`` asked again, 0 to 10 (default 2)
+    output_retries: int | None
     # the loop
     record_receipt: bool
     permission_checker: PermissionChecker | None

@@ -48,6 +48,10 @@ class RunResult:
     #: the question a paused run waits on (``outcome == "paused"``); answer it with
     #: ``agent.resume(result, answer)``
     pending: Pending | None = None
+    #: the answer as ``output_type`` makes it (a dataclass or pydantic instance, a
+    #: ``TypedDict``'s dict, a JSON Schema's JSON); None without ``output_type``, or when a
+    #: turn that stopped early ended on an answer that does not fit it
+    output: Any = None
     #: what the delivery of the run's events to listeners did (never recorded)
     observer_stats: ObserverStats | None = None
     #: what each stage read, ``{stage_run: {key: ReadMarker or value}}`` (``read_tracking``;

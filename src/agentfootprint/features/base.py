@@ -217,9 +217,10 @@ class StageSpec:
     ``phase`` is the part of the loop it belongs to: ``start`` (once, at the turn's start),
     ``iteration`` (before each model call), ``route`` (the decider), ``tool`` (after a reply
     asking for tools), ``branch`` (a route branch of its own, named by ``branch``, that runs
-    once and leads to the final phase, e.g. ``wrap-up``), ``final``, or ``resume`` (the entry
-    of a run that answers a pause: it leads to the tool stages, and is in the chart only
-    when a feature that may pause takes part). Within a phase (and a
+    once and leads to the final phase, e.g. ``wrap-up``, or, its stages declaring ``loops``,
+    back to the loop for another model call, e.g. ``output-retry``), ``final``, or
+    ``resume`` (the entry of a run that answers a pause: it leads to the tool stages, and is
+    in the chart only when a feature that may pause takes part). Within a phase (and a
     branch) stages run by ``order``. ``classic`` says
     what ``react_mode="classic"`` does with an iteration stage: ``every`` pass, or the
     ``first`` pass only (those run before the others, in order). ``calls_model``: the stage
@@ -236,6 +237,11 @@ class StageSpec:
     calls_model: bool = False
     #: the route branch a ``branch``-phase stage belongs to (the decider's result taking it)
     branch: str = ""
+    #: a ``branch``-phase stage whose branch leads back to the loop (its first stage that
+    #: runs every pass: another model call) instead of to the final phase. Such a pass is a
+    #: pass of the loop: the stage budget allows one per iteration, so the branch advances
+    #: ``iteration`` and its decider takes it only below ``max_iterations``
+    loops: bool = False
     description: str = ""
 
 
@@ -392,6 +398,14 @@ class Feature(Generic[Settings]):
         """At the route, when ``max_iterations`` stops a reply asking for tools
         (``stopped_early`` already set): the route branch to take instead of ``final`` (one
         this feature's ``branch`` stages declare), or None."""
+        return None
+
+    @hook_point
+    async def answer_check(self, ctx: HookContext[Settings]) -> str | None:
+        """At the route, when the reply asks for no tool (the model's answer): the route
+        branch to take instead of ``final`` (one this feature's ``branch`` stages declare:
+        the answer is not accepted), or None to accept it. May emit events, and raise to end
+        the run (it closes ``failed``)."""
         return None
 
     @hook_point

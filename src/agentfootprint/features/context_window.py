@@ -17,8 +17,9 @@ the user messages in the range; ``reason``: ``window``, or ``summarized`` when
 (so the window's size without the pins is computable from the record). A call at which
 nothing moved writes nothing and records nothing.
 
-A library-written message opening with ``WRAP_UP_FRAME_PREFIX`` (the wrap-up call's) is not
-the person's: it starts no turn. With ``"summarize": True``
+A library-written message opening with ``WRAP_UP_FRAME_PREFIX`` (the wrap-up call's) or
+``OUTPUT_FRAME_PREFIX`` (an answer's teaching message, ``output_type``) is not the person's:
+it starts no turn. With ``"summarize": True``
 (:mod:`agentfootprint.features.window_summary`) what leaves is folded into a summary by a
 model call of its own, served ahead of the window.
 """
@@ -43,6 +44,7 @@ from agentfootprint.features.base import (
 from agentfootprint.features.wrap_up import WRAP_UP_FRAME_PREFIX
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.runtime.events import AgentEvent
+from agentfootprint.runtime.output_schemas import OUTPUT_FRAME_PREFIX
 from agentfootprint.runtime.run import StageContext
 
 OPTION = "window"
@@ -102,10 +104,12 @@ def _check(value: Any, given: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def opens_turn(message: Mapping[str, Any]) -> bool:
-    """A user message the person wrote: the wrap-up call's marked message starts no turn
-    (the summary's never enters the history: it is served from ``served_messages``)."""
+    """A user message the person wrote: the wrap-up call's marked message and an answer's
+    teaching message (``output_type``) start no turn (the summary's never enters the
+    history: it is served from ``served_messages``)."""
     content = message.get("content")
-    return not (isinstance(content, str) and content.startswith(WRAP_UP_FRAME_PREFIX))
+    marked = (WRAP_UP_FRAME_PREFIX, OUTPUT_FRAME_PREFIX)
+    return not (isinstance(content, str) and content.startswith(marked))
 
 
 @dataclass(slots=True)

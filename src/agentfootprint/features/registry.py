@@ -333,8 +333,9 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
     come first and are not looped back to), the route decider, and its branches: the
     tool stages loop back to the first iteration stage that runs every pass; each declared
     ``branch`` (stages of phase ``branch``, grouped by their ``branch`` name) runs once and
-    leads to the final stages; the final stages end the walk; the ``resume`` stages are a
-    second entry (a run that answers a pause), leading to the tool stages.
+    leads to the final stages (or, its stages declaring ``loops``, back where the tool stages
+    do); the final stages end the walk; the ``resume`` stages are a second entry (a run that
+    answers a pause), leading to the tool stages.
     """
 
     def phase(name: str) -> list[StageSpec]:
@@ -359,6 +360,9 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
                 "names a branch of its own (not 'tool-calls' or 'final')"
             )
         extra.setdefault(spec.branch, []).append(spec)
+    for name, chain in extra.items():
+        if len({s.loops for s in chain}) > 1:
+            raise UsageError(f"the stages of branch {name!r} disagree on loops=")
     decider = route[0]
     order = [*phase("start"), *iteration]
     built: list[Stage] = []
@@ -385,14 +389,19 @@ def _chart(stages: list[StageSpec], react_mode: str) -> tuple[Chart, int]:
         )
     )
     chains: list[tuple[list[StageSpec], str | None]] = [(tools, every[0].name)]
-    chains += [(chain, final[0].name) for _, chain in sorted(extra.items())]
+    chains += [
+        (chain, every[0].name if chain[0].loops else final[0].name)
+        for _, chain in sorted(extra.items())
+    ]
     chains.append((final, None))
     resume = phase("resume")  # a resume answers the question, then finishes the tool batch
     chains.append((resume, tools[0].name))
     for chain, end in chains:
         for index, spec in enumerate(chain):
             built.append(_stage(spec, chain[index + 1].name if index + 1 < len(chain) else end))
-    loop = len(every) + 1 + len(tools)
+    # a pass goes through the tool stages or a branch that loops, whichever is longer
+    looping = [len(chain) for chain in extra.values() if chain[0].loops]
+    loop = len(every) + 1 + max([len(tools), *looping])
     entry = order[0].name
     return Chart(built, entry=entry, resume=resume[0].name if resume else None), loop
 

@@ -2,7 +2,9 @@
 
 At the cap, a feature's ``at_max_iterations`` hook may name a route branch of its own to
 take instead of ``final`` (``wrap_up_at_max_iterations``: one more call, tools withheld),
-unless a ``stop_reason`` hook halts the turn there too (a cost budget: no call past it).
+unless a ``stop_reason`` hook halts the turn there too (a cost budget: no call past it). A
+reply asking for no tool is the answer, unless an ``answer_check`` hook refuses it and names
+a branch of its own (``output_type``: the model is asked again).
 
 ``react_mode`` shapes the chart (classic runs the system-prompt and tools slots once and
 loops back to messages only; dynamic-grouped runs as dynamic, its description nesting each
@@ -57,6 +59,10 @@ async def route(ctx: StageContext) -> str:
     response = s.get("last_response")
     iteration = s.get("iteration")
     if not response["tool_calls"]:
+        for check in hooks_at(ctx, Feature.answer_check):  # a feature may refuse the answer
+            branch = await check(ctx)
+            if branch is not None:
+                return str(branch)
         return "final"
     if iteration >= ctx.config.max_iterations:
         s.set(

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agentfootprint.features import sampling, structured_output
 from agentfootprint.features.base import (
     MISSING,
     Feature,
@@ -83,12 +84,16 @@ def _max_tokens(value: Any, given: Mapping[str, Any]) -> int | None:
 
 
 def call_params(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Call parameters as served (only those set)."""
+    """Call parameters as served (only those set): ``temperature``, ``max_tokens``, the
+    sampling settings (:mod:`agentfootprint.features.sampling`) and the answer's schema
+    (``output``: :mod:`agentfootprint.features.structured_output`)."""
     params: dict[str, Any] = {}
     if options.get("temperature") is not None:
         params["temperature"] = options["temperature"]
     if options.get("max_tokens") is not None:
         params["max_tokens"] = options["max_tokens"]
+    params.update(sampling.params(options))
+    params.update(structured_output.params(options))
     return params
 
 

@@ -34,18 +34,24 @@ __all__ = [
     "BadReply",
     "Exchange",
     "KeyHolder",
+    "OwnClient",
     "PerLoop",
     "RecordingTransport",
     "RetryPolicy",
+    "Secrets",
     "StreamIncomplete",
     "Vendor",
+    "added_fields",
     "api_key",
+    "beside_client",
     "call",
     "http_client",
     "json_text",
     "normalized",
+    "observe",
     "parse_retry_after",
     "scrub",
+    "seconds_of",
     "to_provider_error",
 ]
 
@@ -76,6 +82,18 @@ class KeyHolder:
 
     def __repr__(self) -> str:
         return "KeyHolder(***)" if self._value else "KeyHolder(None)"
+
+    __str__ = __repr__
+
+
+class Secrets(tuple[str | None, ...]):
+    """What error messages are scrubbed of (a key, header values), shown as ``***`` by any
+    ``repr``, ``str`` or ``vars()`` of the adapter holding them."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Secrets(***)"
 
     __str__ = __repr__
 
@@ -131,6 +149,29 @@ def json_text(value: Any) -> str:
     """A pass-through value that must travel as text (a commitment, an object where text
     goes, tool-call arguments), spelled one way whatever its key order."""
     return json.dumps(normalized(value), ensure_ascii=False, sort_keys=True)
+
+
+def added_fields(settings: Any, taken: Iterable[str]) -> dict[str, Any]:
+    """A request's ``model_settings`` (a member of its params) as the fields it adds to the
+    vendor's body, normalized. The agent refuses a field the adapter sets itself at
+    construction; a request holding one anyway (built elsewhere) fails here, unsent."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping):
+        raise ProviderError(
+            f"params.model_settings must be an object of request fields, got "
+            f"{type(settings).__name__}: it is sent as given, so it cannot be sent",
+            retryable=False,
+        )
+    clash = sorted(set(settings) & set(taken))
+    if clash:
+        raise ProviderError(
+            f"params.model_settings sets {', '.join(map(repr, clash))}, which the adapter sets "
+            "itself: model_settings may only add fields to the request",
+            retryable=False,
+        )
+    fields: dict[str, Any] = normalized(settings)
+    return fields
 
 
 # -- the recording transport ------------------------------------------------------------------
@@ -197,6 +238,13 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
     async def aclose(self) -> None:
         await self._inner.aclose()
 
+    async def __aenter__(self) -> RecordingTransport:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._inner.__aexit__(*exc)
+
 
 def http_client(
     *, timeout: float, transport: httpx2.AsyncBaseTransport | None = None
@@ -245,6 +293,98 @@ class PerLoop(Generic[C]):
         entry = self._clients.pop(asyncio.get_running_loop(), None)
         if entry is not None:
             await entry[0].aclose()
+
+
+#: the methods an ``httpx2.AsyncClient`` sends a request through on its way to the
+#: transport: a subclass overriding one may send it elsewhere, unseen
+_SEND_PATH = (
+    "send",
+    "_send_handling_auth",
+    "_send_handling_redirects",
+    "_send_single_request",
+    "_transport_for_url",
+)
+
+
+def observe(http: object, *, sdk_client: str) -> None:
+    """Make the HTTP client inside a user's SDK client show the adapter its bytes: every
+    transport it sends through (its own and each mounted one, a proxy's) is wrapped in a
+    :class:`RecordingTransport`, which passes each request through unchanged and records
+    only the attempts of :func:`call`. The client stays the user's: its settings (proxies,
+    headers, auth, limits) are untouched, and wrapping it twice wraps it once. A client
+    whose bytes cannot be seen this way is refused with a :class:`UsageError` saying why."""
+    why = _unobservable(http)
+    if why is not None:
+        raise UsageError(
+            f"client=: the {sdk_client}'s HTTP client is {why}. The wire receipt digests the "
+            "exact bytes of every request and reply, which the adapter reads from the "
+            "transport of an httpx2.AsyncClient: build the SDK client without http_client= "
+            "(its own is one), or with http_client=httpx2.AsyncClient(...)",
+            option="client",
+        )
+    assert isinstance(http, httpx2.AsyncClient)
+    if not isinstance(http._transport, RecordingTransport):
+        http._transport = RecordingTransport(http._transport)
+    for pattern, transport in http._mounts.items():
+        if transport is not None and not isinstance(transport, RecordingTransport):
+            http._mounts[pattern] = RecordingTransport(transport)
+
+
+def _unobservable(http: object) -> str | None:
+    """Why the adapter cannot see the bytes ``http`` sends and receives, or None."""
+    kind = f"{type(http).__module__}.{type(http).__qualname__}"
+    if not isinstance(http, httpx2.AsyncClient):
+        return f"a {kind}, not an httpx2.AsyncClient"
+    if http.is_closed:
+        return "closed"
+    overridden = [
+        m for m in _SEND_PATH if getattr(type(http), m) is not getattr(httpx2.AsyncClient, m)
+    ]
+    if overridden:
+        return (
+            f"a {kind}, which overrides {', '.join(overridden)}: its requests need not pass "
+            "through its transport"
+        )
+    transports = [getattr(http, "_transport", None)]
+    transports += [t for t in (getattr(http, "_mounts", None) or {}).values() if t is not None]
+    if not all(isinstance(t, httpx2.AsyncBaseTransport) for t in transports):
+        return f"a {kind} whose transports are not httpx2 transports the adapter can wrap"
+    return None
+
+
+def beside_client(options: Mapping[str, object], *, sdk_client: str) -> None:
+    """Refuse an option the user's own client already decides (``client=`` and ``api_key=``,
+    say): the client is used as it is, so the option would be ignored."""
+    for option, value in options.items():
+        if value is not None:
+            raise UsageError(
+                f"{option}= and client= together: the {sdk_client} is used as it is, with the "
+                f"{option.replace('_', ' ')} it was built with; set it there (or drop client=)",
+                option=option,
+            )
+
+
+def seconds_of(timeout: object) -> float:
+    """A client's timeout as seconds per read (``inf`` for none), for error messages."""
+    if isinstance(timeout, httpx2.Timeout):
+        timeout = timeout.read if timeout.read is not None else timeout.connect
+    if type(timeout) in (int, float):
+        return float(cast(float, timeout))
+    return math.inf
+
+
+class OwnClient(Generic[C]):
+    """A user's own SDK client (``client=``), used on whichever event loop runs it. The
+    adapter never closes it: it is the user's."""
+
+    def __init__(self, client: C) -> None:
+        self._client = client
+
+    def get(self) -> C:
+        return self._client
+
+    async def aclose(self) -> None:
+        """Nothing to close: the client's connections are its owner's to close."""
 
 
 # -- retries ----------------------------------------------------------------------------------
@@ -354,6 +494,8 @@ class Vendor:
     #: (status, the parsed JSON error body or None) -> the request exceeds the context
     context_too_long: Callable[[int, Any], bool] = _never
     retry_statuses: frozenset[int] = DEFAULT_RETRY_STATUSES
+    #: where a refused key was set, when not ``env_var`` or ``api_key=`` (a user's client)
+    key_source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,6 +624,7 @@ def _message(f: _Failure, vendor: Vendor, model: str, attempts: int) -> str:
     tries = f" (after {attempts} attempts)" if attempts > 1 else ""
     url = vendor.base_url
     key = f"the environment variable {vendor.env_var} or " if vendor.env_var else ""
+    where = vendor.key_source or f"{key}api_key=..."
     if f.kind == "stream":
         return (
             f"the stream ended before the reply was complete ({f.detail}): the connection to "
@@ -506,7 +649,7 @@ def _message(f: _Failure, vendor: Vendor, model: str, attempts: int) -> str:
     status, detail = f.status, f.detail
     if status in (401, 403):
         what = "refused the API key" if status == 401 else "denied access with this API key"
-        return f"{vendor.label} {what} ({status}: {detail}): check the key in {key}api_key=..."
+        return f"{vendor.label} {what} ({status}: {detail}): check the key in {where}"
     if status == 404:
         return (
             f"model {model!r} was not found at {url} (404: {detail}): check the model name "
@@ -553,6 +696,14 @@ async def call(
         except Exception as exc:
             failure = _classify(exc, exchange, vendor)
         else:
+            if exchange.request_body is None or exchange.status is None:
+                # answered, and the transport never saw it: no digest could be honest
+                wire = WireRecord(attempts=tuple(attempts)) if attempts else None
+                raise ProviderError(
+                    scrub(_UNSEEN.format(url=vendor.base_url), secrets),
+                    retryable=False,
+                    wire=wire,
+                )
             attempts.append(_attempt(exchange, None, None))
             return result, WireRecord(attempts=tuple(attempts))
         finally:
@@ -568,6 +719,14 @@ async def call(
             continue
         wire = WireRecord(attempts=tuple(attempts)) if attempts else None
         raise _provider_error(failure, vendor, model, secrets, wire)
+
+
+_UNSEEN = (
+    "the request to {url} was answered without passing through the transport where the "
+    "adapter reads the bytes the wire receipt digests (client=: its HTTP client sent it "
+    "some other way), so the call is not recorded as served: give the SDK client an "
+    "httpx2.AsyncClient that sends through its transport"
+)
 
 
 def to_provider_error(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from agentfootprint.errors import UsageError
+from agentfootprint.errors import ProviderError, UsageError
 from agentfootprint.providers import _http
 from agentfootprint.runtime.provider import LLMResponse, Request, ToolCall, Usage
 from agentfootprint.runtime.sync_loop import loop_running
@@ -38,6 +38,17 @@ __all__ = ["AnthropicMessages", "anthropic", "translate"]
 
 ENV_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+#: the sampling settings the adapter sends (``stop`` as ``stop_sequences``; the Messages API
+#: has no seed nor penalties)
+SAMPLING_SETTINGS = frozenset({"top_p", "stop", "model_settings"})
+#: the request fields the adapter sets itself: ``model_settings`` may not set them
+BODY_FIELDS = frozenset(
+    {"model", "max_tokens", "messages", "system", "tools", "stream"}
+    | {"temperature", "top_p", "stop_sequences"}
+)
+#: the key the in-memory client of :meth:`AnthropicMessages.wire_request` is given (with a
+#: user's own client the adapter holds none; no request leaves the process)
+_NO_KEY = "rebuilding-wire-bytes-only"
 #: ``await on_token(text)``: where a streamed reply's text goes as it arrives
 TokenSink = Callable[[str], Awaitable[None]]
 
@@ -79,7 +90,8 @@ def _tool_input(arguments: Any) -> Any:
 def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, Any]:
     """The ``messages.create`` arguments for ``request`` (besides ``stream``): ``model``,
     ``max_tokens``, ``system`` (one text block per piece), ``messages``, ``tools`` and, in
-    ``extra_body``, every other served parameter (``temperature``). Reads the request,
+    ``extra_body``, every other served parameter (``temperature``; the answer's schema,
+    ``output``, as ``output_config``). Reads the request,
     never changes it, adds nothing it does not hold. Objects from the request (schemas,
     tool inputs, parameters) are sent normalized (:func:`_http.normalized`: sorted members,
     integral floats as ints), as the log gives them back, so the bytes sent are the bytes
@@ -128,6 +140,12 @@ def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, 
             lasts.append(messages[-1])
     params = dict(request.params)
     max_tokens = params.pop("max_tokens", None)
+    settings = params.pop("model_settings", None)
+    if "output" in params:  # the answer's schema: Anthropic's structured outputs
+        params["output_config"] = _output_config(params.pop("output"))
+    if "stop" in params:  # the Messages API's name, and always a list there
+        stop = params.pop("stop")
+        params["stop_sequences"] = [stop] if isinstance(stop, str) else stop
     arguments: dict[str, Any] = {
         "model": request.model,
         "max_tokens": default_max_tokens if max_tokens is None else _http.normalized(max_tokens),
@@ -144,8 +162,11 @@ def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, 
             }
             for tool in request.tools
         ]
-    if params:
-        arguments["extra_body"] = _http.normalized(params)
+    # sent as extra fields (the SDK merges them after its own), members sorted: temperature
+    # has always gone so, and the bytes of a run recorded before must not change
+    extra = {**params, **_http.added_fields(settings, {*arguments, *params, *BODY_FIELDS})}
+    if extra:
+        arguments["extra_body"] = _http.normalized(extra)
     markers = request.cache
     if markers:
         for i in markers.system:
@@ -159,6 +180,20 @@ def translate(request: Request, *, default_max_tokens: int = 1024) -> dict[str, 
                 target = target["content"][0]
             target["cache_control"] = _ephemeral()
     return arguments
+
+
+def _output_config(output: Any) -> dict[str, Any]:
+    """The served ``params.output`` (``{name, schema, strict}``, ``output_type``) as the
+    Messages API's structured outputs: ``{"format": {"type": "json_schema", "schema"}}``.
+    The API always holds the reply to the schema (it has no non-strict mode); a schema it
+    cannot take is answered with a 400 the run fails on."""
+    if not isinstance(output, Mapping) or not isinstance(output.get("schema"), Mapping):
+        raise ProviderError(
+            "params.output must be an object holding the answer's schema (output_type), got "
+            f"{type(output).__name__}: it cannot be sent",
+            retryable=False,
+        )
+    return {"format": {"type": "json_schema", "schema": _http.normalized(output["schema"])}}
 
 
 def _ephemeral() -> dict[str, str]:
@@ -304,11 +339,15 @@ class AnthropicMessages:
     makes_requests = True
     #: the cache strategy the ``caching`` feature uses by default: marked breakpoints
     prompt_caching = "breakpoints"
+    sampling_settings: frozenset[str] = SAMPLING_SETTINGS
+    body_fields: frozenset[str] = BODY_FIELDS
+    #: ``params.output`` (``output_type``) is sent as ``output_config.format``
+    structured_output = True
 
     def __init__(
         self,
         *,
-        api_key: str,
+        api_key: str | None,
         base_url: str,
         timeout: float,
         max_retries: int,
@@ -316,9 +355,18 @@ class AnthropicMessages:
         stream: bool,
         default_max_tokens: int,
         extra_headers: Mapping[str, str] | None,
+        client: sdk.AsyncAnthropic | None = None,
     ) -> None:
         self._sdk = _sdk()
+        #: the user's own SDK client (``client=``), or None: the adapter builds its own
+        self.client = client
+        # with a client: its key (or token), held to scrub it from error messages only
+        token = None
+        if client is not None:
+            api_key = client.api_key if isinstance(client.api_key, str) else None
+            token = client.auth_token if isinstance(client.auth_token, str) else None
         self._key = _http.KeyHolder(api_key)
+        self._secrets = _http.Secrets((api_key, token))
         self.base_url = base_url
         self.timeout = timeout
         self.stream = stream
@@ -337,14 +385,22 @@ class AnthropicMessages:
             connection_error=self._sdk.APIConnectionError,
             timeout_error=self._sdk.APITimeoutError,
             context_too_long=_context_too_long,
+            key_source=None if client is None else f"the {type(client).__name__} given as client=",
         )
-        self._clients: _http.PerLoop[sdk.AsyncAnthropic] = _http.PerLoop(
-            self._client, timeout=timeout
-        )
+        self._clients: _http.PerLoop[sdk.AsyncAnthropic] | _http.OwnClient[sdk.AsyncAnthropic]
+        if client is not None:
+            # last, so a client refused is left as it was: its HTTP client's transports
+            # show the adapter its bytes from now on
+            _http.observe(getattr(client, "_client", None), sdk_client=type(client).__name__)
+            # the SDK's own retries off (each attempt is ours to record); the copy shares
+            # the client's HTTP client
+            self._clients = _http.OwnClient(client.with_options(max_retries=0))
+        else:
+            self._clients = _http.PerLoop(self._client, timeout=timeout)
 
     def _client(self, http: httpx2.AsyncClient) -> sdk.AsyncAnthropic:
         client: sdk.AsyncAnthropic = self._sdk.AsyncAnthropic(
-            api_key=self._key.value,
+            api_key=self._key.value or _NO_KEY,
             base_url=self.base_url,
             http_client=http,
             max_retries=0,
@@ -354,9 +410,10 @@ class AnthropicMessages:
         return client
 
     def __repr__(self) -> str:
+        own = f", client={type(self.client).__name__}" if self.client is not None else ""
         return (
             f"AnthropicMessages(base_url={self.base_url!r}, stream={self.stream}, "
-            f"timeout={self.timeout:g}, max_retries={self.retry.max_retries})"
+            f"timeout={self.timeout:g}, max_retries={self.retry.max_retries}{own})"
         )
 
     def describe(self) -> dict[str, str]:
@@ -394,7 +451,7 @@ class AnthropicMessages:
             vendor=self._vendor,
             retry=self.retry,
             model=request.model,
-            secrets=(self._key.value,),
+            secrets=self._secrets,
         )
         return LLMResponse(
             content=response.content,
@@ -500,27 +557,49 @@ def anthropic(
     *,
     api_key: str | None = None,
     base_url: str | None = None,
-    timeout: float = 60,
+    timeout: float | None = None,
     max_retries: int = 2,
-    max_retry_wait: float = 30,
+    max_retry_wait: float = 30.0,
     stream: bool = False,
     default_max_tokens: int = 1024,
     extra_headers: Mapping[str, str] | None = None,
+    client: sdk.AsyncAnthropic | None = None,
 ) -> AnthropicMessages:
     """A provider for Anthropic's Messages API.
 
     ``api_key``: else the environment's ``ANTHROPIC_API_KEY`` (required). ``base_url``:
     else ``ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com``. ``timeout``: seconds
-    per attempt. ``max_retries``: attempts after the first for 429, 5xx (529 overloaded
+    per attempt (60). ``max_retries``: attempts after the first for 429, 5xx (529 overloaded
     included) and broken connections, waiting as ``Retry-After`` says (at most
     ``max_retry_wait`` seconds), else backing off. ``stream``: stream every call (token
     events reach listeners). ``default_max_tokens``: the ``max_tokens`` sent when the
     request sets none (the API requires one). ``extra_headers``: sent with every request
-    (not recorded).
+    (not recorded). ``client``: your own ``AsyncAnthropic``, used as it is (its key,
+    address, headers and timeout: ``api_key``, ``base_url``, ``timeout`` and
+    ``extra_headers`` are then refused); its HTTP client's transports are wrapped so the
+    wire receipt still digests the exact bytes, and the adapter never closes it.
     """
     import os
 
-    _sdk()  # first: without the SDK nothing else matters
+    module = _sdk()  # first: without the SDK nothing else matters
+    if client is not None:
+        if not isinstance(client, module.AsyncAnthropic):
+            kind = f"{type(client).__module__}.{type(client).__qualname__}"
+            sync = " (the adapter is async)" if isinstance(client, module.Anthropic) else ""
+            raise UsageError(
+                f"client= must be an anthropic.AsyncAnthropic, got {kind}{sync}",
+                option="client",
+            )
+        _http.beside_client(
+            {
+                "api_key": api_key,
+                "base_url": base_url,
+                "timeout": timeout,
+                "extra_headers": extra_headers,
+            },
+            sdk_client=type(client).__name__,
+        )
+    timeout = 60.0 if timeout is None else timeout
     _positive("timeout", timeout)
     _positive("default_max_tokens", default_max_tokens, integer=True)
     if type(stream) is not bool:
@@ -537,9 +616,13 @@ def anthropic(
             "extra_headers must be a mapping of header names to str values",
             option="extra_headers",
         )
-    key = _http.api_key(api_key, ENV_VAR, required=True, vendor="Anthropic")
-    assert key is not None  # required=True
-    url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    if client is not None:
+        key = None
+        url = str(client.base_url).rstrip("/")
+        timeout = _http.seconds_of(client.timeout)
+    else:
+        key = _http.api_key(api_key, ENV_VAR, required=True, vendor="Anthropic")
+        url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
     return AnthropicMessages(
         api_key=key,
         base_url=url,
@@ -549,4 +632,5 @@ def anthropic(
         stream=stream,
         default_max_tokens=default_max_tokens,
         extra_headers=extra_headers,
+        client=client,
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx2
 
-from agentfootprint.errors import UsageError
+from agentfootprint.errors import ProviderError, UsageError
 from agentfootprint.providers import _http
 from agentfootprint.runtime.provider import (
     LLMResponse,
@@ -41,6 +41,20 @@ ENV_VAR = "OPENAI_API_KEY"
 NO_KEY = "no-key"
 TokenSink = Callable[[str], Awaitable[None]]
 MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
+
+#: served params sent under their own name (Chat Completions' sampling fields)
+_NAMED = frozenset(
+    {"temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty"}
+)
+#: the sampling settings the adapter sends (``model_settings``: extra fields, merged last)
+SAMPLING_SETTINGS = frozenset(
+    {"top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "model_settings"}
+)
+#: the request fields the adapter sets itself: ``model_settings`` may not set them
+BODY_FIELDS = frozenset(
+    {"model", "messages", "tools", "max_tokens", "max_completion_tokens", "stream"}
+    | {"stream_options", *_NAMED}
+)
 
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})  # llama.cpp's server
@@ -139,6 +153,25 @@ def _message(view: Message) -> dict[str, Any]:
     return {"role": role, "content": _text(view.content)}
 
 
+def _response_format(output: Any) -> dict[str, Any]:
+    """The served ``params.output`` (``{name, schema, strict}``, ``output_type``) as Chat
+    Completions' structured output: ``json_schema`` with its name and strict flag."""
+    if not isinstance(output, Mapping) or not isinstance(output.get("schema"), Mapping):
+        raise ProviderError(
+            "params.output must be an object holding the answer's schema (output_type), got "
+            f"{type(output).__name__}: it cannot be sent",
+            retryable=False,
+        )
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": _text(output.get("name", "output")),
+            "schema": _http.normalized(output["schema"]),
+            "strict": output.get("strict") is True,
+        },
+    }
+
+
 def chat_body(
     request: Request, *, stream: bool, max_tokens_field: MaxTokensField
 ) -> dict[str, Any]:
@@ -163,18 +196,24 @@ def chat_body(
             for t in request.tools
         ]
     extra: dict[str, Any] = {}
+    settings: Any = None
     for key, value in request.params.items():
-        if key == "temperature":
-            body["temperature"] = _http.normalized(value)
-        elif key == "max_tokens":
+        if key == "max_tokens":
             body[max_tokens_field] = _http.normalized(value)
+        elif key in _NAMED:
+            body[key] = _http.normalized(value)
+        elif key == "model_settings":
+            settings = value
+        elif key == "output":
+            body["response_format"] = _response_format(value)
         else:
             extra[key] = _http.normalized(value)
-    if extra:
-        body["extra_body"] = extra
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
+    extra.update(_http.added_fields(settings, {*body, *extra, *BODY_FIELDS}))
+    if extra:  # the SDK merges extra_body into the JSON body, after its own fields
+        body["extra_body"] = extra
     return body
 
 
@@ -333,23 +372,41 @@ class OpenAIChat:
     makes_requests = True
     #: OpenAI caches long prompt prefixes by itself: the ``caching`` feature marks nothing
     prompt_caching = "automatic"
+    sampling_settings: frozenset[str] = SAMPLING_SETTINGS
+    body_fields: frozenset[str] = BODY_FIELDS
+    #: ``params.output`` (``output_type``) is sent as ``response_format`` json_schema
+    structured_output = True
 
     def __init__(
         self,
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         max_retries: int = 2,
         max_retry_wait: float = 30.0,
         stream: bool = False,
         organization: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
         max_tokens_field: MaxTokensField | None = None,
+        client: openai_sdk.AsyncOpenAI | None = None,
         retry_policy: _http.RetryPolicy | None = None,
         transport: Callable[[], httpx2.AsyncBaseTransport] | None = None,
     ) -> None:
         sdk = _sdk()
+        if client is not None:
+            _async_client(client, sdk)
+            _http.beside_client(
+                {
+                    "api_key": api_key,
+                    "base_url": base_url,
+                    "timeout": timeout,
+                    "organization": organization,
+                    "extra_headers": extra_headers,
+                    "transport": transport,
+                },
+                sdk_client=type(client).__name__,
+            )
         if base_url is not None and (
             not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))
         ):
@@ -371,12 +428,25 @@ class OpenAIChat:
                 f"{max_tokens_field!r}",
                 option="max_tokens_field",
             )
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        #: the user's own SDK client (``client=``), or None: the adapter builds its own
+        self.client = client
+        key: str | None = None
+        if client is not None:
+            self.base_url = str(client.base_url).rstrip("/")
+            # held to scrub it from error messages only: never recorded, never shown
+            key = client.api_key if isinstance(client.api_key, str) else None
+        else:
+            self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         #: OpenAI itself (not another server speaking its API): a key is required
         self.is_openai = _host(self.base_url) == _host(DEFAULT_BASE_URL)
-        key = _http.api_key(api_key, ENV_VAR, required=self.is_openai, vendor="OpenAI")
+        if client is None:
+            key = _http.api_key(api_key, ENV_VAR, required=self.is_openai, vendor="OpenAI")
         self._key = _http.KeyHolder(key)
-        self.timeout = _seconds(timeout, "timeout", positive=True)
+        self.timeout = (
+            _http.seconds_of(client.timeout)
+            if client is not None
+            else _seconds(60.0 if timeout is None else timeout, "timeout", positive=True)
+        )
         self.stream = stream
         #: LiveModel passes ``on_token`` only to a provider that streams
         self.streams = stream
@@ -389,9 +459,14 @@ class OpenAIChat:
             max_retries=max_retries,
             max_retry_wait=_seconds(max_retry_wait, "max_retry_wait", positive=False),
         )
-        self._secrets = (key, *headers.values())
+        self._secrets = _http.Secrets((key, *headers.values()))
+        azure = client is not None and isinstance(client, sdk.AsyncAzureOpenAI)
         self._vendor = _http.Vendor(
-            label="OpenAI" if self.is_openai else "the OpenAI-compatible server",
+            label="Azure OpenAI"
+            if azure
+            else "OpenAI"
+            if self.is_openai
+            else "the OpenAI-compatible server",
             env_var=ENV_VAR,
             base_url=self.base_url,
             timeout=self.timeout,
@@ -399,8 +474,20 @@ class OpenAIChat:
             connection_error=sdk.APIConnectionError,
             timeout_error=sdk.APITimeoutError,
             context_too_long=_context_too_long,
+            key_source=None if client is None else f"the {type(client).__name__} given as client=",
         )
         self._sdk_version: str = sdk.__version__
+        self._clients: (
+            _http.PerLoop[openai_sdk.AsyncOpenAI] | _http.OwnClient[openai_sdk.AsyncOpenAI]
+        )
+        if client is not None:
+            # last, so a client refused is left as it was: its HTTP client's transports
+            # show the adapter its bytes from now on
+            _http.observe(getattr(client, "_client", None), sdk_client=type(client).__name__)
+            # the SDK's own retries off (each attempt is ours to record); the copy shares
+            # the client's HTTP client
+            self._clients = _http.OwnClient(client.with_options(max_retries=0))
+            return
 
         def build(http: httpx2.AsyncClient) -> openai_sdk.AsyncOpenAI:
             client: openai_sdk.AsyncOpenAI = sdk.AsyncOpenAI(
@@ -417,9 +504,10 @@ class OpenAIChat:
         self._clients = _http.PerLoop(build, timeout=self.timeout, transport=transport)
 
     def __repr__(self) -> str:
+        own = f", client={type(self.client).__name__}" if self.client is not None else ""
         return (
             f"OpenAIChat(base_url={self.base_url!r}, stream={self.stream}, "
-            f"timeout={self.timeout:g}, max_retries={self.retry.max_retries})"
+            f"timeout={self.timeout:g}, max_retries={self.retry.max_retries}{own})"
         )
 
     def describe(self) -> dict[str, str]:
@@ -500,28 +588,44 @@ class _Captured(Exception):
     """Stops a request once its body is captured."""
 
 
+def _async_client(client: object, sdk: Any) -> None:
+    """Refuse a ``client=`` that is not the SDK's async client."""
+    if not isinstance(client, sdk.AsyncOpenAI):
+        kind = f"{type(client).__module__}.{type(client).__qualname__}"
+        sync = " (the adapter is async: use AsyncOpenAI)" if isinstance(client, sdk.OpenAI) else ""
+        raise UsageError(
+            f"client= must be an openai.AsyncOpenAI (AsyncAzureOpenAI included), got {kind}{sync}",
+            option="client",
+        )
+
+
 def openai(
     *,
     api_key: str | None = None,
     base_url: str | None = None,
-    timeout: float = 60.0,
+    timeout: float | None = None,
     max_retries: int = 2,
     max_retry_wait: float = 30.0,
     stream: bool = False,
     organization: str | None = None,
     extra_headers: Mapping[str, str] | None = None,
     max_tokens_field: MaxTokensField | None = None,
+    client: openai_sdk.AsyncOpenAI | None = None,
 ) -> OpenAIChat:
     """A provider for OpenAI's Chat Completions API, or any OpenAI-compatible server
     (Ollama, vLLM, llama.cpp's server, LM Studio) at ``base_url``.
 
     ``api_key``: else ``OPENAI_API_KEY``; required for OpenAI itself, optional with a
-    ``base_url``. ``timeout``: seconds per attempt. ``max_retries``: attempts after the
+    ``base_url``. ``timeout``: seconds per attempt (60). ``max_retries``: attempts after the
     first for rate limits, server errors, timeouts and refused connections, waiting as
     ``Retry-After`` asks (at most ``max_retry_wait`` seconds) or backing off with jitter.
     ``stream``: stream replies (token events reach listeners; the reply recorded is the
     assembled one). ``max_tokens_field``: where the agent's ``max_tokens`` goes (default:
-    ``max_completion_tokens`` for OpenAI, ``max_tokens`` with a ``base_url``).
+    ``max_completion_tokens`` for OpenAI, ``max_tokens`` with a ``base_url``). ``client``:
+    your own ``AsyncOpenAI`` (or ``AsyncAzureOpenAI``), used as it is (its key, address,
+    headers and timeout: ``api_key``, ``base_url``, ``timeout``, ``organization`` and
+    ``extra_headers`` are then refused); its HTTP client's transports are wrapped so the
+    wire receipt still digests the exact bytes, and the adapter never closes it.
     """
     return OpenAIChat(
         api_key=api_key,
@@ -533,4 +637,5 @@ def openai(
         organization=organization,
         extra_headers=extra_headers,
         max_tokens_field=max_tokens_field,
+        client=client,
     )

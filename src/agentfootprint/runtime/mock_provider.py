@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentfootprint.errors import ScriptExhaustedError, UsageError
-from agentfootprint.runtime.provider import LLMResponse, ToolCall, Usage
+from agentfootprint.runtime.provider import SAMPLING_SETTINGS, LLMResponse, ToolCall, Usage
 
 __all__ = ["MockProvider", "reply", "tool_call"]
 
@@ -139,6 +139,10 @@ class MockProvider:
     """
 
     name = "mock"
+    #: it plays any model: every sampling setting is served to it (and recorded) as given
+    sampling_settings: frozenset[str] = frozenset(SAMPLING_SETTINGS)
+    #: ``output_type``'s schema is in the requests it records (``params["output"]``)
+    structured_output = True
 
     def __init__(
         self,

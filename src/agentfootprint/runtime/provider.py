@@ -28,7 +28,21 @@ from typing import Any, Protocol, runtime_checkable
 from agentfootprint.errors import UsageError
 from agentfootprint.logformat.shared_lists import SharedList, as_list, plain
 
+#: the agent options served in ``params`` beside ``temperature`` and ``max_tokens`` that a
+#: provider sends only if it says so: its class attribute ``sampling_settings`` names those
+#: it maps to its vendor's request (a setting the model never sees would be receipted as
+#: served), and the agent refuses the others at construction (docs/providers.md)
+SAMPLING_SETTINGS: tuple[str, ...] = (
+    "top_p",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "model_settings",
+)
+
 __all__ = [
+    "SAMPLING_SETTINGS",
     "CacheMarkers",
     "LLMResponse",
     "Message",
@@ -310,7 +324,8 @@ class Request(Mapping[str, Any]):
 
     @property
     def params(self) -> Mapping[str, Any]:
-        """Sampling parameters (``temperature``, ``max_tokens``) present in the request."""
+        """Sampling parameters present in the request: ``temperature``, ``max_tokens`` and
+        the :data:`SAMPLING_SETTINGS` set (``model_settings``: the vendor's extra fields)."""
         value: Mapping[str, Any] = self.served.get("params", {})
         return value
 

@@ -49,6 +49,7 @@ __all__ = [
     "define_tool",
     "describe_type",
     "json_text_size",
+    "schema_issues",
     "validate_arguments",
 ]
 
@@ -248,8 +249,16 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[dict[str, Any]]:
 
     Values are never quoted (an argument may be sensitive): only their JSON types.
     """
+    return schema_issues(tool.validator, arguments)
+
+
+def schema_issues(validator: Any, instance: Any, noun: str = "argument") -> list[dict[str, Any]]:
+    """Check ``instance`` with a jsonschema ``validator``: one issue per error, naming its
+    path, keyword, expectation and the received JSON type (``noun`` names what a missing or
+    unexpected member is: an ``argument`` of a tool, a ``member`` of an answer). Values are
+    never quoted (an argument or an answer may be sensitive): only their JSON types."""
     issues = []
-    for error in sorted(tool.validator.iter_errors(arguments), key=lambda e: list(e.path)):
+    for error in sorted(validator.iter_errors(instance), key=lambda e: list(e.path)):
         path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path)
         expected = error.validator_value if error.validator in ("type", "enum") else None
         issue: dict[str, Any] = {
@@ -259,9 +268,9 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[dict[str, Any]]:
         }
         if error.validator == "required":
             missing = [k for k in error.validator_value if k not in (error.instance or {})]
-            issue["message"] = f"missing required argument(s): {', '.join(missing)}"
+            issue["message"] = f"missing required {noun}(s): {', '.join(missing)}"
         elif error.validator == "additionalProperties":
-            issue["message"] = "unexpected argument(s) not in the schema"
+            issue["message"] = f"unexpected {noun}(s) not in the schema"
         else:
             # a copy: the schema's own object, recorded under a policy key in two issues,
             # would share one commitment (the boundary keeps containers by identity)

@@ -2,7 +2,8 @@
 
 It speaks the wire format (a JSON ``chat.completion``, or ``text/event-stream`` chunks
 ``data: {...}`` ending in ``data: [DONE]`` when the request asks to stream) and answers
-each ``POST .../chat/completions`` with the next item of its script: a reply, a tool call,
+each ``POST .../chat/completions`` (Azure's ``/openai/deployments/D/chat/completions?
+api-version=...`` too) with the next item of its script: a reply, a tool call,
 an HTTP error (status, body, ``Retry-After``), a stream cut mid-way, a stream that ends
 without finishing. It records every request's exact body bytes and headers, so a test can
 check the bytes against the wire digests a run recorded, and that the API key reached the
@@ -440,7 +441,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             received = Received(
                 "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
             )
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            # the path, its query left out (Azure's ``?api-version=...``)
+            if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
                 with fake._lock:
                     fake.requests.append(received)
                 self._json(
