@@ -76,7 +76,7 @@ from agentfootprint.store.base import EventStore, StoredEvent
 from agentfootprint.store.writer import RunWriter, new_run_id
 
 if TYPE_CHECKING:
-    from agentfootprint.testing.pg_cluster import ThrowawayCluster
+    from throwaway_cluster import ThrowawayCluster
 
 WRITERS = (1, 4, 16)
 READERS = (1, 4)

@@ -14,8 +14,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+#: the tests' throwaway PostgreSQL server (tests/throwaway_cluster.py) is imported from there
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 if TYPE_CHECKING:
-    from agentfootprint.testing.pg_cluster import ThrowawayCluster
+    from throwaway_cluster import ThrowawayCluster
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -288,7 +291,7 @@ def postgres_server() -> Iterator[tuple[str, ThrowawayCluster]]:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
 
-        from agentfootprint.testing.pg_cluster import ClusterUnavailable, ThrowawayCluster
+        from throwaway_cluster import ClusterUnavailable, ThrowawayCluster
     except ImportError as exc:
         fail(f"PostgreSQL needs psycopg 3 ({exc}): pip install 'agentfootprint[postgresql]'")
     try:

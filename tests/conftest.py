@@ -70,7 +70,7 @@ def _module_new_file_schema(request: pytest.FixtureRequest) -> Iterator[None]:
 def _throwaway_cluster(*, fsync: bool) -> Iterator[Any]:
     """A cluster started for the caller and removed after it; skipped (or, with
     AGENTFOOTPRINT_REQUIRE_POSTGRES, failed) where the machine cannot run one."""
-    from agentfootprint.testing.pg_cluster import ClusterUnavailable, ThrowawayCluster
+    from throwaway_cluster import ClusterUnavailable, ThrowawayCluster
 
     try:
         cluster = ThrowawayCluster(fsync=fsync)
@@ -100,7 +100,7 @@ def pg_server() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def pg_cluster() -> Iterator[Any]:
     """A cluster of the module's own (fsync on), for tests that kill its server or read its
-    files; a :class:`~agentfootprint.testing.pg_cluster.ThrowawayCluster`."""
+    files; a :class:`throwaway_cluster.ThrowawayCluster` (tests/throwaway_cluster.py)."""
     with _throwaway_cluster(fsync=True) as cluster:
         yield cluster
 

@@ -16,7 +16,7 @@ import pytest
 
 import agentfootprint as af
 from agentfootprint.store.postgres import PostgresStore
-from agentfootprint.testing.pg_cluster import ThrowawayCluster
+from throwaway_cluster import ThrowawayCluster
 
 pytestmark = pytest.mark.slow
 

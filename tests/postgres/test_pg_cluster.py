@@ -1,4 +1,4 @@
-"""The throwaway cluster the PostgreSQL tests run on (agentfootprint.testing.pg_cluster):
+"""The throwaway cluster the PostgreSQL tests run on (tests/throwaway_cluster.py):
 started, restarted on its port after a kill, and never left behind by a process killed before
 its teardown."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agentfootprint.testing.pg_cluster import ThrowawayCluster
+from throwaway_cluster import ThrowawayCluster
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def test_a_cluster_whose_owner_died_is_removed(pg_cluster: ThrowawayCluster) -> 
     script = textwrap.dedent(
         """
         import os
-        from agentfootprint.testing.pg_cluster import ThrowawayCluster
+        from throwaway_cluster import ThrowawayCluster
 
         cluster = ThrowawayCluster(fsync=False)
         cluster.start()
@@ -44,7 +44,13 @@ def test_a_cluster_whose_owner_died_is_removed(pg_cluster: ThrowawayCluster) -> 
         os._exit(0)  # no teardown: as a test process killed mid-session
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    tests = str(Path(__file__).resolve().parents[1])  # where throwaway_cluster.py is
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": tests},
+    )
     assert done.returncode == 0, done.stderr
     root, pid = done.stdout.split()
     deadline = time.monotonic() + 30

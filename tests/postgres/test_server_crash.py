@@ -23,7 +23,7 @@ import pytest
 import agentfootprint as af
 from agentfootprint.store.postgres import PostgresStore
 from agentfootprint.store.postgres_url import with_database
-from agentfootprint.testing.pg_cluster import ThrowawayCluster
+from throwaway_cluster import ThrowawayCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.deep_pass]
 

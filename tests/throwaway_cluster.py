@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server on 127.0.0.1, for tests (this package's and its users').
+"""A throwaway PostgreSQL server on 127.0.0.1, for this project's tests and benchmarks (kept
+beside them, never in the installed package).
 
 :class:`ThrowawayCluster` runs the machine's own PostgreSQL server programs (``initdb``,
 ``pg_ctl``): a new cluster in a temporary folder, listening on a free loopback port and on a
