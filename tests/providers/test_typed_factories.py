@@ -5,7 +5,6 @@ implementing factories' exactly, and docs/providers.md lists exactly those."""
 from __future__ import annotations
 
 import inspect
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ import agentfootprint as af
 from agentfootprint import providers
 from agentfootprint.providers.anthropic import AnthropicMessages
 from agentfootprint.providers.openai import OpenAIChat
+from mypy_snippets import mypy_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 #: what the TYPE_CHECKING imports of the modules bind (resolved here, the SDKs installed)
@@ -119,30 +119,8 @@ def build() -> None:
 
 @pytest.mark.slow
 def test_mypy_refuses_a_misspelt_option_and_a_wrong_type(tmp_path: Path) -> None:
-    api = pytest.importorskip("mypy.api")
-    snippet = tmp_path / "provider_options_snippet.py"
-    snippet.write_text(_SNIPPET, encoding="utf-8")
-    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back
-    try:
-        out, err, status = api.run(
-            [
-                "--config-file",
-                os.fspath(ROOT / "pyproject.toml"),
-                "--cache-dir",
-                os.fspath(ROOT / ".mypy_cache"),
-                "--no-error-summary",
-                os.fspath(snippet),
-            ]
-        )
-    finally:
-        sys.setrecursionlimit(limit)
-    errors = [line.split(": error: ", 1) for line in out.splitlines() if ": error: " in line]
-    by_line = {
-        int(where.rsplit(":", 1)[1]): message
-        for where, message in errors
-        if Path(where.rsplit(":", 1)[0]).name == snippet.name
-    }
-    assert status == 1, (out, err)
+    status, by_line, out = mypy_errors(tmp_path / "provider_options_snippet.py", _SNIPPET)
+    assert status == 1, out
     assert sorted(by_line) == [7, 8, 9, 10, 11, 12], out
     assert 'Unexpected keyword argument "base_ur"' in by_line[7]
     assert 'did you mean "base_url"' in by_line[7]

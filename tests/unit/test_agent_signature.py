@@ -10,8 +10,6 @@ accepted), and run mypy on a snippet to show a misspelt option is a type error.
 from __future__ import annotations
 
 import inspect
-import os
-import sys
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +24,7 @@ from agentfootprint.agent.option_types import AgentOptions, ContextBudget, Model
 from agentfootprint.errors import UsageError
 from agentfootprint.features import context_budget, pricing_table, registry, tool_choice
 from agentfootprint.features.base import MISSING
+from mypy_snippets import mypy_errors
 
 HINTS = get_type_hints(AgentOptions, include_extras=True)
 DECLARED = registry.option_specs()
@@ -155,33 +154,8 @@ def build(provider: Provider) -> None:
 def test_mypy_refuses_a_misspelt_option_a_wrong_type_and_a_missing_provider(
     tmp_path: Path,
 ) -> None:
-    api = pytest.importorskip("mypy.api")
-    root = Path(__file__).resolve().parents[2]
-    snippet = tmp_path / "agent_options_snippet.py"
-    snippet.write_text(_SNIPPET, encoding="utf-8")
-    # the project's config and cache (CI runs mypy before the tests): only the snippet is new
-    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back
-    try:
-        out, err, status = api.run(
-            [
-                "--config-file",
-                os.fspath(root / "pyproject.toml"),
-                "--cache-dir",
-                os.fspath(root / ".mypy_cache"),
-                "--no-error-summary",
-                os.fspath(snippet),
-            ]
-        )
-    finally:
-        sys.setrecursionlimit(limit)
-    # the snippet's own errors (by file name: mypy may print the path its cache recorded)
-    errors = [line.split(": error: ", 1) for line in out.splitlines() if ": error: " in line]
-    by_line = {
-        int(where.rsplit(":", 1)[1]): message
-        for where, message in errors
-        if Path(where.rsplit(":", 1)[0]).name == snippet.name
-    }
-    assert status == 1, (out, err)
+    status, by_line, out = mypy_errors(tmp_path / "agent_options_snippet.py", _SNIPPET)
+    assert status == 1, out
     assert sorted(by_line) == [6, 7, 8, 9], out
     assert 'Unexpected keyword argument "max_iteration"' in by_line[6]
     assert 'did you mean "max_iterations"' in by_line[6]

@@ -35,6 +35,7 @@ from agentfootprint.logformat.canonical import canon
 from agentfootprint.runtime.docstrings import parse_docstring
 from agentfootprint.runtime.function_tools import FunctionTool, ToolArgumentError
 from agentfootprint.runtime.tools import call_tool, validate_arguments
+from mypy_snippets import mypy_errors
 
 HERE = Path(__file__).resolve().parent
 
@@ -650,31 +651,8 @@ wrong: str = add(1)
 
 @pytest.mark.slow
 def test_mypy_sees_the_signature_through_both_spellings(tmp_path: Path) -> None:
-    api = pytest.importorskip("mypy.api")
-    root = HERE.parents[1]
-    snippet = tmp_path / "function_tools_snippet.py"
-    snippet.write_text(_SNIPPET, encoding="utf-8")
-    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back
-    try:
-        out, err, status = api.run(
-            [
-                "--config-file",
-                os.fspath(root / "pyproject.toml"),
-                "--cache-dir",
-                os.fspath(root / ".mypy_cache"),
-                "--no-error-summary",
-                os.fspath(snippet),
-            ]
-        )
-    finally:
-        sys.setrecursionlimit(limit)
-    errors = [line.split(": error: ", 1) for line in out.splitlines() if ": error: " in line]
-    by_line = {
-        int(where.rsplit(":", 1)[1]): message
-        for where, message in errors
-        if Path(where.rsplit(":", 1)[0]).name == snippet.name
-    }
-    assert status == 1, (out, err)
+    status, by_line, out = mypy_errors(tmp_path / "function_tools_snippet.py", _SNIPPET)
+    assert status == 1, out
     assert sorted(by_line) == [17, 18, 19, 20], out
     assert 'incompatible type "str"; expected "int"' in by_line[17]
     assert "No overload variant" in by_line[18] and "No overload variant" in by_line[19]
