@@ -13,39 +13,14 @@ import agentfootprint as af
 from agentfootprint.logformat.literal_forms import LiteralMatcher
 from agentfootprint.runtime.reads import UNRECORDED, ReadMarker, marker, stage_reads
 from agentfootprint.runtime.scope import Scope
+from quickstart_support import ADD, quickstart_agent
 
 SECRET = "planted-7Qx2-secret-Zr9"
 
 
-def _add(args: dict[str, Any]) -> Any:
-    return args["a"] + args["b"]
-
-
-ADD = af.define_tool(
-    name="add",
-    description="Add two numbers.",
-    input_schema={
-        "type": "object",
-        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-        "required": ["a", "b"],
-    },
-    execute=_add,
-)
-
-
 def quickstart(message: str = "What is 2 + 3?", **options: Any) -> tuple[af.Agent, af.RunResult]:
     """The README's quickstart (a tool call, then an answer), with fixed ports."""
-    agent = af.Agent(
-        provider=af.MockProvider(
-            [af.reply(tool_calls=[af.tool_call("add", {"a": 2, "b": 3})]), "2 + 3 = 5."]
-        ),
-        model="my-model",
-        system="You add numbers.",
-        tools=[ADD],
-        temperature=0,
-        ports=fixed_ports(),
-        **options,
-    )
+    agent = quickstart_agent(ports=fixed_ports(), **options)
     return agent, agent.run_sync(message)
 
 

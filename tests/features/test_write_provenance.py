@@ -15,34 +15,15 @@ import agentfootprint as af
 from agentfootprint.logformat.log_formats import LOG_FORMAT_V3, LOG_FORMAT_V4, LOG_FORMAT_V6
 from agentfootprint.runtime.scope import Scope, Write
 from agentfootprint.testing.seals import SIGNER
+from quickstart_support import ADD, quickstart_replies
 
 SERVED = ["history", "iteration", "model", "params", "system_pieces", "tool_schemas"]
-
-
-def _add(args: dict[str, Any]) -> Any:
-    return args["a"] + args["b"]
-
-
-ADD = af.define_tool(
-    name="add",
-    description="Add two numbers.",
-    input_schema={
-        "type": "object",
-        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-        "required": ["a", "b"],
-    },
-    execute=_add,
-)
-
-
-def replies() -> list[Any]:
-    return [af.reply(tool_calls=[af.tool_call("add", {"a": 2, "b": 3})]), "2 + 3 = 5."]
 
 
 def quickstart(**options: Any) -> tuple[af.Agent, af.RunResult]:
     """The README's quickstart (a tool call, then an answer), with fixed ports."""
     agent = af.Agent(
-        provider=af.MockProvider(replies()),
+        provider=af.MockProvider(quickstart_replies()),
         model="my-model",
         system="You add numbers.",
         tools=[ADD],
@@ -116,7 +97,7 @@ def test_a_replay_records_the_same_reads_whatever_its_agent_says() -> None:
 
 def test_a_sealed_continued_run_records_its_reads_and_verifies() -> None:
     agent = af.Agent(
-        provider=af.MockProvider([*replies(), "Still 5."]),
+        provider=af.MockProvider(quickstart_replies("Still 5.")),
         model="my-model",
         tools=[ADD],
         signer=SIGNER,

@@ -12,41 +12,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import agentfootprint as af
 from agentfootprint.audit.provenance import why
 from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
+from quickstart_support import quickstart_agent
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "provenance"
 
 
-def _add(args: dict[str, Any]) -> Any:
-    return args["a"] + args["b"]
-
-
 def quickstart(db: Path, **options: Any) -> tuple[str, str]:
     """The README's quickstart (a tool call, then an answer) and its continuation."""
-    add = af.define_tool(
-        name="add",
-        description="Add two numbers.",
-        input_schema={
-            "type": "object",
-            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            "required": ["a", "b"],
-        },
-        execute=_add,
-    )
-    provider = af.MockProvider(
-        [af.reply(tool_calls=[af.tool_call("add", {"a": 2, "b": 3})]), "2 + 3 = 5.", "Yes."]
-    )
-    with af.Agent(
-        provider=provider,
-        model="my-model",
-        system="You add numbers.",
-        tools=[add],
-        store=db,
-        temperature=0,
-        **options,
-    ) as agent:
+    with quickstart_agent("Yes.", store=db, **options) as agent:
         first = agent.run_sync("What is 2 + 3?")
         second = agent.run_sync("Sure?", continue_from=first)
     return first.run_id, second.run_id
