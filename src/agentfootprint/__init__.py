@@ -39,6 +39,8 @@ _LAZY: dict[str, str] = {
     "MemoryVault": "agentfootprint.store.memory_vault",
     "Vault": "agentfootprint.store.vault_base",
     "DescriptionClassifier": "agentfootprint.features.classifiers",
+    "Ontology": "agentfootprint.features.ontology",
+    "define_ontology": "agentfootprint.features.ontology",
     "ProvenValue": "agentfootprint.verify.verifier",
     "RedactionPolicy": "agentfootprint.store.redaction",
     "ReservedKeyError": "agentfootprint.errors",
@@ -169,6 +171,7 @@ if TYPE_CHECKING:
     from agentfootprint.exchange.transfer import export_runs, import_bundle
     from agentfootprint.features.classifiers import DescriptionClassifier
     from agentfootprint.features.group_translator import GroupMetadata
+    from agentfootprint.features.ontology import Ontology, define_ontology
     from agentfootprint.features.permission_checker import Decision, PermissionRequest
     from agentfootprint.features.structure_recorders import EdgeAdded, GroupAdded, StageAdded
     from agentfootprint.logformat.request import build_request
@@ -266,6 +269,7 @@ __all__ = [
     "NewerVersionError",
     "NotALogError",
     "NotAVaultError",
+    "Ontology",
     "Outcome",
     "OutputValidationError",
     "PauseAnsweredError",
@@ -324,6 +328,7 @@ __all__ = [
     "build_request",
     "commit_value_at",
     "conversation_redaction",
+    "define_ontology",
     "define_tool",
     "diff_runs",
     "export_runs",

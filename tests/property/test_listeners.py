@@ -242,6 +242,9 @@ def converse(
         argument_ask_context=lambda: {"screen": "reports"},
         observer_delivery=delivery,
         output_type={"type": "object", "properties": {"a": {"type": "string"}}},
+        ontology=af.define_ontology(
+            {"name": "n", "version": "1", "nodes": {"t": {"meaning": "t"}}}
+        ),
     )
     if subscribe is not None:
         subscribe(agent)

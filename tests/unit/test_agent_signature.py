@@ -57,6 +57,11 @@ def takes_any_string(hint: Any) -> bool:
 #: options that apply only beside another (refused alone): what each is given with
 COMPANIONS: dict[str, dict[str, Any]] = {
     "on_authorization_required": {"credentials": af.static_tokens({})},
+    "ontology_ask": {
+        "ontology": af.define_ontology(
+            {"name": "n", "version": "1", "nodes": {"t": {"meaning": "a term"}}}
+        )
+    },
 }
 
 

@@ -383,6 +383,7 @@ CASES: list[Case] = [
     Case("open_store", "store", kwargs_call(af.open_store, "store"), frozenset({"None"})),
     # tools and the scripted provider
     Case("define_tool", "name", tool_with("name")),
+    Case("define_ontology", "spec", kwargs_call(af.define_ontology, "spec")),
     Case("define_tool", "description", tool_with("description"), frozenset({MISSING})),
     Case("define_tool", "execute", tool_with("execute")),
     Case("define_tool", "input_schema", tool_with("input_schema"), frozenset({"None"})),
@@ -629,6 +630,7 @@ RECORDS = frozenset(
         "Request",
         "Response",
         "RunDiff",
+        "Ontology",
         "RunResult",
         "RunVerification",
         "StoppedEarly",

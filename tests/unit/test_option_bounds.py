@@ -68,6 +68,8 @@ NOT_NUMERIC = frozenset(
         "commit_values",
         "record_receipt",
         "record_system_prompt",
+        "ontology",
+        "ontology_ask",
         "repeated_call_nudge",
         "wrap_up_at_max_iterations",
         "permission_checker",

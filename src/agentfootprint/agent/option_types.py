@@ -21,6 +21,7 @@ from typing import Any, Literal, Required, TypedDict
 from agentfootprint.features.caching import CacheStrategy
 from agentfootprint.features.classifiers import ToolClassifier
 from agentfootprint.features.group_translator import GroupTranslator
+from agentfootprint.features.ontology import Ontology
 from agentfootprint.features.permission_checker import PermissionChecker
 from agentfootprint.features.structure_recorders import StructureRecorder
 from agentfootprint.runtime.config import ArgValidation, ReactMode
@@ -158,6 +159,10 @@ class AgentOptions(TypedDict, total=False):
     tool_choice: ToolChoice | None
     context_budget: ContextBudget | None
     record_system_prompt: bool
+    #: a domain map (``af.define_ontology(spec)``) served as a constant system piece
+    ontology: Ontology | None
+    #: the instruction piece with the map (default "use-the-map" when a map is given)
+    ontology_ask: Literal["use-the-map", "none"] | None
     # the answer
     #: its type: a dataclass, TypedDict or pydantic model (the class), or a JSON Schema
     #: (an object schema); served in params, the answer validated (``RunResult.output``)

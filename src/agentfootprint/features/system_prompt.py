@@ -14,6 +14,7 @@ from agentfootprint.features.base import (
     StateKey,
     refuse,
 )
+from agentfootprint.features.ontology import ontology_pieces
 from agentfootprint.runtime.run import StageContext
 
 
@@ -29,8 +30,13 @@ def _system(value: Any, given: Mapping[str, Any]) -> tuple[str, ...]:
 
 async def system_prompt(ctx: StageContext) -> None:
     system = ctx.config.system
+    # the ontology pieces (features/ontology.py) follow the configured ones; they are constant
+    # for the agent, as ``system`` is, so ``system`` stays the memo's source
+    options = ctx.config.options
     ctx.set_derived(
-        "system_pieces", system, lambda: [{"source": "base", "text": text} for text in system]
+        "system_pieces",
+        system,
+        lambda: [{"source": "base", "text": text} for text in system] + ontology_pieces(options),
     )
 
 

@@ -30,6 +30,7 @@ TAGS: Final = frozenset(
         "tools/candidates",
         "seal/answer",
         "seal/wires",
+        "ontology",
     }
 )
 
