@@ -21,6 +21,7 @@ from agentfootprint.otel import mapping as m
 from agentfootprint.otel import spans_from_log
 from agentfootprint.runtime.events import LLMEnd
 from agentfootprint.testing.tamper import read_rows, reencoded, rewrite, tampering
+from agentfootprint.version import install_command
 
 
 def _rows(store: Any, run_id: str) -> list[tuple[str, int, dict[str, Any]]]:
@@ -300,7 +301,7 @@ def test_the_package_imports_without_opentelemetry_and_says_how_to_install(tmp_p
     )
     lines = done.stdout.splitlines()
     assert lines[0] == "2"
-    hint = 'pip install "agentfootprint[otel]" (from a clone: pip install -e ".[otel]")'
+    hint = install_command("otel")  # this install's line (an editable clone here)
     assert "instrument() needs the OpenTelemetry packages" in lines[1] and hint in lines[1]
     assert "export_run() needs the OpenTelemetry packages" in lines[2] and hint in lines[2]
     assert lines[3].startswith("2 Error: agentfootprint otel needs the OpenTelemetry")

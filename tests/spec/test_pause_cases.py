@@ -6,8 +6,6 @@ and building the vectors again gives the same verdicts."""
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import orjson
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from vector_cases import assert_both_verifiers_give, assert_built_again_the_same
 
 import agentfootprint as af
 
@@ -35,26 +34,11 @@ def test_the_index_lists_every_file_and_case() -> None:
 
 @pytest.mark.parametrize("entry", INDEX, ids=[e["about"] for e in INDEX])
 def test_both_verifiers_give_the_vector_its_verdicts(tmp_path: Path, entry: dict[str, Any]) -> None:
-    placed = tmp_path / entry["file"]
-    shutil.copyfile(FOLDER / entry["file"], placed)
-    before = hashlib.sha256(placed.read_bytes()).hexdigest()
-    ours = build_pauses.verdicts(placed)
-    theirs = sorted(([run, code, seq] for run, code, seq in iv.verify_file(placed)), key=str)
-    assert ours == theirs == entry["verdicts"], iv.explain_file(placed)
-    assert [entry["run"], entry["code"], entry["seq"]] in ours
-    assert hashlib.sha256(placed.read_bytes()).hexdigest() == before
-    assert [p.name for p in tmp_path.iterdir()] == [entry["file"]]
+    assert_both_verifiers_give(entry, FOLDER, tmp_path, build_pauses.verdicts)
 
 
 def test_built_again_the_vectors_give_the_same_verdicts(tmp_path: Path) -> None:
-    rebuilt = {e.file: e for e in build_pauses.build(tmp_path)}
-    for entry in INDEX:
-        again = rebuilt[entry["file"]]
-        assert (again.code, again.seq, again.verdicts) == (
-            entry["code"],
-            entry["seq"],
-            entry["verdicts"],
-        )
+    assert_built_again_the_same(INDEX, build_pauses.build(tmp_path))
 
 
 # -- the rules of section 5.9 under random damage -----------------------------------------

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from agentfootprint.errors import UsageError
 from agentfootprint.otel.from_log import spans_from_log
 from agentfootprint.otel.mapping import SCHEMA_URL, SEMCONV_VERSION, SpanDescription
+from agentfootprint.version import install_command
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from agentfootprint.verify.verifier import RowSource
 
 __all__ = [
-    "INSTALL",
     "SCHEMA_URL",
     "SEMCONV_VERSION",
     "SpanDescription",
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 #: how to get the packages this extra needs
-INSTALL = 'pip install "agentfootprint[otel]" (from a clone: pip install -e ".[otel]")'
 
 #: the modules each use needs: the live exporter the API; after the fact, the SDK and the
 #: OTLP/HTTP exporter as well
@@ -69,7 +68,8 @@ def require(what: str, modules: Iterable[str] = SDK) -> None:
             importlib.import_module(name)
         except ImportError as exc:
             raise UsageError(
-                f"{what} needs the OpenTelemetry packages ({name} is not installed): {INSTALL}",
+                f"{what} needs the OpenTelemetry packages ({name} is not installed): "
+                + install_command("otel"),
                 option="otel",
             ) from exc
 

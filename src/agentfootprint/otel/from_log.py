@@ -22,14 +22,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from agentfootprint.audit.read import RunReader, _Step
 from agentfootprint.audit.sources import check_run_id, naming_run, opened
 from agentfootprint.audit.tool_calls import ToolCallRecord, tool_calls
 from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
 from agentfootprint.logformat.calls import commit_calls
-from agentfootprint.logformat.shared_lists import as_list
 from agentfootprint.otel.mapping import (
     INCOMPLETE,
     OTHER_ERROR,
@@ -41,6 +38,7 @@ from agentfootprint.otel.mapping import (
     run_spans,
     text,
 )
+from agentfootprint.runtime.events import detached
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
 __all__ = ["error_type", "spans_from_log", "trace_from_log"]
@@ -55,11 +53,6 @@ def error_type(record: Any) -> str | None:
         return None
     kind = record.get("type") if isinstance(record, dict) else None
     return kind if isinstance(kind, str) and kind else OTHER_ERROR
-
-
-def _copy(value: Any) -> Any:
-    """A detached copy of a folded value (the fold goes on changing its own)."""
-    return orjson.loads(orjson.dumps(value, default=as_list))
 
 
 @dataclass(slots=True)
@@ -119,10 +112,10 @@ class _Walk:
             reply = state.get("last_response") if step.commit in self.replied else None
             if isinstance(reply, dict):
                 usage = reply.get("usage")
-                call.usage = _copy(usage) if isinstance(usage, dict) else None
+                call.usage = detached(usage) if isinstance(usage, dict) else None
                 reason = reply.get("stop_reason")
                 call.finish_reason = reason if isinstance(reason, str) else None
-                call.reply = _copy(reply) if self.content else None
+                call.reply = detached(reply) if self.content else None
             self.calls.append(call)
         if body.get("stage") == TOOL_CALLS_STAGE and self.calls:
             self.batches.setdefault(len(self.calls) - 1, (before, ts))
@@ -164,7 +157,10 @@ def trace_from_log(
                 "model": request.get("model"),
                 "params": request.get("params"),
                 **(
-                    {"messages": _copy(request["messages"]), "system": _copy(request["system"])}
+                    {
+                        "messages": detached(request["messages"]),
+                        "system": detached(request["system"]),
+                    }
                     if content
                     else {}
                 ),

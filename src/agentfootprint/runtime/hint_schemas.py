@@ -78,10 +78,6 @@ def _wrong(path: str, expected: str, value: Any) -> ToolArgumentError:
     return ToolArgumentError(f"{path}: expected {expected}, received {describe_type(value)}")
 
 
-def _json_type(value: Any) -> str:
-    return describe_type(value)
-
-
 def _scalar_json(value: Any) -> bool:
     """A value an ``enum`` may list: a string, a number, a boolean or null."""
     if isinstance(value, float):
@@ -100,7 +96,7 @@ def _same_json(a: Any, b: Any) -> bool:
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
     schema: dict[str, Any] = {"enum": list(values)}
-    kinds = {_json_type(v) for v in values}
+    kinds = {describe_type(v) for v in values}
     if kinds == {"integer", "number"}:
         kinds = {"number"}
     if len(kinds) == 1:

@@ -27,7 +27,8 @@ import orjson
 
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.commitments import is_commitment
-from agentfootprint.logformat.shared_lists import SharedList, as_list
+from agentfootprint.logformat.shared_lists import SharedList
+from agentfootprint.runtime.events import detached
 from agentfootprint.runtime.scope import Scope, Write, json_equal
 
 __all__ = [
@@ -91,13 +92,6 @@ def marker(value: Any) -> ReadMarker:
     return ReadMarker("number", None, canon(value).decode("utf-8")[:PREVIEW_CHARS])
 
 
-def _copy(value: Any) -> Any:
-    """A detached copy of a JSON value (an orjson round trip: what the log gives back)."""
-    if value is None or type(value) in (str, int, float, bool):
-        return value
-    return orjson.loads(orjson.dumps(value, default=as_list))
-
-
 _ABSENT: Any = object()
 
 
@@ -147,7 +141,7 @@ class StageReads:
             if recorded is _ABSENT:
                 entry[key] = UNRECORDED
             elif full:
-                entry[key] = _copy(recorded)
+                entry[key] = detached(recorded)
             else:
                 seen = last.get(key)
                 if seen is not None and seen[0] is recorded:

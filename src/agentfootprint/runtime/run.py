@@ -404,7 +404,8 @@ class RunState:
                     raise error
                 if self.paused is not None:
                     return  # closed paused: the answer continues it in a run of its own
-                await self.events.checkpoint()  # deferred delivery: a slice for listeners
+                if self.events.deferred:  # a slice for listeners (inline delivered already)
+                    await self.events.checkpoint()
                 name = self.chart.follow(stage, result)
         except BaseException as exc:
             if not self.ended:  # it ended outside a stage (the stage budget, a bad decision)
