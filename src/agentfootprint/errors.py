@@ -5,6 +5,7 @@
         ``FileError``           a named file cannot be used: missing, unreadable, unwritable
             ``NotALogError``      the file is not an agentfootprint log (says what it is)
             ``NotAVaultError``    the file is not a disclosure vault (says what it is)
+            ``NotAnArtifactStoreError`` not an artifact store (file or directory; says what it is)
             ``NewerVersionError`` written by a newer format version: upgrade to read it
             ``KeyFileError``      a key file or public key that cannot be used
                 ``WrongPassphraseError`` the passphrase does not decrypt the key
@@ -29,6 +30,9 @@
                                 broke (a batch in flight was kept whole or not at all)
         ``AppendOnlyError``     something tried to change or delete a log row
         ``RunNotFoundError``    no such run in the store
+        ``ArtifactStoreError``  an artifact store refused or failed (docs/artifacts.md)
+            ``ArtifactConflictError`` a put of a ref the scope already knows
+            ``ArtifactNotFoundError`` no live artifact with that ref in that scope (a KeyError)
     ``VerificationError``     the log does not prove what it claims (names run, seq, reason)
         ``SealError``           a seal (DSSE envelope, in-toto statement) is malformed or fails
 """
@@ -40,6 +44,9 @@ from typing import Any
 __all__ = [
     "AgentFootprintError",
     "AppendOnlyError",
+    "ArtifactConflictError",
+    "ArtifactNotFoundError",
+    "ArtifactStoreError",
     "CanonicalFormError",
     "ContinuationError",
     "CredentialConsentRequiredError",
@@ -49,6 +56,7 @@ __all__ = [
     "NewerVersionError",
     "NotALogError",
     "NotAVaultError",
+    "NotAnArtifactStoreError",
     "OutputValidationError",
     "PauseAnsweredError",
     "PolicyHaltError",
@@ -399,3 +407,26 @@ class CredentialConsentRequiredError(RunError):
         super().__init__(message, run_id=run_id)
         self.service = service
         self.authorization_url = authorization_url
+
+
+class ArtifactStoreError(StoreError):
+    """An artifact store (docs/artifacts.md) refused or failed: a put whose content does not
+    match its head, a write to a read-only store, a damaged file inside the store (named)."""
+
+
+class ArtifactConflictError(ArtifactStoreError):
+    """A put named a ref its scope already knows (live or tombstoned): refs are never reused,
+    so a ref always names one content or its tombstone."""
+
+
+class ArtifactNotFoundError(ArtifactStoreError, KeyError):
+    """No live artifact with that ref in that scope (never put, put in another scope, or
+    removed already)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class NotAnArtifactStoreError(FileError):
+    """The file or directory is not an artifact store (a log, a vault, another application's
+    database, a directory of other files); the message says what it is and what to do."""

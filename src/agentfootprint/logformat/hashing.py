@@ -31,6 +31,7 @@ TAGS: Final = frozenset(
         "seal/answer",
         "seal/wires",
         "ontology",
+        "artifact",
     }
 )
 
