@@ -47,6 +47,14 @@ _LAZY: dict[str, str] = {
     "conversation_redaction": "agentfootprint.store.redaction",
     "export_runs": "agentfootprint.exchange.transfer",
     "import_bundle": "agentfootprint.exchange.transfer",
+    "MemoryArtifacts": "agentfootprint.store.artifacts",
+    "ArtifactStore": "agentfootprint.store.artifacts",
+    "Retention": "agentfootprint.store.artifacts",
+    "FileArtifacts": "agentfootprint.store.artifacts_file",
+    "SqliteArtifacts": "agentfootprint.store.artifacts_sqlite",
+    "Artifact": "agentfootprint.runtime.artifacts",
+    "Presented": "agentfootprint.runtime.artifacts",
+    "ArtifactStoreError": "agentfootprint.errors",
     "Agent": "agentfootprint.agent.agent",
     "AgentOptions": "agentfootprint.agent.option_types",
     "AgentEvent": "agentfootprint.runtime.events",
@@ -141,6 +149,7 @@ if TYPE_CHECKING:
     from agentfootprint.errors import (
         AgentFootprintError,
         AppendOnlyError,
+        ArtifactStoreError,
         CanonicalFormError,
         ContinuationError,
         CredentialConsentRequiredError,
@@ -177,6 +186,7 @@ if TYPE_CHECKING:
     from agentfootprint.logformat.request import build_request
     from agentfootprint.providers.factories import anthropic, openai
     from agentfootprint.replayer.replay_run import ReplayResult, replay, replay_sync
+    from agentfootprint.runtime.artifacts import Artifact, Presented
     from agentfootprint.runtime.credentials import (
         AuthorizationRequired,
         Credential,
@@ -216,6 +226,9 @@ if TYPE_CHECKING:
     )
     from agentfootprint.runtime.provider_guard import allow_model_requests
     from agentfootprint.runtime.tools import Tool, ToolContext, define_tool
+    from agentfootprint.store.artifacts import ArtifactStore, MemoryArtifacts, Retention
+    from agentfootprint.store.artifacts_file import FileArtifacts
+    from agentfootprint.store.artifacts_sqlite import SqliteArtifacts
     from agentfootprint.store.memory import MemoryStore
     from agentfootprint.store.memory_vault import MemoryVault
     from agentfootprint.store.postgres import PostgresStore
@@ -240,6 +253,9 @@ __all__ = [
     "AgentOptions",
     "AppendOnlyError",
     "ArgsInvalid",
+    "Artifact",
+    "ArtifactStore",
+    "ArtifactStoreError",
     "AuthorizationRequired",
     "BundleSource",
     "CanonicalFormError",
@@ -251,6 +267,7 @@ __all__ = [
     "DescriptionClassifier",
     "DisclosureVault",
     "EdgeAdded",
+    "FileArtifacts",
     "FileError",
     "GroupAdded",
     "GroupMetadata",
@@ -261,6 +278,7 @@ __all__ = [
     "LLMResponse",
     "LLMStart",
     "LLMToken",
+    "MemoryArtifacts",
     "MemoryStore",
     "MemoryVault",
     "Message",
@@ -279,6 +297,7 @@ __all__ = [
     "Ports",
     "PostgresStore",
     "PostgresVault",
+    "Presented",
     "ProvenValue",
     "Provider",
     "ProviderCallError",
@@ -290,12 +309,14 @@ __all__ = [
     "Request",
     "ReservedKeyError",
     "Response",
+    "Retention",
     "RunDiff",
     "RunError",
     "RunNotFoundError",
     "RunResult",
     "RunVerification",
     "ScriptExhaustedError",
+    "SqliteArtifacts",
     "SqliteStore",
     "StageAdded",
     "StoppedEarly",

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 import agentfootprint as af
 from agentfootprint.features.registry import event_kinds
 from agentfootprint.runtime import events as events_module
+from agentfootprint.runtime.artifacts import ref_of
 from agentfootprint.runtime.events import AgentEvent, detached
 from agentfootprint.runtime.provider import WireAttempt, WireRecord
 from agentfootprint.testing.pytest_plugin import VerifiedRuns
@@ -75,7 +76,7 @@ class Prefer:
     """Ranks by a fixed preference: narrowed to the top one, ``add`` is off the wire."""
 
     name = "prefer"
-    order = ("lookup", "add", "ids", "search", "report")
+    order = ("lookup", "add", "ids", "search", "report", "export", "tally", "present")
 
     async def rank(self, query: str, candidates: Any) -> list[tuple[str, float]]:
         return [(c.name, float(len(self.order) - self.order.index(c.name))) for c in candidates]
@@ -130,6 +131,14 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
         seen.append(("report", orjson.dumps(args)))
         return "3 rows"
 
+    async def export(args: Any) -> str:
+        seen.append(("export", orjson.dumps(args)))
+        return f"rows of {args.get('q')}: " + "1,2,3;" * 60  # placed: over 256 characters
+
+    async def tally(args: Any) -> str:
+        seen.append(("tally", orjson.dumps(args)))
+        return "never: its ref is refused"
+
     return [
         af.define_tool(
             name="lookup", description="Look it up.", input_schema=QUERY, execute=lookup
@@ -152,6 +161,14 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
             execute=report,
             ask_or_assume={"window": {"assume": "24h"}, "days": {"ask": "How many days?"}},
         ),
+        af.define_tool(name="export", description="Export.", input_schema=QUERY, execute=export),
+        af.define_tool(
+            name="tally",
+            description="Tally a table.",
+            input_schema={"type": "object", "properties": {"t": {"type": "string"}}},
+            execute=tally,
+            wants={"t": "table"},
+        ),
     ]
 
 
@@ -160,6 +177,9 @@ def asks(name: str, arguments: Any, text: str = "", **usage: int) -> af.LLMRespo
         text, tool_calls=[af.tool_call(name, arguments)], usage=af.Usage(**usage) if usage else None
     )
 
+
+#: the refs of the artifacts the conversation places (the fixed ports' salts 0 and 1)
+FIRST_REF, SECOND_REF = (ref_of(n.to_bytes(16, "big")) for n in (0, 1))
 
 #: turn 0: cache tokens without a price (cost.unpriced), invalid arguments to a tool the
 #: narrowed list did not serve (args_invalid, answered_off_wire), a repeated call, a denied
@@ -182,6 +202,16 @@ TURNS: list[list[Any]] = [
     [asks("lookup", {"q": "v"}), '{"a": "a4"}'],
     # the inputs layer: a default filled in, and an ask (an input pause, then its resume)
     [asks("report", {"q": "r"}), '{"a": "a5"}'],
+    # artifacts: two results placed (the store keeps one: the first expires), the second
+    # presented, the first wanted again (unavailable), the second refused (wrong kind)
+    [
+        asks("export", {"q": "a"}),
+        asks("export", {"q": "b"}),
+        asks("present", {"ref": SECOND_REF}),
+        asks("present", {"ref": FIRST_REF}),
+        asks("tally", {"t": SECOND_REF}),
+        '{"a": "a6"}',
+    ],
 ]
 
 
@@ -245,6 +275,10 @@ def converse(
         ontology=af.define_ontology(
             {"name": "n", "version": "1", "nodes": {"t": {"meaning": "t"}}}
         ),
+        artifacts={
+            "store": af.MemoryArtifacts(retention=af.Retention(max_count=1)),
+            "max_inline_chars": 256,
+        },
     )
     if subscribe is not None:
         subscribe(agent)
@@ -258,7 +292,7 @@ def converse(
         if results[-1].outcome == "paused":
             results.append(agent.resume_sync(results[-1], {"f1": 7}))
     answers = [r.answer for r in results if r.outcome != "paused"]
-    assert answers == ["wrapped up", *(f'{{"a": "a{n}"}}' for n in range(1, 6))]
+    assert answers == ["wrapped up", *(f'{{"a": "a{n}"}}' for n in range(1, 7))]
     rows = tuple(
         tuple((e.type, bytes(e.body)) for e in agent.store.read(r.run_id)) for r in results
     )

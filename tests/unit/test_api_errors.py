@@ -519,6 +519,18 @@ CASES: list[Case] = [
         frozenset({"True"}),
     ),
     Case("DisclosureVault", "path", kwargs_call(af.DisclosureVault, "path")),
+    Case("FileArtifacts", "directory", kwargs_call(af.FileArtifacts, "directory")),
+    Case("SqliteArtifacts", "file", kwargs_call(af.SqliteArtifacts, "file")),
+    Case(
+        "MemoryArtifacts",
+        "retention",
+        kwargs_call(af.MemoryArtifacts, "retention"),
+        frozenset({"None"}),
+    ),
+    *(
+        Case("Retention", bound, kwargs_call(af.Retention, bound), frozenset({"None"}))
+        for bound in ("ttl_ms", "max_count", "max_bytes")
+    ),
     *(
         Case("PostgresStore", argument, postgres_call(af.PostgresStore, argument), accepts)
         for argument, accepts in (
@@ -596,17 +608,19 @@ NO_ARGUMENTS = frozenset(
     {"DescriptionClassifier", "MemoryStore", "MemoryVault", "conversation_redaction"}
 )
 #: Contracts a backend subclasses (abstract: never called themselves).
-CONTRACTS = frozenset({"Vault"})
+CONTRACTS = frozenset({"Vault", "ArtifactStore"})
 #: Plain records: built by the library or an adapter; their fields are checked where they
 #: enter the runtime (a malformed LLMResponse is the provider's ProviderCallError). A
 #: TypedDict (AgentOptions) is a static type: its values are checked by Agent's sweep above.
 RECORDS = frozenset(
     {
+        "Artifact",
         "AuthorizationRequired",
         "Credential",
         "CredentialRequest",
         "Issued",
         "Pending",
+        "Presented",
         "AgentEvent",
         "AgentOptions",
         "ArgsInvalid",

@@ -53,6 +53,8 @@ def _field(field: dataclasses.Field[Any]) -> str:
         text += f" = `{field.default_factory()!r}`"
     if field.metadata.get("omit_none"):
         text += " (left out while None)"
+    if "name" in field.metadata:
+        text += f" (the payload's `{field.metadata['name']}`)"
     return text.replace("|", "\\|")  # a union's bar, inside a table cell
 
 

@@ -48,6 +48,7 @@ NUMERIC: dict[str, tuple[Any, dict[str, Any]]] = {
     ),
     "output_type": ({"type": "object", "properties": {"n": {"maximum": 10}}}, {}),
     "output_retries": (2, {"output_type": {"type": "object"}}),
+    "artifacts": ({"store": af.MemoryArtifacts(), "max_inline_chars": 1000, "ttl_ms": 60}, {}),
 }
 #: options whose values hold no number (objects, strings, booleans, paths)
 NOT_NUMERIC = frozenset(
@@ -166,6 +167,8 @@ def test_a_number_beyond_the_log_is_refused_at_construction_naming_the_option(
         ("observer_delivery_options", {"max_queue": 0}, {"observer_delivery": "deferred"}),
         ("output_retries", 11, {"output_type": {"type": "object"}}),
         ("output_retries", -1, {"output_type": {"type": "object"}}),
+        ("artifacts", {"store": af.MemoryArtifacts(), "max_inline_chars": MAX_COUNT + 1}, {}),
+        ("artifacts", {"store": af.MemoryArtifacts(), "ttl_ms": 0}, {}),
     ],
 )
 def test_a_value_past_the_options_documented_bound_is_refused(

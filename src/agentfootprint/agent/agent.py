@@ -32,6 +32,7 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.features.artifacts import presented_in
 from agentfootprint.features.base import MISSING
 from agentfootprint.features.group_translator import translated_group
 from agentfootprint.features.recording import refuse_structure_keys
@@ -615,6 +616,7 @@ class Agent:
             output=output_of(self.config.options, run.state.get("final_answer")),
             observer_stats=run.events.stats(),
             stage_reads=None if run.stage_reads is None else run.stage_reads.entries,
+            presented=presented_in(run.memory),
             _final=run.state,
         )
 

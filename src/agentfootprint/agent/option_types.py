@@ -29,6 +29,7 @@ from agentfootprint.runtime.credentials import CredentialService
 from agentfootprint.runtime.ports import Ports
 from agentfootprint.runtime.provider import Provider
 from agentfootprint.runtime.tools import Tool
+from agentfootprint.store.artifacts import ArtifactStore
 from agentfootprint.store.base import EventStore
 from agentfootprint.store.redaction import RedactionPolicy
 from agentfootprint.store.vault_base import Vault
@@ -95,6 +96,16 @@ class TimeOption(TypedDict, total=False):
     """``time=`` as a mapping: the zone the agent's turns are in (an IANA name)."""
 
     zone: str | None
+
+
+class ArtifactsOption(TypedDict, total=False):
+    """``artifacts``' object form (docs/artifacts.md)."""
+
+    store: Required[ArtifactStore]
+    #: a tool result longer than this is placed (256 and up; omitted: no placement)
+    max_inline_chars: int
+    #: each placed artifact's stated expiry, in milliseconds after it was made
+    ttl_ms: int
 
 
 class ObserverDeliveryOptions(TypedDict, total=False):
@@ -179,6 +190,10 @@ class AgentOptions(TypedDict, total=False):
     max_tool_result_chars: int | None
     repeated_call_nudge: bool
     tool_teardown_timeout_ms: int
+    #: large tool results kept by digest: a store (``af.FileArtifacts(directory)``,
+    #: ``MemoryArtifacts()``, ``SqliteArtifacts(file)``) or ``{"store", "max_inline_chars",
+    #: "ttl_ms"}`` (docs/artifacts.md)
+    artifacts: ArtifactStore | ArtifactsOption | None
     # pauses and credentials
     #: the service tools' ``needs`` are resolved by (``get_credential(request)``)
     credentials: CredentialService | None

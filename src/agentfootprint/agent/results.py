@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfootprint.agent.pauses import Pending
+from agentfootprint.runtime.artifacts import Presented
 from agentfootprint.runtime.events import detached
 from agentfootprint.runtime.observers import ObserverStats
 
@@ -57,6 +58,9 @@ class RunResult:
     #: what each stage read, ``{stage_run: {key: ReadMarker or value}}`` (``read_tracking``;
     #: never recorded; None when ``"off"``)
     stage_reads: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
+    #: the artifacts the model showed the person with the ``present`` tool, bytes included
+    #: (``artifacts``; never recorded beyond their tickets; empty in a replay)
+    presented: tuple[Presented, ...] = ()
     #: the run's final state as the agent keeps it (shared with a run continued from it)
     _final: dict[str, Any] = field(repr=False, compare=False)
     _copy: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agentfootprint.runtime.run import RunState, StageContext
     from agentfootprint.runtime.scope import Scope
     from agentfootprint.runtime.tools import Tool, ToolOutcome
+    from agentfootprint.store.redaction import RedactionPolicy
 
 __all__ = [
     "HOOK_POINTS",
@@ -264,6 +265,8 @@ class ToolResult:
     arguments: Any  #: as parsed (None when they were not JSON)
     iteration: int
     ran: bool  #: the tool was executed (False: refused before it ran, or a replay)
+    #: the outcome is a recording's answer (a replay): what the original's hooks made of it
+    recorded: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -318,6 +321,9 @@ class Feature(Generic[Settings]):
     #: whether the feature takes part in a run with these resolved options (an opt-in
     #: feature that is off adds no stage and runs no hook)
     active: Callable[[Mapping[str, Any]], bool] = field(default=lambda options: True)
+    #: the library tools it offers when active (served after the agent's own, e.g.
+    #: ``artifacts``' ``present``), made from the resolved options
+    library_tools: Callable[[Mapping[str, Any]], tuple[Tool, ...]] | None = None
 
     def __post_init__(self) -> None:
         for port in self.ports:
@@ -447,8 +453,9 @@ class Feature(Generic[Settings]):
     ) -> ToolOutcome | PauseRequest | None:
         """After the ``tool_permission`` hooks let a call run, just before its tool runs
         (live, or answered from a recording): None lets it run, and the hook may add to
-        ``grant`` what the tool's context carries (a credential, by name); an outcome is the
-        call's result instead; a :class:`PauseRequest` pauses the run at this call (only a
+        ``grant`` what the tool's context carries (by name: ``credential``, ``time``,
+        ``artifacts``; ``wanted``: artifacts in place of refs); an outcome is the call's
+        result instead; a :class:`PauseRequest` pauses the run at this call (only a
         feature declared ``pauses=True``). May emit events."""
         return None
 
@@ -549,6 +556,12 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
     def redacting(self) -> bool:
         """A redaction policy is in force (what is recorded may be commitments)."""
         return self._stage.run.boundary is not None
+
+    @property
+    def policy(self) -> RedactionPolicy | None:
+        """The redaction policy in force, or None."""
+        boundary = self._stage.run.boundary
+        return None if boundary is None else boundary.policy
 
     @property
     def recorded_state(self) -> Mapping[str, Any]:

@@ -176,7 +176,17 @@ def resolve(given: Mapping[str, Any]) -> dict[str, Any]:
             resolved[name] = spec.check(given.get(name, MISSING), Given(given, owner, one))
         return resolved[name]
 
-    return {name: one(name) for name in specs}
+    resolved = {name: one(name) for name in specs}
+    offered = [
+        tool
+        for feature in all_features()
+        if feature.library_tools is not None and feature.active(resolved)
+        for tool in feature.library_tools(resolved)
+        if tool not in resolved["tools"]  # (an agent made with another agent's tools)
+    ]
+    if offered:  # (each feature refuses, in its check, a tool of the agent's by that name)
+        resolved["tools"] = (*resolved["tools"], *offered)
+    return resolved
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -103,13 +103,20 @@ async def _one_call(
     if isinstance(dispatched, PauseRequest):
         return dispatched  # the call waits for a person: it has no outcome in this run
     outcome = dispatched
-    if expected is None:  # a recorded answer was recorded once already: it fits
-        outcome = room.admit(name, outcome)
     result = ToolResult(
-        tool=name, tool_call_id=call_id, arguments=arguments, iteration=iteration, ran=ran
+        tool=name,
+        tool_call_id=call_id,
+        arguments=arguments,
+        iteration=iteration,
+        ran=ran,
+        recorded=expected is not None,
     )
     for hook in hooks_at(ctx, Feature.tool_result):
         outcome = await hook(ctx, result, outcome)
+    if expected is None:  # (a recorded answer was recorded once already: it fits)
+        # measured as the hooks left it: a result placed in the artifact store or capped is
+        # recorded as its ticket or marker, whatever size the tool returned
+        outcome = room.admit(name, outcome)
     if ctx.listens(ToolEnd.kind):
         await ctx.emit(
             ToolEnd(
@@ -173,7 +180,12 @@ async def _dispatch(
         return refusal, arguments, False
     assert tool is not None
     asked = ToolResult(
-        tool=tool.name, tool_call_id=call["id"], arguments=arguments, iteration=iteration, ran=False
+        tool=tool.name,
+        tool_call_id=call["id"],
+        arguments=arguments,
+        iteration=iteration,
+        ran=False,
+        recorded=expected is not None,
     )
     for hook in hooks_at(ctx, Feature.tool_permission):
         # a denial answers the call (a replay takes the original's recorded decision, so a
@@ -206,13 +218,18 @@ async def _dispatch(
         teardown_sink=tool_teardown.registrar(run, tool.name, call["id"]),
         credential=grant.get("credential"),
         time=grant.get("time"),
+        **({"artifacts": grant["artifacts"]} if "artifacts" in grant else {}),
     )
     await run.flush()  # the reply that asked for this call is durable before the tool acts
+    # the tool's own copy: what it does to its arguments never reaches the history or what
+    # the features compare (the arguments may be the reply's, in state); a ref it wants is
+    # the resolved artifact in that copy
+    own = detached(arguments)
+    if grant.get("wanted"):
+        own.update(grant["wanted"])
     try:
-        # the tool's own copy: what it does to its arguments never reaches the history or
-        # what the features compare (the arguments may be the reply's, in state)
         value = await call_tool(
-            tool, detached(arguments), tool_ctx, grace=tool_teardown.exit_grace(ctx.config.options)
+            tool, own, tool_ctx, grace=tool_teardown.exit_grace(ctx.config.options)
         )
     except Exception as exc:
         return _raised(tool.name, exc), arguments, True

@@ -67,9 +67,11 @@ class AgentEvent:
     def payload(self) -> dict[str, Any]:
         """The event's fields as plain data (what a recorded event row holds). A field
         declared with ``metadata={"omit_none": True}`` is left out while it is None (a field
-        an opt-in feature fills: off, the payload keeps its earlier members)."""
+        an opt-in feature fills: off, the payload keeps its earlier members); one declared
+        with ``metadata={"name": "kind"}`` is the payload's member of that name (a member the
+        class attribute ``kind`` would shadow)."""
         return {
-            f.name: value
+            f.metadata.get("name", f.name): value
             for f in dataclasses.fields(self)
             if (value := getattr(self, f.name)) is not None or not f.metadata.get("omit_none")
         }

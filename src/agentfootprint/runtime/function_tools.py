@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from agentfootprint.errors import UsageError
+from agentfootprint.runtime.artifacts import Artifact
 from agentfootprint.runtime.docstrings import parse_docstring
 from agentfootprint.runtime.hint_schemas import (
     Convert,
     HintMapper,
+    Mapped,
     ToolArgumentError,
     json_default,
 )
@@ -85,6 +87,8 @@ def tool(
     description: str | None = None,
     needs: Mapping[str, Any] | None = None,
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
+    wants: Mapping[str, str] | None = None,
+    result_kind: str | None = None,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -95,6 +99,8 @@ def tool(
     description: str | None = None,
     needs: Mapping[str, Any] | None = None,
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
+    wants: Mapping[str, str] | None = None,
+    result_kind: str | None = None,
 ) -> ToolDecorator: ...
 
 
@@ -106,6 +112,8 @@ def tool(
     description: str | None = None,
     needs: Mapping[str, Any] | None = None,
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
+    wants: Mapping[str, str] | None = None,
+    result_kind: str | None = None,
 ) -> Any:
     """Make a tool of a typed function: ``@af.tool``, ``@af.tool(name=..., ...)`` or
     ``af.tool(fn)``.
@@ -113,12 +121,21 @@ def tool(
     ``name`` (default: the function's ``__name__``) and ``description`` (default: the
     docstring's first paragraph) override what the function gives; ``needs`` and
     ``ask_or_assume`` are ``define_tool``'s (a credential the tool needs, what happens when a
-    call leaves an argument out). See the module docstring for what is refused.
+    call leaves an argument out). A parameter annotated :class:`Artifact` takes an artifact's
+    ref and receives the artifact (``wants``, docs/artifacts.md): of any kind, or of the kind
+    ``wants={"param": "kind"}`` names; ``result_kind`` is ``define_tool``'s. See the module
+    docstring for what is refused.
     """
 
     def decorate(function: Callable[..., Any]) -> FunctionTool[..., Any]:
         return _function_tool(
-            function, name=name, description=description, needs=needs, ask_or_assume=ask_or_assume
+            function,
+            name=name,
+            description=description,
+            needs=needs,
+            ask_or_assume=ask_or_assume,
+            wants=wants,
+            result_kind=result_kind,
         )
 
     if fn is None:
@@ -206,6 +223,33 @@ def _is_context(hint: Any) -> bool:
     return False
 
 
+_REF_TEXT = "an artifact's ref (art_...), from a claim ticket"
+
+
+def _artifact(value: Any, path: str) -> Any:
+    """A wanted argument arrives resolved (the dispatcher put the artifact in the ref's
+    place); anything else never reached the tool through an agent with artifacts."""
+    if not isinstance(value, Artifact):
+        raise ToolArgumentError(f"{path}: expected an artifact, resolved from its ref")
+    return value
+
+
+def _wanted(
+    refs: dict[str, str], wants: Mapping[str, str] | None, refused: Callable[[str], UsageError]
+) -> dict[str, str]:
+    """The parameters annotated ``Artifact``, of the kinds ``wants`` names (any by default)."""
+    if wants is None:
+        return refs
+    if not isinstance(wants, Mapping):
+        raise refused(f"wants must be a mapping of parameter name to artifact kind, got {wants!r}")
+    for parameter in wants:
+        if parameter not in refs:
+            raise refused(
+                f"wants names {parameter!r}, which is not a parameter annotated af.Artifact"
+            )
+    return {**refs, **wants}
+
+
 def _function_tool(
     fn: Callable[..., Any],
     *,
@@ -213,6 +257,8 @@ def _function_tool(
     description: str | None,
     needs: Mapping[str, Any] | None,
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None,
+    wants: Mapping[str, str] | None = None,
+    result_kind: str | None = None,
 ) -> FunctionTool[..., Any]:
     if not callable(fn) or isinstance(fn, type):
         raise UsageError(
@@ -259,6 +305,7 @@ def _function_tool(
     properties: dict[str, Any] = {}
     required: list[str] = []
     has_context = False
+    refs: dict[str, str] = {}
     for p in signature.parameters.values():
         where = f"parameter {p.name!r}"
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -278,7 +325,11 @@ def _function_tool(
             )
         if hint is inspect.Parameter.empty:
             raise refused(f"{where}: has no type hint, so no schema (annotate it)")
-        mapped = mapper.map(hint, where)
+        if hint is Artifact:
+            refs[p.name] = "*"
+            mapped = Mapped({"type": "string", "description": _REF_TEXT}, _artifact)
+        else:
+            mapped = mapper.map(hint, where)
         prop = dict(mapped.schema)
         text = doc.arguments.get(p.name)
         if text and "description" not in prop:
@@ -309,6 +360,8 @@ def _function_tool(
         input_schema=mapper.finish(schema),
         needs=needs,
         ask_or_assume=ask_or_assume,
+        wants=_wanted(refs, wants, refused) or None,
+        result_kind=result_kind,
     )
     given = {f.name: getattr(made, f.name) for f in dataclasses.fields(Tool)}
     return FunctionTool(**given, fn=fn)

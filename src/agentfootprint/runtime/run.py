@@ -124,6 +124,12 @@ class DeclaredPorts:
         """The run's clock (declared ``"clock"``)."""
         return self._port("clock").ports.clock
 
+    @property
+    def salts(self) -> Callable[[], bytes]:
+        """The run's source of random bytes (declared ``"salts"``): redaction's salts, an
+        artifact's ref (fixed by ``Ports(salts=...)`` in deterministic tests)."""
+        return self._port("salts").ports.salts
+
 
 @dataclass(kw_only=True, slots=True)
 class StageContext(DeclaredPorts):

@@ -34,6 +34,7 @@ from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageErr
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import canon, check_ijson
 from agentfootprint.runtime.argument_rules import ArgumentRule, ruled_schema
+from agentfootprint.runtime.artifacts import ArtifactsView
 from agentfootprint.runtime.credentials import Credential, CredentialNeed, credential_need
 from agentfootprint.runtime.scope import to_json_value
 from agentfootprint.runtime.tool_threads import DEFAULT_GRACE_S, call_user_code
@@ -86,6 +87,9 @@ class ToolContext:
     credential: Credential | None = field(default=None, repr=False, compare=False)
     #: the run's clock (the ``time`` option); None without it
     time: ToolTime | None = None
+    #: the agent's artifact store bound to this conversation (the ``artifacts`` option);
+    #: without one, every use is refused naming the option (``available`` is False)
+    artifacts: ArtifactsView = field(default_factory=ArtifactsView, repr=False, compare=False)
 
     def on_teardown(self, fn: Callable[[], Any]) -> None:
         """Register ``fn()`` (sync, or returning an awaitable) to clean up what this call
@@ -122,6 +126,11 @@ class Tool:
     needs: CredentialNeed | None = None
     #: its ruled arguments (``ask_or_assume``): what the inputs layer does when one is left out
     rules: tuple[ArgumentRule, ...] = ()
+    #: its ref arguments (``wants``): argument name and the artifact kind it takes ("*": any),
+    #: resolved at dispatch into an :class:`~agentfootprint.runtime.artifacts.Artifact`
+    wants: tuple[tuple[str, str], ...] = ()
+    #: the kind its results take when placed in the artifact store (None: ``tool-result``)
+    result_kind: str | None = None
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -141,6 +150,8 @@ def define_tool(
     input_schema: Mapping[str, Any] | None = None,
     needs: Mapping[str, Any] | None = None,
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
+    wants: Mapping[str, str] | None = None,
+    result_kind: str | None = None,
 ) -> Tool:
     """Define a tool. ``execute(args)`` or ``execute(args, ctx)``, sync or async.
 
@@ -153,6 +164,12 @@ def define_tool(
     ``needs={"credential": "github", "scopes": [...], "mode": "machine" | "user"}``: the
     tool runs with ``ctx.credential``, resolved by the agent's ``credentials`` service after
     the permission check (an agent without one refuses the tool at construction).
+
+    ``wants={"orders": "table"}``: the argument ``orders`` takes an artifact's ref (from a
+    claim ticket, docs/artifacts.md) of that kind (``"*"``: any); the tool receives the
+    resolved :class:`~agentfootprint.runtime.artifacts.Artifact` in the ref's place.
+    ``result_kind``: the kind this tool's results take when placed. Both need an agent with
+    ``artifacts``.
 
     Refused with :class:`UsageError`: a name outside ``[a-zA-Z0-9_-]{1,64}``, an
     empty description, a schema that is not a JSON Schema object schema
@@ -208,7 +225,53 @@ def define_tool(
         validator=validator_cls(schema),
         needs=None if needs is None else credential_need(name, needs),
         rules=rules,
+        wants=_wants(name, schema, wants),
+        result_kind=None if result_kind is None else _kind(name, "result_kind", result_kind),
     )
+
+
+#: an artifact kind: what ``wants`` and ``result_kind`` name
+ARTIFACT_KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def _kind(tool: str, where: str, kind: Any) -> str:
+    if not isinstance(kind, str) or not ARTIFACT_KIND.fullmatch(kind):
+        raise UsageError(
+            f"tool {tool!r}: {where} must be an artifact kind (1-64 characters from a-z, 0-9, "
+            f"'.', '_' and '-', starting with a letter or digit), got {kind!r}",
+            option="tools",
+        )
+    return kind
+
+
+def _wants(tool: str, schema: Mapping[str, Any], wants: Any) -> tuple[tuple[str, str], ...]:
+    """``wants`` checked: each a property of the schema that may be a string (a ref)."""
+    if wants is None:
+        return ()
+    if not isinstance(wants, Mapping) or not wants:
+        raise UsageError(
+            f"tool {tool!r}: wants must be a non-empty mapping of argument name to artifact "
+            f"kind, e.g. {{'orders': 'table'}}, got {wants!r}",
+            option="tools",
+        )
+    properties = schema.get("properties")
+    pairs = []
+    for argument, kind in wants.items():
+        spec = properties.get(argument) if isinstance(properties, Mapping) else None
+        if not isinstance(spec, Mapping):
+            raise UsageError(
+                f"tool {tool!r}: wants names {argument!r}, which is not a property of its "
+                "input_schema",
+                option="tools",
+            )
+        if spec.get("type", "string") not in ("string", ["string"]):
+            raise UsageError(
+                f"tool {tool!r}: wants names {argument!r}, whose schema type is not 'string' "
+                "(a ref is a string such as 'art_...')",
+                option="tools",
+            )
+        pairs.append((argument, "*" if kind == "*" else _kind(tool, "wants", kind)))
+    return tuple(pairs)
 
 
 def _takes_context(fn: ToolFn) -> bool:
