@@ -26,8 +26,10 @@ from click.testing import CliRunner
 import agentfootprint as af
 from agentfootprint.agent.demo import DEMO_QUESTIONS, build_demo_agent, demo_script, demo_tools
 from agentfootprint.cli import main
+from agentfootprint.exchange.transfer import export_runs
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.testing.seals import OTHER, SIGNER
+from artifact_logs import placed_run
 
 VECTORS = Path(__file__).parents[1] / "vectors"
 DOCS = Path(__file__).parents[2] / "docs"
@@ -343,6 +345,25 @@ def test_the_report_command_refuses_what_it_cannot_make(tmp_path: Path) -> None:
     result = cli("report", str(valid), "--out", str(valid))
     assert result.exit_code == 2
     assert valid.read_bytes()[:16] == b"SQLite format 3\x00"
+
+
+def test_a_bundle_of_version_3_is_refused_by_the_page_as_newer_never_read_as_version_1(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The page reads bundle versions 1 and 2 (docs/report.md); a report made of a bundle
+    that carries artifacts (log-format section 13.5) embeds it as it is, and the page says
+    it is newer than it knows: not judged, never green."""
+    log = af.SqliteStore(tmp_path / "log.db")
+    carried = af.MemoryArtifacts()
+    placed_run(log, carried, "run-a", [b"a" * 3000])
+    export_runs(log, ["run-a"], tmp_path / "runs.afp", artifacts=carried)
+    log.close()
+    out = tmp_path / "report.html"
+    assert make_report(tmp_path / "runs.afp", out).exit_code == 0
+    opened = open_report(browser, out)
+    assert opened.errors == [] and opened.state == "invalid"
+    assert page_verdicts(opened) == [(None, "usage", None)]
+    assert "newer than 2" in opened.verdicts[0]["reason"]
 
 
 @pytest.mark.parametrize(

@@ -595,3 +595,27 @@ def test_a_persistent_store_serves_a_later_run_of_the_conversation(
     )
     later.run_sync("summarize", continue_from=placed)
     assert got[0].data == BIG.encode()
+
+
+def test_a_large_result_is_placed_presented_verified_and_replayed(tmp_path: Path) -> None:
+    """The issue's 50 MB case at 5 MB (bench/artifacts.py measures 50 MB): the log grows by
+    the ticket only, the model reads the ticket, present hands back the very bytes."""
+    big = "0123456789abcdef" * (5 * 1024 * 1024 // 16)
+    store = af.FileArtifacts(tmp_path / "artifacts")
+    log = tmp_path / "runs.db"
+    agent = agent_with(
+        scripted(call("export", {}), with_ref("present", "ref")),
+        [export_tool(big)],
+        store,
+        store=str(log),
+    )
+    result = agent.run_sync("export everything")
+    (shown,) = result.presented
+    assert shown.data == big.encode() and shown.digest == hexdigest("artifact", big.encode())
+    bodies = sum(len(body) for _, _, body in rows(agent.store, result.run_id))
+    assert bodies < 20_000  # the ticket, its event and the run's own rows: no 5 MB body
+    served = agent.config.provider.requests[1]["messages"][-1]["content"]
+    assert read_ticket(served) is not None and len(served) < 1000
+    verdicts = dict(af.Verifier(agent.store).verify_all())
+    assert verdicts[result.run_id].outcome is af.Outcome.VALID_UNSIGNED
+    replayed(agent, result, max_inline_chars=1000)

@@ -108,7 +108,12 @@ def run_ids(db: Path) -> list[str]:
             ["export"],
             ["--key", "--origin", "--checkpoint", "inclusion proof", "a run sealed"],
         ),
+        (
+            ["export"],
+            ["--artifacts", "STORE", "(version 3)", "digests only", "checks them offline"],
+        ),
         (["import"], ["BUNDLE", "already in DB", "exit 1", "DB is not a log"]),
+        (["import"], ["its runs only", "no artifact bytes"]),
         (["copy"], ["SRC", "DST", "--run", "losslessly", "read-only", "1  a run does not verify"]),
         (["init"], ["DB", "postgresql://", "SELECT", "schema version", "refused"]),
         (["vault-key"], ["master key", "new", "rotate"]),
@@ -158,6 +163,16 @@ def run_ids(db: Path) -> list[str]:
             ],
         ),
         (["runs"], ["--pending", "closed paused", "resumes or abandons", "never changed"]),
+        (
+            ["verify"],
+            ["--artifacts", "STORE", "ARTIFACT", "mismatch", "erased", "missing", "when it runs"],
+        ),
+        (["artifacts"], ["STORE", "list", "erase", "never created", "--scope"]),
+        (
+            ["artifacts", "erase"],
+            ["--scope", "--ref", "--reason", "tombstone", "still verifies", "reports the artifact"],
+        ),
+        (["artifacts", "list"], ["--scope", "--json", "read-only", "oldest first", "2  usage"]),
         (
             ["why"],
             [

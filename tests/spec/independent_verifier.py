@@ -1,5 +1,5 @@
 """An independent verifier of the agentfootprint log formats v1 to v6 (and request
-projections v1, v2 and v3, export bundles of versions 1 and 2), written from
+projections v1 to v4, export bundles of versions 1, 2 and 3), written from
 ``docs/log-format.md`` and ``docs/merkle.md`` alone (it imports nothing of ``agentfootprint``).
 
 :func:`verify_file` (section 9.5) gives the verdicts ``(run_id, outcome_or_code, seq)`` of a
@@ -19,6 +19,8 @@ is in :func:`inclusions` and in the reason :func:`explain_file` gives a verified
 that proves nothing (seals.md section 1: not a canonical encoding of a point, or of small
 order) is refused wherever it is given: ``(None, "usage", None)``, or ``"usage"``.
 :func:`verify_runs` verifies named runs only (section 9.6 ``--run``).
+:func:`artifact_verdicts` judges a version 3 bundle's artifacts (section 13.5, in
+``independent_artifacts.py``, written from the same page).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import independent_artifacts as artifacts
 import independent_schema4 as schema4
 import re2
 import regex
@@ -67,7 +70,7 @@ KINDS = (
     ("messages", "history", "piece/message"),
     ("tools", "tool_schemas", "piece/tool"),
 )
-KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 4, 2  # 4: one row per append (section 4); 2: 13.4
+KNOWN_SCHEMA_VERSION, KNOWN_BUNDLE_VERSION = 4, 3  # 4: one row per append (section 4); 3: 13.5
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUNDLE_PREFIX = b'{"agentfootprint_bundle":'
 BUNDLE_VERSION = re.compile(rb'\{"agentfootprint_bundle":(-?(?:0|[1-9][0-9]*))(?![0-9.eE])')
@@ -747,7 +750,12 @@ INCLUSION = {
     "proof": lambda x: isinstance(x, list) and len(x) <= MAX_PROOF_HASHES and all(map(is_hex, x)),
 }
 ENTRY_V2 = ENTRY | {"inclusion": or_null(lambda x: exact(x, INCLUSION))}
-SHAPES = {1: (MANIFEST, ENTRY), 2: (MANIFEST_V2, ENTRY_V2)}  # section 13.1, per bundle version
+MANIFEST_V3 = MANIFEST | {  # section 13.5: artifacts, and a checkpoint or not (then as in v2)
+    "agentfootprint_bundle": lambda x: x == 3 and is_int(x),
+    "artifacts": is_arr,
+}
+MANIFEST_V3C = MANIFEST_V3 | {"checkpoint": MANIFEST_V2["checkpoint"]}
+SHAPES = {1: (MANIFEST, ENTRY), 2: (MANIFEST_V2, ENTRY_V2), 3: (MANIFEST_V3, ENTRY)}  # 13.1
 
 
 def read_line(line: bytes, shape: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -772,6 +780,8 @@ class BundleSource:
         self.version = 1
         self.checkpoint: str | None = None  # version 2: the manifest's note (section 13.4)
         self.inclusion: dict[str, Any] = {}  # version 2: each run entry's inclusion
+        self.artifacts: list[dict[str, Any]] | None = None  # version 3: the entries (13.5)
+        self.artifact_digests: dict[int, str] = {}  # H("artifact", bytes) of each ok entry
         self.frame(path.read_bytes())
 
     def frame(self, data: bytes) -> None:
@@ -797,8 +807,10 @@ class BundleSource:
         manifest = read_line(lines[0], None)
         version = None if manifest is None else manifest.get("agentfootprint_bundle")
         if not (is_int(version) and version in SHAPES):  # the version before the rest (6.1)
-            raise bad("the manifest is not a JSON object of bundle version 1 or 2")
+            raise bad("the manifest is not a JSON object of bundle version 1, 2 or 3")
         shape, entry_shape = SHAPES[version]
+        if version == 3 and "checkpoint" in manifest:  # 13.5: then checkpoint and inclusion
+            shape, entry_shape = MANIFEST_V3C, ENTRY_V2
         if not exact(manifest, shape) or not lines[0].startswith(
             b"%s%d" % (BUNDLE_PREFIX, version)
         ):
@@ -809,8 +821,24 @@ class BundleSource:
         listed = [e["run_id"] for e in manifest["runs"]]
         if len(set(listed)) != len(listed) or manifest["counts"]["runs"] != len(listed):
             raise bad("a run listed twice, or counts.runs is not the number of entries")
+        chunks = None
+        if version == 3:
+            problem = artifacts.entries_problem(manifest["artifacts"], set(listed))
+            if problem is not None:
+                raise bad(problem)
+            chunks = artifacts.ArtifactLines(manifest["artifacts"])
         parents_of_started: set[str] = set()
+        event_lines = 0
         for line in lines[1:-1]:
+            if chunks is not None:  # 13.5: the first artifact line ends the event lines
+                value = read_line(line, None)
+                if self.artifacts is not None or artifacts.is_artifact_line(value):
+                    self.artifacts = manifest["artifacts"]
+                    problem = chunks.line(value)
+                    if problem is not None:
+                        raise bad(problem)
+                    continue
+            event_lines += 1
             ev = read_line(line, EVENT_LINE)
             if ev is None:
                 raise bad("an event line that is not as in 13.1")
@@ -831,11 +859,16 @@ class BundleSource:
             got = self.runs.get(entry["run_id"])
             if not got or len(got) != entry["events"] or got[-1][6].hex() != entry["head"]:
                 raise bad(f"run {entry['run_id']}: no lines, or another count or head")
-        if not len(lines) - 2 == trailer["events"] == manifest["counts"]["events"]:
+        if chunks is not None and (short := chunks.end()) is not None:
+            raise bad(short)
+        if not event_lines == trailer["events"] == manifest["counts"]["events"]:
             raise bad("the number of event lines differs from the trailer's or counts.events")
         self.entries = manifest["runs"]
         self.version = version
-        if version == 2:
+        if chunks is not None:
+            self.artifacts = manifest["artifacts"]
+            self.artifact_digests = chunks.digests()
+        if "checkpoint" in manifest:
             self.checkpoint = manifest["checkpoint"]
             self.inclusion = {e["run_id"]: e["inclusion"] for e in self.entries}
 
@@ -915,13 +948,16 @@ def projection_version(opened: dict[str, Any]) -> int:
             return 1  # format v1: absent means projection 1
         raise structure(0, "format v2 requires a projection member")
     p = opened["projection"]
-    if not is_obj(p) or not is_int(p.get("version")) or p["version"] not in (1, 2, 3):
+    if not is_obj(p) or not is_int(p.get("version")) or p["version"] not in (1, 2, 3, 4):
         raise structure(0, f"projection {p!r} names no known projection")
     return int(p["version"])
 
 
-def served_messages(history: list[Any], segments: Any) -> list[Any] | None:
-    """Projection v2's segments (section 8), or None when they do not apply."""
+def served_messages(
+    history: list[Any], segments: Any, sliced: str = "history", single: str = "message"
+) -> list[Any] | None:
+    """Projection v2's segments (section 8), or None when they do not apply; projection v4's
+    ``served_system`` has the same rules with ``system`` slices and ``piece`` segments."""
     if not isinstance(segments, list):
         return None
     out: list[Any] = []
@@ -929,14 +965,14 @@ def served_messages(history: list[Any], segments: Any) -> list[Any] | None:
     for seg in segments:
         if not is_obj(seg) or len(seg) != 1:
             return None
-        if "message" in seg:
-            if not is_obj(seg["message"]):
+        if single in seg:
+            if not is_obj(seg[single]):
                 return None
-            out.append(seg["message"])
+            out.append(seg[single])
             continue
-        if "history" not in seg:
+        if sliced not in seg:
             return None
-        bounds = seg["history"]
+        bounds = seg[sliced]
         if not isinstance(bounds, list) or len(bounds) != 2:
             return None
         start, end = bounds
@@ -963,6 +999,35 @@ def served_tools(schemas: list[Any], names: Any) -> list[Any] | None:
     return [by_name[n] for n in names]
 
 
+def served_system(pieces: list[Any], segments: Any) -> list[Any] | None:
+    """Projection v4's ``served_system`` (section 8), or None when it does not apply."""
+    return served_messages(pieces, segments, "system", "piece")
+
+
+def served_results(messages: list[Any], replacements: Any) -> list[Any] | None:
+    """Projection v4's ``served_results`` (section 8): each named tool result of the served
+    messages with its content replaced, or None when they do not apply."""
+    if not isinstance(replacements, list):
+        return None
+    texts: dict[str, str] = {}
+    for r in replacements:
+        if not is_obj(r) or set(r) != {"tool_call_id", "content"}:
+            return None
+        if not is_str(r["tool_call_id"]) or not is_str(r["content"]) or r["tool_call_id"] in texts:
+            return None
+        texts[r["tool_call_id"]] = r["content"]
+    out, found = [], []
+    for m in messages:
+        call = m.get("tool_call_id") if is_obj(m) and m.get("role") == "tool" else None
+        if is_str(call) and call in texts:
+            found.append(m["tool_call_id"])
+            m = {**m, "content": texts[m["tool_call_id"]]}
+        out.append(m)
+    if sorted(found) != sorted(texts):  # each named exactly once
+        return None
+    return out
+
+
 def cache_markers(markers: Any, served: dict[str, list[Any]]) -> bool:
     """Projection v3's markers (section 8) apply to the served lists."""
     if not is_obj(markers) or set(markers) != {"system", "tools", "messages"}:
@@ -982,7 +1047,7 @@ def cache_markers(markers: Any, served: dict[str, list[Any]]) -> bool:
 def build_request(
     state: dict[str, Any], seq: int, version: int = 1
 ) -> tuple[Any, Any, dict[str, list[str]]]:
-    """Projection v1, v2 or v3 (section 8): model, params and the piece digests (under v3
+    """Projection v1 to v4 (section 8): model, params and the piece digests (under v3 and v4
     also ``"prompt_cache"``: the markers, a value, not digests), or Failure(receipt)."""
     if "model" not in state:
         raise Failure("receipt", seq, "no model in state")
@@ -995,18 +1060,21 @@ def build_request(
         if not isinstance(pieces, list):
             raise Failure("receipt", seq, f"state key {key} is {type(pieces).__name__}, not array")
         served[kind] = pieces
-    if version in (2, 3):
-        for kind, key, edit in (
-            ("messages", "served_messages", served_messages),
-            ("tools", "served_tools", served_tools),
-        ):
-            if key in state:
-                edited = edit(served[kind], state[key])
-                if edited is None:
-                    raise Failure("receipt", seq, f"state key {key} does not apply")
-                served[kind] = edited
+    edits: list[tuple[str, str, Any]] = []
+    if version in (2, 3, 4):
+        edits += [("messages", "served_messages", served_messages),
+                  ("tools", "served_tools", served_tools)]  # fmt: skip
+    if version == 4:  # in this order, after v2's: results on the messages served_messages chose
+        edits += [("messages", "served_results", served_results),
+                  ("system", "served_system", served_system)]  # fmt: skip
+    for kind, key, edit in edits:
+        if key in state:
+            edited = edit(served[kind], state[key])
+            if edited is None:
+                raise Failure("receipt", seq, f"state key {key} does not apply")
+            served[kind] = edited
     markers = None
-    if version == 3:
+    if version in (3, 4):  # checked against the lists as served, after every edit
         markers = state.get("cache_markers", {"system": [], "tools": [], "messages": []})
         if not cache_markers(markers, served):
             raise Failure("receipt", seq, "state key cache_markers does not apply")
@@ -1456,7 +1524,7 @@ class Verifier:
             lists[kind] = expanded
         if canon(body["model"]) != canon(model) or canon(body["params"]) != canon(params):
             raise bad("model or params differ from the projected ones")
-        doc = {"v": 2 if version == 3 else 1, "model": model, "params": params, **rebuilt}
+        doc = {"v": 2 if version in (3, 4) else 1, "model": model, "params": params, **rebuilt}
         if body["request"] != H("request", canon(doc)).hex():
             raise bad("the request digest differs from the rebuilt request")
 
@@ -1755,6 +1823,44 @@ def inclusions(
     None for a run without a seal and for every run of a database or a version 1 bundle."""
     results = _verified_file(path, keys)[1]
     return {run: r.inclusion for run, r in results.items() if isinstance(r, RunResult)}
+
+
+def artifact_verdicts(
+    path: str | os.PathLike[str], keys: Iterable[bytes] = ()
+) -> list[tuple[Any, int, Any, str]] | str:
+    """Section 13.5 "Verifying artifacts": ``(run, seq, ref, status)`` for each minted event
+    of each run of a version 3 bundle that verified, in the order of the event lines; none
+    for a version 1 or 2 bundle. A file whose framing fails (or that is no bundle) gives its
+    code instead."""
+    try:
+        source = open_source(path)
+    except Failure as e:
+        return e.code
+    if not isinstance(source, BundleSource):
+        return "usage"
+    results = _verified_file(path, keys)[1]
+    if source.artifacts is None:
+        return []
+    out: list[tuple[Any, int, Any, str]] = []
+    for run in source.run_keys():
+        result = results.get(run)
+        if not isinstance(result, RunResult):
+            continue  # an INVALID run gives no artifact verdict
+        for row in source.rows(run):
+            if row[2] != "event":
+                continue
+            minted, payload = artifacts.minted_payload(decoder(set()).decode(row[4].decode()))
+            if minted:
+                ref = payload.get("ref") if is_obj(payload) else None
+                status = artifacts.verdict(
+                    payload,
+                    result.conversation_id,
+                    result.state.get("history"),
+                    source.artifacts,
+                    source.artifact_digests,
+                )
+                out.append((run, row[1], ref, status))
+    return out
 
 
 def inclusion_text(inclusion: dict[str, Any] | None) -> str:

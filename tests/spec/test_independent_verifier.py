@@ -818,7 +818,7 @@ def reminted(version: int, *, unchecked: bool = False, **state: Any) -> Callable
                     digests["prompt_cache"] = folded["cache_markers"]
                 else:
                     model, params, digests = iv.build_request(folded, seq, version)
-                doc = {"v": 2 if version == 3 else 1, "model": model, "params": params, **digests}
+                doc = {"v": 2 if version >= 3 else 1, "model": model, "params": params, **digests}
                 body.update(
                     model=model, params=params, request=iv.H("request", rfc8785.dumps(doc)).hex()
                 )
@@ -832,6 +832,14 @@ def reminted(version: int, *, unchecked: bool = False, **state: Any) -> Callable
 V1_TOK, V2_TOK = ({"v": v, "keys": ["ssn"], "patterns": ["^tok$"]} for v in (1, 2))
 EVENT = {"name": "x", "payload": {}}
 # (name, damage, the run whose verdict is expected: A, or its continuation B, the verdict)
+FINDING = {"source": "findings", "text": "Established: Ann's record was found."}
+MARK_SYSTEM = {"system": [0], "tools": [], "messages": []}
+TICKET = {"tool_call_id": "t", "content": "[ticket: the result is kept on the record]"}
+SERVED_TOOL_RESULT = [
+    {"history": [0, None]},
+    {"message": {"role": "tool", "tool_call_id": "t", "name": "lookup", "content": "raw"}},
+]
+
 CASES = [
     ("depth 255, scalar leaf", edit(replaces(6, "write", nested(254, b"1"))), "A", iv.VALID),
     ("depth 256, scalar leaf", edit(replaces(6, "write", nested(255, b"1"))), "A", "canonical"),
@@ -1049,7 +1057,7 @@ CASES = [
         iv.VALID,
     ),
     ("projection 2, nothing edited", edit(projection(2)), "A", iv.VALID),
-    ("projection 4", edit(projection(4)), "A", "structure"),
+    ("projection 5", edit(projection(5)), "A", "structure"),
     ("projection version a string", edit(projection("1")), "A", "structure"),
     ("projection version true", edit(projection(True)), "A", "structure"),
     ("projection not an object", edit(sets(0, projection=[1])), "A", "structure"),
@@ -1200,6 +1208,84 @@ CASES = [
             ("a list that is a string", {"system": "0", "tools": [], "messages": []}),
         )
     ),
+    # -- projection v4: served_system, served_results (section 8)
+    ("projection 4, receipts of request shape 1", edit(projection(4)), "A", "receipt"),
+    ("projection 4, no edits, receipts minted for it", edit(reminted(4)), "A", iv.VALID),
+    (
+        "projection 4, a piece after the system pieces, receipts minted for it",
+        edit(reminted(4, served_system=[{"system": [0, None]}, {"piece": FINDING}])),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 4, a piece in place of the system pieces, marked",
+        edit(reminted(4, served_system=[{"piece": FINDING}], cache_markers=MARK_SYSTEM)),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 4, no system piece served, a marker on the one of system_pieces",
+        edit(reminted(4, unchecked=True, served_system=[], cache_markers=MARK_SYSTEM)),
+        "A",
+        "receipt",
+    ),
+    (
+        "projection 4, a tool result replaced, receipts minted for it",
+        edit(reminted(4, served_messages=SERVED_TOOL_RESULT, served_results=[TICKET])),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 3 ignores served_system",
+        edit(both(reminted(3), sets(7, path="served_system", value=5))),
+        "A",
+        iv.VALID,
+    ),
+    (
+        "projection 3 ignores served_results",
+        edit(both(reminted(3), sets(7, path="served_results", value=5))),
+        "A",
+        iv.VALID,
+    ),
+    *(
+        (
+            f"projection 4, served_system {label}",
+            edit(both(reminted(4), sets(7, path="served_system", value=value))),
+            "A",
+            "receipt",
+        )
+        for label, value in (
+            ("not an array", {"system": [0, None]}),
+            ("past the end", [{"system": [0, 2]}]),
+            ("overlapping", [{"system": [0, 1]}, {"system": [0, None]}]),
+            ("going back", [{"system": [1, 1]}, {"piece": FINDING}, {"system": [0, 1]}]),
+            ("with a wrong member", [{"message": FINDING}]),
+            ("with two members", [{"system": [0, 1], "piece": FINDING}]),
+            ("with a piece that is not an object", [{"piece": "x"}]),
+            ("with a boolean start", [{"system": [False, None]}]),
+            ("with a fraction end", [{"system": [0, 1.5]}]),
+        )
+    ),
+    *(
+        (
+            f"projection 4, served_results {label}",
+            edit(
+                both(
+                    reminted(4, served_messages=SERVED_TOOL_RESULT),
+                    sets(7, path="served_results", value=value),
+                )
+            ),
+            "A",
+            "receipt",
+        )
+        for label, value in (
+            ("not an array", TICKET),
+            ("naming no served tool result", [{**TICKET, "tool_call_id": "u"}]),
+            ("naming one twice", [TICKET, TICKET]),
+            ("with another member", [{**TICKET, "role": "tool"}]),
+            ("with a content that is not a string", [{**TICKET, "content": ["x"]}]),
+        )
+    ),
     (
         "an UNSEALED parent",
         sql("DELETE FROM events WHERE run_id = '{A}' AND seq = 34"),
@@ -1309,13 +1395,15 @@ BUNDLE_CASES = [
         True,
         set(),
     ),
-    ("version 3 (not judged)", line_edit(0, b'e":1,', b'e":3,'), True, {"usage"}),
+    ("version 4 (not judged)", line_edit(0, b'e":1,', b'e":4,'), True, {"usage"}),
     (
-        "version 3 with a wrong trailer (still not judged)",
-        line_edit(0, b'e":1,', b'e":3,'),
+        "version 4 with a wrong trailer (still not judged)",
+        line_edit(0, b'e":1,', b'e":4,'),
         False,
         {"usage"},
     ),
+    # version 3 is known (section 13.5): its manifest needs artifacts
+    ("version 3 without artifacts", line_edit(0, b'e":1,', b'e":3,'), True, {"bundle"}),
     # version 2 is known: its manifest needs a checkpoint and every entry an inclusion
     ("version 2 without a checkpoint", line_edit(0, b'e":1,', b'e":2,'), True, {"bundle"}),
     (
@@ -1381,7 +1469,7 @@ BUNDLE_CASES = [
     ("the trailer's end 1", line_edit(-1, b'"end":true', b'"end":1'), True, {"bundle"}),
     (
         "the version read from the prefix",
-        lambda lines: lines.insert(0, b'{"agentfootprint_bundle":3,'),
+        lambda lines: lines.insert(0, b'{"agentfootprint_bundle":4,'),
         True,
         {"usage"},
     ),
@@ -2026,10 +2114,16 @@ BUNDLE2_CASES: list[tuple[str, Change2, tuple[Any, ...], dict[Any, str]]] = [
     ("only B (its parent missing)", keep_runs("B"), PINNED, {"B": "ancestry"}),
     # framing (13.1, 13.2): the members of version 2, and their JSON types
     (
-        "version 3 (not judged)",
-        manifest2(lambda m, b: m.update(agentfootprint_bundle=3)),
+        "version 4 (not judged)",
+        manifest2(lambda m, b: m.update(agentfootprint_bundle=4)),
         NO_KEY,
         {None: "usage"},
+    ),
+    (
+        "version 3 with the checkpoint and inclusions but no artifacts",
+        manifest2(lambda m, b: m.update(agentfootprint_bundle=3)),
+        NO_KEY,
+        FRAMING,
     ),
     (
         "version 1 with the checkpoint and inclusions",

@@ -238,7 +238,7 @@ def test_an_unreadable_bundle_is_a_file_error(recorded: Recorded, tmp_path: Path
     assert out.startswith(f"FileError {path}") and "permission denied" in out, out
 
 
-@pytest.mark.parametrize("version", [3, 10, 99])
+@pytest.mark.parametrize("version", [4, 10, 99])
 def test_a_newer_bundle_version_is_recognised_and_not_judged(
     recorded: Recorded, tmp_path: Path, version: int
 ) -> None:
@@ -257,8 +257,8 @@ def test_a_newer_bundle_version_is_recognised_and_not_judged(
 def test_a_file_that_is_only_a_newer_prefix_is_not_judged(tmp_path: Path) -> None:
     # found by the independent verifier: the version is read before the file is framed
     path = tmp_path / "newer.afp"
-    path.write_bytes(b'{"agentfootprint_bundle":3')
-    with pytest.raises(af.NewerVersionError, match="version 3, newer"):
+    path.write_bytes(b'{"agentfootprint_bundle":4')
+    with pytest.raises(af.NewerVersionError, match="version 4, newer"):
         BundleSource(path)
 
 

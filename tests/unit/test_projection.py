@@ -133,7 +133,7 @@ def test_both_projections_hash_the_same_request_shape() -> None:
     assert build_request(state(), version=2) == request  # no edits: v2 serves what v1 does
 
 
-@pytest.mark.parametrize("version", [0, 4, -1, True, "2", 2.0, None])
+@pytest.mark.parametrize("version", [0, 5, -1, True, "2", 2.0, None])
 def test_an_unknown_projection_version_is_refused(version: Any) -> None:
     with pytest.raises(ProjectionError) as caught:
         build_request(state(), version=version)
@@ -583,7 +583,7 @@ def test_the_projection_is_read_from_run_open_not_assumed() -> None:
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"version": 4}, "unknown projection version 4"),
+        ({"version": 5}, "unknown projection version 5"),
         ({"version": 0}, "unknown projection version 0"),
         ({"version": "2"}, "projection version is a string, not an integer"),
         ({"version": True}, "projection version is a boolean, not an integer"),

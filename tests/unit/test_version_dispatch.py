@@ -21,6 +21,7 @@ from agentfootprint.logformat import (
     projection_v1,
     projection_v2,
     projection_v3,
+    projection_v4,
 )
 from agentfootprint.logformat.calls import commit_calls
 from agentfootprint.logformat.commitments import (
@@ -89,11 +90,12 @@ def test_the_projections_and_their_dispatch() -> None:
         1: projection_v1.PROJECTION_V1,
         2: projection_v2.PROJECTION_V2,
         3: projection_v3.PROJECTION_V3,
+        4: projection_v4.PROJECTION_V4,
     }
     for version, spec in expected.items():
         assert projection(version) is spec and spec.version == version
-    assert [expected[v].request_version for v in (1, 2, 3)] == [1, 1, 2]
-    for refused in (0, 4, True, "1", 1.0, None):
+    assert [expected[v].request_version for v in (1, 2, 3, 4)] == [1, 1, 2, 2]
+    for refused in (0, 5, True, "1", 4.0, None):
         with pytest.raises(ProjectionError):
             projection(refused)
 
@@ -124,17 +126,30 @@ def test_the_policy_versions_and_their_dispatch() -> None:
 
 
 def test_the_bundle_versions_and_their_dispatch() -> None:
-    assert BUNDLE_VERSIONS == (1, 2)
+    assert BUNDLE_VERSIONS == (1, 2, 3)
     plain, checkpointed = bundle_shape(1), bundle_shape(2)
-    assert (plain.checkpoint, plain.entry_inclusion) == (False, False)
+    assert (plain.checkpoint, plain.entry_inclusion, plain.artifacts) == (False, False, False)
     assert (checkpointed.checkpoint, checkpointed.entry_inclusion) == (True, True)
+    assert not checkpointed.artifacts
     assert checkpointed.manifest_keys - plain.manifest_keys == {"checkpoint"}
     assert checkpointed.entry_keys - plain.entry_keys == {"inclusion"}
+    # version 1 and 2 fix whether a checkpoint is there: the manifest's members then refuse
+    assert bundle_shape(1, checkpoint=True) is plain
+    assert bundle_shape(2, checkpoint=False) is checkpointed
+    # version 3 (section 13.5): artifacts, with a checkpoint or without one
+    carried, both = bundle_shape(3), bundle_shape(3, checkpoint=True)
+    assert carried.version == both.version == 3 and carried.artifacts and both.artifacts
+    assert carried.manifest_keys - plain.manifest_keys == {"artifacts"}
+    assert carried.entry_keys == plain.entry_keys
+    assert both.manifest_keys - checkpointed.manifest_keys == {"artifacts"}
+    assert both.entry_keys == checkpointed.entry_keys
     assert written_shape(checkpoint=False) is plain
     assert written_shape(checkpoint=True) is checkpointed
+    assert written_shape(checkpoint=False, artifacts=True) is carried
+    assert written_shape(checkpoint=True, artifacts=True) is both
 
 
-@pytest.mark.parametrize("version", [0, 3, True, 1.0, "1", None])
+@pytest.mark.parametrize("version", [0, 4, True, 1.0, "1", None])
 def test_an_unknown_bundle_version_is_refused(version: Any) -> None:
-    with pytest.raises(UnknownBundleVersion, match=r"\(this reader knows 1 and 2\)"):
+    with pytest.raises(UnknownBundleVersion, match=r"\(this reader knows 1, 2 and 3\)"):
         bundle_shape(version)

@@ -30,6 +30,7 @@ from agentfootprint.cli._boundary import (
     EXIT_USAGE,
     BoundaryGroup,
 )
+from agentfootprint.cli.artifacts import artifacts
 from agentfootprint.cli.checkpointing import checkpoint_command, consistency_command
 from agentfootprint.cli.demo import demo
 from agentfootprint.cli.init import init_command
@@ -71,7 +72,7 @@ Exit codes (each command's --help says which apply):
 \b
 Read-only commands (runs, show, served, state, why, tool-calls, verify, scan, checkpoint's DB,
 consistency, diff, export's DB, report's SOURCE, otel's DB, copy's SRC, replay's DB and
-VAULT, disclose's VAULT)
+VAULT, disclose's VAULT, verify's --artifacts STORE, artifacts list's STORE)
 never create, migrate or change a file. DB and VAULT are file paths,
 sqlite:///PATH URLs (sqlite:////PATH for an absolute path) or
 postgresql://USER@HOST:PORT/DBNAME URLs (docs/stores.md).
@@ -117,6 +118,7 @@ for _command in (
     report_command,
     otel_command,
     why_command,
+    artifacts,
 ):
     main.add_command(_command)
 
@@ -130,5 +132,5 @@ main.sections = (
     ("Share with an auditor", ("report", "export", "import", "copy", "disclose", "erase")),
     ("Observe", ("otel",)),
     ("Replay against new code", ("replay", "demo")),
-    ("Keys and stores", ("keys", "vault-key", "init")),
+    ("Keys and stores", ("keys", "vault-key", "init", "artifacts")),
 )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Final
 
 import click
 
@@ -18,6 +20,7 @@ from agentfootprint.cli._common import (
     read_input,
 )
 from agentfootprint.cli._progress import PROGRESS_EPILOG, progress
+from agentfootprint.cli.artifacts import STORE, open_store_argument
 from agentfootprint.cli.checkpointing import log_origin
 from agentfootprint.cli.keys import _PASSPHRASE_HELP, _passphrase
 from agentfootprint.errors import FileError, UsageError, VerificationError
@@ -31,6 +34,9 @@ from agentfootprint.verify.bundle import BundleSource, is_bundle
 from agentfootprint.verify.verifier import Verifier
 
 __all__ = ["copy_command", "export_command", "import_command"]
+
+#: the order ``export --artifacts`` counts the artifacts' statuses in
+STATUS_ORDER: Final = ("ok", "withheld", "expired", "erased", "missing")
 
 
 @click.command("export", epilog=PROGRESS_EPILOG)
@@ -71,6 +77,15 @@ __all__ = ["copy_command", "export_command", "import_command"]
     help="Instead of --key: a checkpoint of DB signed earlier (from `checkpoint`, e.g. the "
     "one an auditor keeps); the proofs are made under its tree.",
 )
+@click.option(
+    "--artifacts",
+    "artifacts_store",
+    type=STORE,
+    metavar="STORE",
+    help="An artifact store (the directory or SQLite file of the agent's artifacts= option, "
+    "opened read-only): put the bytes of each artifact the runs minted in the bundle "
+    "(version 3); a run under a redaction policy gets its artifacts' digests only.",
+)
 def export_command(
     db: Database,
     run_ids: tuple[str, ...],
@@ -79,6 +94,7 @@ def export_command(
     passphrase_env: str | None,
     origin: str | None,
     checkpoint_path: Path | None,
+    artifacts_store: Path | None,
 ) -> None:
     """Write runs of DB to one bundle file an auditor can verify offline.
 
@@ -92,6 +108,10 @@ def export_command(
     BUNDLE --key PUB` then proves those runs were in DB's log, as the bundle holds them,
     when the checkpoint was signed. Every run of DB is verified first.
 
+    With --artifacts STORE the bundle also carries the artifacts the runs minted (the
+    bytes STORE holds for each, or what its tombstone says): `verify BUNDLE` checks them
+    offline. STORE is opened read-only and never changed.
+
     \b
     Exit codes:
       0  the bundle was written
@@ -100,7 +120,8 @@ def export_command(
       2  usage error: DB missing, not a log or of a newer schema version; an unknown
          run; --out in a missing or read-only folder, or an input or SQLite file; a bad
          key file; --key with --checkpoint; no run to export is sealed; a run sealed
-         after the --checkpoint
+         after the --checkpoint; --artifacts STORE missing, not an artifact store or DB
+         itself
     """
     check_output(out, db)
     if key_path is not None and checkpoint_path is not None:
@@ -110,7 +131,17 @@ def export_command(
     name = log_origin(origin, db) if key_path else None
     signer = load_signer(key_path, _passphrase(passphrase_env)) if key_path else None
     note = read_input(checkpoint_path, "--checkpoint", "checkpoint") if checkpoint_path else None
-    with contextlib.closing(open_store_url(db, option="DB", readonly=True)) as store:
+    with contextlib.ExitStack() as stack:
+        carried = (
+            None
+            if artifacts_store is None
+            else stack.enter_context(
+                contextlib.closing(open_store_argument(artifacts_store, log=db))
+            )
+        )
+        store = stack.enter_context(
+            contextlib.closing(open_store_url(db, option="DB", readonly=True))
+        )
         try:  # the bar is erased before any message
             with progress(desc="export", unit="runs") as bar:
                 manifest = export_runs(
@@ -121,6 +152,7 @@ def export_command(
                     origin=name,
                     checkpoint=note,
                     on_progress=bar.at,
+                    artifacts=carried,
                 )
         except VerificationError as exc:
             fail(f"not exported: {verification_message(exc)}", EXIT_INVALID)
@@ -130,6 +162,17 @@ def export_command(
         sealed = sum(entry["inclusion"] is not None for entry in manifest["runs"])
         proven = f", with the inclusion proofs of {sealed} sealed runs under its checkpoint"
     click.echo(f"exported {counts['runs']} runs ({counts['events']} events) to {out}{proven}")
+    if "artifacts" in manifest:
+        click.echo(_artifact_summary(manifest["artifacts"]))
+
+
+def _artifact_summary(entries: list[dict[str, Any]]) -> str:
+    """What the bundle says of the artifacts: how many of each status."""
+    if not entries:
+        return "artifacts: none (no run exported minted one)"
+    statuses = Counter(entry["status"] for entry in entries)
+    parts = ", ".join(f"{statuses[name]} {name}" for name in STATUS_ORDER if statuses[name])
+    return f"artifacts: {len(entries)} ({parts})"
 
 
 def _same_database(a: Database, b: Database) -> bool:
@@ -169,7 +212,8 @@ def import_command(bundle: Database, db: Database) -> None:
 
     Runs already in DB with the same log are skipped; a run id held with a different
     log is refused (exit 2), and so is a DB that is not an agentfootprint log. A bundle
-    that does not verify is not loaded (exit 1).
+    that does not verify is not loaded (exit 1). Of a bundle that carries artifacts
+    (`export --artifacts`) its runs only are loaded: a log holds no artifact bytes.
 
     \b
     Exit codes:

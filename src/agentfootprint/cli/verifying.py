@@ -6,13 +6,16 @@ the verifier.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 
+from agentfootprint.audit.artifacts import ArtifactVerdict, Minted, MintedWatch, check_minted
+from agentfootprint.audit.bundle_artifacts import check_carried
 from agentfootprint.cli._boundary import (
     EXIT_INVALID,
     EXIT_OK,
@@ -24,6 +27,7 @@ from agentfootprint.cli._boundary import (
 )
 from agentfootprint.cli._common import DB, INPUT_FILE, Database, open_log, read_input, short
 from agentfootprint.cli._progress import PROGRESS_EPILOG, Progress, progress
+from agentfootprint.cli.artifacts import STORE, open_store_argument
 from agentfootprint.errors import StoreError, UsageError, VerificationError
 from agentfootprint.local_files import MAX_DISCLOSURES_BYTES
 from agentfootprint.logformat.commitments import Disclosure
@@ -144,6 +148,34 @@ def as_json(run_id: str, result: RunVerification | VerificationError) -> dict[st
             "signed_by": list(result.inclusion.signed_by),
         },
     }
+
+
+def artifact_line(verdict: ArtifactVerdict) -> str:
+    """One artifact's line as ``verify --artifacts`` prints it: the ref, the run and seq of
+    its minted event, the status, and, unless ``ok``, why (a mismatch names both digests)."""
+    where = f"{verdict.ref or '(no ref)'} run {one_line(verdict.run_id)} seq {verdict.seq}"
+    why = "" if verdict.status == "ok" else f" ({one_line(verdict.detail)})"
+    return f"{verdict_word('ARTIFACT')} {where}: {verdict.status}{why}"
+
+
+#: how one verified run's minted artifacts are judged: against a store, or a bundle's
+Judge = Callable[[RunVerification, list[Minted]], Iterable[ArtifactVerdict]]
+
+
+def _artifact_judge(
+    source: Any, store: Path | None, db: Database, stack: contextlib.ExitStack
+) -> Judge | None:
+    """How the minted artifacts are checked: against ``--artifacts STORE`` (opened
+    read-only), else against the artifacts a version 3 bundle carries (docs/log-format.md
+    section 13.5); None: no artifact check."""
+    if store is not None:
+        opened = stack.enter_context(contextlib.closing(open_store_argument(store, log=db)))
+        return lambda run, minted: check_minted(run, minted, opened)
+    offered = getattr(source, "artifact_source", None)
+    carried = offered() if callable(offered) else None
+    if carried is None:
+        return None
+    return lambda run, minted: check_carried(run, minted, carried)
 
 
 def _results(
@@ -274,6 +306,14 @@ def _check_checkpoint(
     "only grew since (for a bundle: that its inclusion proofs are under this very tree). "
     "Its signer's public key must be a --key.",
 )
+@click.option(
+    "--artifacts",
+    "artifacts_store",
+    type=STORE,
+    metavar="STORE",
+    help="An artifact store (a directory or an SQLite file, opened read-only): check each "
+    "artifact the verified runs minted against it (ok, mismatch, expired, erased, missing).",
+)
 @json_flag(
     "Print the verdicts, or the failure that stopped verification, as one JSON object "
     "on stdout (docs/log-format.md section 9.6)."
@@ -286,6 +326,7 @@ def verify(
     require_signature: bool,
     require_inclusion: bool,
     checkpoint_path: Path | None,
+    artifacts_store: Path | None,
     json_out: bool,
 ) -> None:
     """Verify every run in DB (or only --run ID): hashes, chain, every receipt and seal.
@@ -313,6 +354,17 @@ def verify(
     signed it. A proof that does not lead to the checkpoint's root is INVALID. With
     --checkpoint, the bundle's checkpoint must be that very tree.
 
+    With --artifacts STORE (the directory or SQLite file of the agent's artifacts= option,
+    opened read-only, never the log itself), each artifact a verified run minted is checked
+    after the verdicts, one ARTIFACT line each: ok (STORE holds bytes whose digest is the
+    recorded one, and the run's history holds the ticket the minted event describes),
+    mismatch (the bytes hash to another digest, both named, or the ticket disagrees with
+    the event), expired or erased (STORE's tombstone says why the bytes are gone), missing
+    (no bytes and no tombstone). A run's own verdict never depends on STORE, and no expiry
+    is compared with the time now: the output does not depend on when it runs. A bundle
+    exported with its artifacts (`export --artifacts`) is checked against them without
+    --artifacts; --artifacts STORE checks it against STORE instead.
+
     \b
     Exit codes:
       0  every run verified and closed (VALID, pinned key or not), or DB is a log with
@@ -320,12 +372,14 @@ def verify(
       1  a run, the run index, the seal log, the bundle, a disclosure or the
          --checkpoint failed verification (INVALID lines say where and why); with
          --require-signature, also any run not sealed by a --key (key pinned); with
-         --require-inclusion, also any run not proven in a checkpoint a --key signed
+         --require-inclusion, also any run not proven in a checkpoint a --key signed;
+         with --artifacts, also an artifact mismatch or missing
       2  usage error: DB is missing, not a log (it says what it is instead), of a newer
          schema version, or unreadable; a file that is not a regular file (a FIFO, a
          device) or too large; an unknown --run; a bad disclosures file; a --key that
          is not a public key, or one that proves nothing (of small order, or not
-         canonically encoded); --checkpoint without --key or with --run
+         canonically encoded); --checkpoint without --key or with --run; an
+         --artifacts STORE that is missing, not an artifact store or the log itself
       3  all consistent, but a run never closed (UNSEALED, e.g. after a crash)
 
     With --json, stdout is one JSON object whatever happens: the verdicts, each run's
@@ -333,7 +387,9 @@ def verify(
     not sealed by a pinned key; UNSEALED; INVALID) with the booleans "sealed" and
     "key_pinned"; or, when something stopped verification (the bundle's framing, a usage
     error), {"runs": [], "exit": CODE, "error": {"code", "run_id", "seq", "reason"}} (a
-    usage error is also the one Error: line on stderr).
+    usage error is also the one Error: line on stderr). An artifact check adds
+    "artifacts": one object per artifact ("run_id", "seq", "scope", "ref",
+    "tool_call_id", "digest", "status", "found", "detail").
     """
     opened = disclosures_file(disclosures) if disclosures is not None else []
     trusted: list[PublicKey] = [load_public_key(key) for key in keys]
@@ -341,8 +397,11 @@ def verify(
     verdicts: list[dict[str, Any]] = []
     results: list[tuple[str, RunVerification | VerificationError]] = []
     demands = {"require_signature": require_signature, "require_inclusion": require_inclusion}
-    with open_log(db) as source:
-        verifier = Verifier(source, trusted_keys=trusted)
+    minted: list[ArtifactVerdict] = []
+    with open_log(db) as source, contextlib.ExitStack() as stack:
+        judge = _artifact_judge(source, artifacts_store, db, stack)
+        watch = None if judge is None else MintedWatch(source)
+        verifier = Verifier(source if watch is None else watch, trusted_keys=trusted)
         worst, seen = EXIT_OK, 0
         with progress(len(run_ids) or None, desc="verify", unit="runs") as bar:
             for run_id, result in _results(verifier, run_ids, bar):
@@ -353,6 +412,8 @@ def verify(
                 else:
                     bar.echo(verdict_line(run_id, result))
                 worst = max(worst, exit_code(result, **demands), key=severity)
+                if watch is not None and judge is not None and isinstance(result, RunVerification):
+                    minted.extend(judge(result, watch.minted(result.run_id)))
         if not seen and not json_out:
             click.echo("no runs to verify")
         proven_values: list[dict[str, Any]] = []
@@ -384,8 +445,17 @@ def verify(
             checked = _check_checkpoint(source, note, trusted, results, quiet=json_out)
             if checked["outcome"] != "CONSISTENT":
                 worst = EXIT_INVALID
+        if judge is not None and not json_out:
+            for artifact in minted:
+                click.echo(artifact_line(artifact))
+            if not minted:
+                click.echo("no artifacts to check: no verified run minted one")
+        if any(artifact.failed for artifact in minted):
+            worst = max(worst, EXIT_INVALID, key=severity)
     if json_out:
         document: dict[str, Any] = {"runs": verdicts, "exit": worst}
+        if judge is not None:
+            document["artifacts"] = [artifact.as_json() for artifact in minted]
         if opened:
             document["proven"] = proven_values
         if checked is not None:

@@ -10,10 +10,15 @@ the verified ancestry and each run is written exactly as it was verified: the ro
 verification read, with the event and chain hashes the verifier computed of them (nothing is
 hashed here), when the verifier kept them, else its first ``events`` rows as the source reads
 them, ending at its head.
+
+Given an artifact store, the bundle is of version 3 (section 13.5): the minted events among the
+rows written decide which artifacts it lists, and the bytes of each one the store holds follow
+the event lines in base64 lines (:func:`_spill_artifacts`), one artifact read at a time.
 """
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import functools
 import hashlib
@@ -23,6 +28,7 @@ import sys
 import tempfile
 from binascii import hexlify
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -40,7 +46,13 @@ from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import MAX_SAFE_INT
 from agentfootprint.logformat.chain import RawRow, open_body, row_values, stored_kind
+from agentfootprint.store.artifacts import ArtifactStore
 from agentfootprint.verify.bundle import _SQLITE_MAGIC, _path_argument
+from agentfootprint.verify.bundle_artifacts import (
+    MintedArtifact,
+    describes_artifact,
+    minted_payload,
+)
 from agentfootprint.verify.bundle_json import _file_error, _safe_int
 from agentfootprint.verify.bundle_proofs import ExportCheckpoint
 from agentfootprint.verify.bundle_versions import MANIFEST_HEADER, written_shape
@@ -59,6 +71,9 @@ Kept = tuple[Sequence[tuple[Any, ...]], Sequence[tuple[bytes, bytes]]]
 Verified = Callable[[str], tuple[RunVerification, Kept | None]]
 #: how much of the spilled lines is copied at once (and written to the spill at once)
 _COPY = 1 << 18
+#: the bytes of an artifact one line carries (section 13.5 allows up to 32 MiB)
+_CHUNK: Final = 1 << 20
+_CHUNK_LINE: Final = b'{"artifact":%d,"offset":%d,"data":"%s"}\n'
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -284,13 +299,18 @@ def write_bundle(
     checkpoint: ExportCheckpoint | None = None,
     verified: Verified | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    artifacts: ArtifactStore | None = None,
 ) -> dict[str, Any]:
     """Write the runs (ancestors included) to ``out``; returns the manifest.
 
     Without ``checkpoint`` the bundle is of version 1; with it, of version 2: the manifest
     carries the checkpoint's note and each run's inclusion proof under it (null for a run
-    without a seal; a sealed run its tree does not hold is a :class:`UsageError`). The
-    version is :func:`~agentfootprint.verify.bundle_versions.written_shape`'s.
+    without a seal; a sealed run its tree does not hold is a :class:`UsageError`). With
+    ``artifacts`` (an artifact store, only read) it is of version 3, with or without a
+    checkpoint: the manifest lists each artifact the written rows mint and the bundle
+    carries the bytes of those the store holds (docs/log-format.md section 13.5; a run under
+    a redaction policy gets its artifacts listed ``withheld``, without bytes). The version is
+    :func:`~agentfootprint.verify.bundle_versions.written_shape`'s.
 
     Built by reading events through the source, never by copying database files, so
     nothing but the log's own rows (no free pages, no WAL, no vault) can reach it. Each run
@@ -327,6 +347,13 @@ def write_bundle(
             "write_bundle() argument 'checkpoint' must be an ExportCheckpoint or None",
             option="checkpoint",
         )
+    if artifacts is not None and not isinstance(artifacts, ArtifactStore):
+        raise UsageError(
+            "write_bundle() argument 'artifacts' must be an artifact store or None, not "
+            f"{type(artifacts).__name__}",
+            option="artifacts",
+        )
+    minting = _Minting() if artifacts is not None else None
     target = _path_argument(out, "out", "write_bundle")
     _check_output(target, source)
     tmp = Path(f"{os.fspath(target)}.partial")
@@ -334,9 +361,14 @@ def write_bundle(
     try:
         with tempfile.TemporaryFile(dir=target.parent, prefix=".afp-rows-") as spill:
             planned, policies = _spill_runs(
-                source, list(dict.fromkeys(run_ids)), spill, verified, on_progress
+                source, list(dict.fromkeys(run_ids)), spill, verified, on_progress, minting
             )
             manifest = _manifest(planned, policies, set(run_ids), library, checkpoint)
+            if artifacts is not None and minting is not None:
+                manifest["agentfootprint_bundle"] = written_shape(
+                    checkpoint=checkpoint is not None, artifacts=True
+                ).version
+                manifest["artifacts"] = _spill_artifacts(artifacts, minting, spill)
             # the manifest line starts with the magic: keys are written in this order
             first = orjson.dumps(manifest) + b"\n"
             if len(first) - 1 > limits.MAX_BUNDLE_LINE_BYTES:
@@ -405,16 +437,18 @@ def _spill_runs(
     spill: IO[bytes],
     verified: Verified | None,
     on_progress: Callable[[int, int], None] | None = None,
+    minting: _Minting | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every run and its ancestors not written yet, each once, parents before children,
-    their lines written to ``spill``; returns their manifest entries and the policies."""
+    their lines written to ``spill``; returns their manifest entries and the policies
+    (and, given ``minting``, notes the artifacts their rows mint)."""
     planned: list[dict[str, Any]] = []
     placed: set[str] = set()
     policies: dict[str, Any] = {}
     for done, run_id in enumerate(run_ids, 1):
         if run_id not in placed:
             for current, bound in _chain(source, run_id, placed, verified):
-                planned.append(_write_run(source, current, bound, spill, policies))
+                planned.append(_write_run(source, current, bound, spill, policies, minting))
                 placed.add(current)
         if on_progress is not None:
             on_progress(done, len(run_ids))
@@ -445,11 +479,17 @@ def _bound(verification: RunVerification, kept: Kept | None) -> _Bound:
 
 
 def _write_run(
-    source: RowSource, run_id: str, bound: _Bound, spill: IO[bytes], policies: dict[str, Any]
+    source: RowSource,
+    run_id: str,
+    bound: _Bound,
+    spill: IO[bytes],
+    policies: dict[str, Any],
+    minting: _Minting | None = None,
 ) -> dict[str, Any]:
     """The run's first ``events`` rows (the verifier's, when it kept them) to ``spill``, held
     to the head they must end at (a live run may have grown since; it must not have
-    changed); returns the run's manifest entry."""
+    changed); returns the run's manifest entry. ``minting`` notes the artifacts the rows
+    mint (rows written to a run that then fails the head check raise: nothing is kept)."""
     expected, head, kept = bound
     rows: Iterator[tuple[Any, ...]] = (
         _verified_rows(*kept)
@@ -473,6 +513,10 @@ def _write_run(
             lines, size = [], 0
         if first is None:
             first = row
+            if minting is not None:
+                minting.open_run(run_id, row)
+        elif minting is not None:
+            minting.row(row)
         last = row
         events += 1
     spill.write(b"".join(lines))
@@ -494,3 +538,97 @@ def _verified_rows(
         raise StoreError(f"export: {len(hashes)} hashes for {len(rows)} rows verified")
     for (run, seq, type_, ts, body, _, _), (event, link) in zip(rows, hashes, strict=True):
         yield run, seq, type_, ts, body, event, link
+
+
+# -- artifacts (version 3) --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Found:
+    """An artifact the written rows mint: the run and event that minted it first, and whether
+    a run that mints it records a redaction policy."""
+
+    run_id: str
+    minted: MintedArtifact
+    withheld: bool
+
+
+class _Minting:
+    """The artifacts the rows written mint (section 13.5), each scope and ref once, in the
+    order of the event lines."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple[str, str], _Found] = {}
+        self._run = ""
+        self._scope: str | None = None
+        self._withheld = False
+
+    def open_run(self, run_id: str, first: tuple[Any, ...]) -> None:
+        """A run's first row: its ``run.open`` names the scope (its conversation) and says
+        whether it records a redaction policy."""
+        body = open_body(RawRow(*first)) or {}
+        scope = body.get("conversation_id")
+        self._run, self._scope = run_id, scope if type(scope) is str else None
+        self._withheld = body.get("policy") is not None
+
+    def row(self, row: tuple[Any, ...]) -> None:
+        payload = minted_payload(row[2], row[4])
+        if payload is None or self._scope is None or not describes_artifact(payload):
+            return
+        minted = MintedArtifact(
+            row[1], payload["ref"], payload["digest"], payload["bytes"], payload
+        )
+        key = (self._scope, minted.ref)
+        found = self.found.get(key)
+        if found is None:
+            self.found[key] = _Found(self._run, minted, self._withheld)
+        elif self._withheld:
+            found.withheld = True
+
+
+def _spill_artifacts(
+    store: ArtifactStore, minting: _Minting, spill: IO[bytes]
+) -> list[dict[str, Any]]:
+    """The manifest's ``artifacts``, the bytes of each ``ok`` one written to ``spill`` after
+    the event lines (one artifact held at a time: the store reads it whole), as the store
+    holds them: the reader judges them, the writer does not."""
+    entries: list[dict[str, Any]] = []
+    for index, ((scope, ref), found) in enumerate(minting.found.items()):
+        minted = found.minted
+        entry: dict[str, Any] = {
+            "scope": scope,
+            "ref": ref,
+            "run_id": found.run_id,
+            "seq": minted.seq,
+            "digest": minted.digest,
+            "bytes": minted.bytes,
+            "status": "withheld",
+            "removed": None,
+        }
+        entries.append(entry)
+        if found.withheld:
+            continue
+        data = store.read(scope, ref)
+        if data is not None:
+            entry["status"], entry["bytes"] = "ok", len(data)
+            _write_chunks(index, data, spill)
+            continue
+        removed = store.tombstone(scope, ref)
+        if removed is None:
+            entry["status"] = "missing"
+        else:  # what the store says of it: a tombstone that disagrees is judged by the reader
+            entry["status"], entry["digest"], entry["bytes"] = (
+                removed.reason,
+                removed.digest,
+                removed.size,
+            )
+            entry["removed"] = {"at": removed.at, "note": removed.note}
+    return entries
+
+
+def _write_chunks(index: int, data: bytes, spill: IO[bytes]) -> None:
+    """An artifact's bytes as artifact lines (byte for byte what orjson writes of each)."""
+    view = memoryview(data)
+    for offset in range(0, len(data), _CHUNK):
+        text = binascii.b2a_base64(view[offset : offset + _CHUNK], newline=False)
+        spill.write(_CHUNK_LINE % (index, offset, text))

@@ -17,6 +17,7 @@ from agentfootprint.errors import (
 from agentfootprint.exchange.bundle_write import Kept, write_bundle
 from agentfootprint.seal.note import Checkpoint
 from agentfootprint.seal.signer import Signer, checked_signer
+from agentfootprint.store.artifacts import ArtifactStore
 from agentfootprint.store.base import EventReader, EventStore, StoredEvent, run_index_from_open
 from agentfootprint.store.sqlite import SqliteStore
 from agentfootprint.store.urls import StoreLocation, is_store_url, open_store_url, parse_store_url
@@ -60,6 +61,7 @@ def export_runs(
     origin: str | None = None,
     checkpoint: bytes | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    artifacts: ArtifactStore | None = None,
 ) -> dict[str, Any]:
     """Write a bundle of the runs and every ancestor they continue; returns its manifest.
 
@@ -73,6 +75,12 @@ def export_runs(
     built over its whole seal log). A sealed run the checkpoint's tree does not hold (sealed
     after it) is a :class:`UsageError`; so is asking for a checkpoint when no run exported
     is sealed.
+
+    With ``artifacts`` (an artifact store, only read: open it with ``open_artifacts(...,
+    readonly=True)``) the bundle is of version 3 (section 13.5): the minted events of the
+    runs' verified rows decide which artifacts it lists, and it carries the bytes of each
+    one the store holds; a run under a redaction policy gets its artifacts listed as
+    ``withheld``, digests only. Without it the bundle is byte for byte what it was before.
 
     ``on_progress(done, total)`` counts runs: each run asked for as it is verified and
     written (with a checkpoint, first every run of the store as it is verified).
@@ -126,6 +134,7 @@ def export_runs(
             checkpoint=proven,
             verified=lambda run_id: (verdicts[run_id], None),
             on_progress=writing,
+            artifacts=artifacts,
         )
     read_once = _ReadOnce(store)
     with read_once.verifier.session():  # one seal log read for every run
@@ -136,6 +145,7 @@ def export_runs(
             library=library,
             verified=read_once.verified,
             on_progress=on_progress,
+            artifacts=artifacts,
         )
 
 

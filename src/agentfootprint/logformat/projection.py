@@ -30,6 +30,7 @@ from agentfootprint.logformat.projection_spec import (
 from agentfootprint.logformat.projection_v1 import PROJECTION_V1
 from agentfootprint.logformat.projection_v2 import PROJECTION_V2
 from agentfootprint.logformat.projection_v3 import CACHE_MARKERS_MAX, PROJECTION_V3, cache_markers
+from agentfootprint.logformat.projection_v4 import PROJECTION_V4
 
 __all__ = [
     "CACHE_MARKERS_MAX",
@@ -37,6 +38,7 @@ __all__ = [
     "PROJECTION_V1",
     "PROJECTION_V2",
     "PROJECTION_V3",
+    "PROJECTION_V4",
     "Edit",
     "Field",
     "Projection",
@@ -53,6 +55,7 @@ PROJECTIONS: Final[Mapping[int, Projection]] = {
     1: PROJECTION_V1,
     2: PROJECTION_V2,
     3: PROJECTION_V3,
+    4: PROJECTION_V4,
 }
 
 
@@ -68,6 +71,8 @@ def projection(version: Any) -> Projection:
         return PROJECTION_V2
     elif version == 3:
         return PROJECTION_V3
+    elif version == 4:
+        return PROJECTION_V4
     else:
         raise ProjectionError(
             "projection",

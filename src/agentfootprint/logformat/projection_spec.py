@@ -149,7 +149,11 @@ class Projection:
             "keys": {f.name: f.key for f in self.pieces},
         }
         if self.edits:
-            described["edits"] = {e.field: e.key for e in self.edits}
+            # a field edited by one key names it; by several (v4's messages), all, in order
+            keys: dict[str, list[str]] = {}
+            for e in self.edits:
+                keys.setdefault(e.field, []).append(e.key)
+            described["edits"] = {f: k[0] if len(k) == 1 else k for f, k in keys.items()}
         scalars = {f.name: f.key for f in self.fields if f.tag is None and f.name != f.key}
         if scalars:
             described["fields"] = scalars

@@ -263,24 +263,26 @@
       throw structure(0, "format v2 requires a projection member");
     }
     const p = opened.projection;
-    if (!isObj(p) || !isInt(p.version) || ![1, 2, 3].includes(p.version)) {
+    if (!isObj(p) || !isInt(p.version) || ![1, 2, 3, 4].includes(p.version)) {
       throw structure(0, "projection names no known projection");
     }
     return p.version;
   }
-  function servedMessages(history, segments) {
+  // projection v2's served_messages; v4's served_system has its rules, with "system"
+  // slices of system_pieces and "piece" segments
+  function servedMessages(history, segments, sliced = "history", single = "message") {
     if (!Array.isArray(segments)) return null;
     let out = [];
     let lastEnd = 0;
     for (const seg of segments) {
       if (!isObj(seg) || keysOf(seg).length !== 1) return null;
-      if ("message" in seg) {
-        if (!isObj(seg.message)) return null;
-        out.push(seg.message);
+      if (hasOwn(seg, single)) {
+        if (!isObj(seg[single])) return null;
+        out.push(seg[single]);
         continue;
       }
-      if (!("history" in seg)) return null;
-      const bounds = seg.history;
+      if (!hasOwn(seg, sliced)) return null;
+      const bounds = seg[sliced];
       if (!Array.isArray(bounds) || bounds.length !== 2) return null;
       let [start, end] = bounds;
       if (end === null) end = history.length;
@@ -298,6 +300,35 @@
     for (const t of schemas) byName.set(t.name, t);
     if (byName.size < schemas.length || names.some((n) => !byName.has(n))) return null;
     return names.map((n) => byName.get(n));
+  }
+  function servedSystem(pieces, segments) {
+    return servedMessages(pieces, segments, "system", "piece");
+  }
+  // projection v4's served_results: each named tool result of the served messages with its
+  // content replaced (a new object), each named exactly once, or null
+  function servedResults(messages, replacements) {
+    if (!Array.isArray(replacements)) return null;
+    const texts = new Map();
+    for (const r of replacements) {
+      if (!isObj(r)) return null;
+      const ks = keysOf(r);
+      if (ks.length !== 2 || !hasOwn(r, "tool_call_id") || !hasOwn(r, "content")) return null;
+      if (!isStr(r.tool_call_id) || !isStr(r.content) || texts.has(r.tool_call_id)) return null;
+      texts.set(r.tool_call_id, r.content);
+    }
+    const found = new Map();
+    const out = messages.map((m) => {
+      if (!isObj(m) || !hasOwn(m, "role") || m.role !== "tool" || !hasOwn(m, "tool_call_id")) return m;
+      const id = m.tool_call_id;
+      if (!isStr(id) || !texts.has(id)) return m;
+      found.set(id, (found.get(id) || 0) + 1);
+      const copy = newObj();
+      for (const k of keysOf(m)) setMember(copy, k, m[k]);
+      setMember(copy, "content", texts.get(id));
+      return copy;
+    });
+    for (const id of texts.keys()) if (found.get(id) !== 1) return null;
+    return out;
   }
   function cacheMarkers(markers, served) {
     if (!isObj(markers)) return false;
@@ -351,7 +382,7 @@
   }
 
   const EMPTY = Object.freeze([]); // one empty list, so that unchanged requests are seen as such
-  // Projection v1, v2 or v3 (section 8): model, params, the served pieces and their digests.
+  // Projection v1 to v4 (section 8): model, params, the served pieces and their digests.
   async function buildRequest(state, seq, version, hasher, spend) {
     if (!hasOwn(state, "model")) throw new Failure("receipt", seq, "no model in state");
     const model = state.model, params = hasOwn(state, "params") ? state.params : newObj();
@@ -364,17 +395,19 @@
       if (!Array.isArray(pieces)) throw new Failure("receipt", seq, `state key ${key} is ${jtype(pieces)}, not array`);
       served[kind] = pieces;
     }
-    if (version === 2 || version === 3) {
-      for (const [kind, key, edit] of [["messages", "served_messages", servedMessages], ["tools", "served_tools", servedTools]]) {
-        if (hasOwn(state, key)) {
-          const edited = edit(served[kind], state[key]);
-          if (edited === null) throw new Failure("receipt", seq, `state key ${key} does not apply`);
-          served[kind] = edited;
-        }
+    const edits = [];
+    if (version >= 2) edits.push(["messages", "served_messages", servedMessages], ["tools", "served_tools", servedTools]);
+    // v4, in this order after v2's: results on the messages served_messages chose, then system
+    if (version === 4) edits.push(["messages", "served_results", servedResults], ["system", "served_system", servedSystem]);
+    for (const [kind, key, edit] of edits) {
+      if (hasOwn(state, key)) {
+        const edited = edit(served[kind], state[key]);
+        if (edited === null) throw new Failure("receipt", seq, `state key ${key} does not apply`);
+        served[kind] = edited;
       }
     }
     let markers = null;
-    if (version === 3) {
+    if (version >= 3) { // checked against the lists as served, after every edit
       markers = hasOwn(state, "cache_markers") ? state.cache_markers : { system: [], tools: [], messages: [] };
       if (!cacheMarkers(markers, served)) throw new Failure("receipt", seq, "state key cache_markers does not apply");
     }
@@ -1092,7 +1125,7 @@
           ',"params":' + canon(built.params) +
           (built.markers !== null ? ',"prompt_cache":' + canon(built.markers) : "") +
           ',"system":' + list(system) + ',"tools":' + list(tools) +
-          ',"v":' + (version === 3 ? 2 : 1) + "}";
+          ',"v":' + (version >= 3 ? 2 : 1) + "}";
         this.spend(seq, doc.length, "the request digests of this run");
         call.request.computed = hex(await H("request", doc));
         this.lastRequest = { system, messages, tools, rest, digest: call.request.computed };

@@ -7,13 +7,17 @@ A bundle is UTF-8 JSON Lines (docs/log-format.md, section 13):
    "last_type", "head", "policy_digest", "requested"}], "policies": {digest: policy},
    "counts": {"runs", "events"}}``; version 2 adds a signed ``checkpoint`` note and, per
    run, its ``inclusion`` proof under it (null without a seal: section 13.4,
-   :mod:`agentfootprint.verify.bundle_proofs`). What differs by version is read from its
+   :mod:`agentfootprint.verify.bundle_proofs`); version 3 adds ``artifacts``, the artifacts
+   its runs minted (section 13.5, :mod:`agentfootprint.verify.bundle_artifacts`). What
+   differs by version is read from its
    :class:`~agentfootprint.verify.bundle_versions.BundleShape`;
 2. one line per event, runs in dependency order (a parent before its children), each
    run's rows together and in seq order: ``{"run", "seq", "type", "ts", "body",
    "event_hash", "chain_hash"}`` where ``body`` is the stored canonical body as a JSON
    string (its UTF-8 bytes are exactly the hashed bytes) and hashes are lowercase hex;
-3. a trailer line: ``{"end": true, "events": n, "sha256": hex}``, the SHA-256 of every
+3. version 3 only: the artifact lines, ``{"artifact", "offset", "data"}``, the bytes of each
+   artifact the bundle carries, in base64, in the manifest's order;
+4. a trailer line: ``{"end": true, "events": n, "sha256": hex}``, the SHA-256 of every
    byte before the trailer, so a cut or spliced file is refused before verification.
 
 Memory is bounded by the size limit, never by the file: no line may exceed
@@ -36,6 +40,7 @@ from agentfootprint.local_files import open_regular
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.rows import StoredEvent
 from agentfootprint.logformat.runs import RunInfo
+from agentfootprint.verify.bundle_artifacts import BundleArtifacts
 from agentfootprint.verify.bundle_json import _checked_values, _file_error
 from agentfootprint.verify.bundle_manifest import (
     _INDEX_DECODER,
@@ -159,11 +164,18 @@ class BundleSource:
         self._manifest = opening.manifest_length, opening.manifest_sha
         #: the ``library`` member of the manifest (who wrote the bundle, as it says)
         self.library: str = opening.library
-        #: the bundle's version (1, or 2 with a checkpoint)
+        #: the bundle's version (1; 2 with a checkpoint; 3 with artifacts, and maybe one)
         self.version: int = opening.version
-        #: the signed checkpoint note the manifest carries (its bytes; version 2), else None
+        #: the signed checkpoint note the manifest carries (its bytes; version 2, or 3 with
+        #: one), else None
         self.checkpoint_note: bytes | None = opening.checkpoint
         self._claims = opening.claims
+        framing = opening.artifacts
+        self._artifacts = (
+            None
+            if framing is None
+            else BundleArtifacts(framing.entries, framing.placed, self._line_at, self._changed)
+        )
 
     def _bad(self, reason: str) -> VerificationError:
         return VerificationError("", None, reason, code="bundle", where=f"bundle {self.path}")
@@ -234,6 +246,18 @@ class BundleSource:
             sha.update(block)
             yield block
 
+    def _line_at(self, offset: int) -> bytes:
+        """The line that starts at ``offset`` (with its newline), read under the lock; a line
+        over the limit is cut there (and then differs from what opening saw)."""
+        with self._lock:
+            if self._handle.closed:
+                raise UsageError(f"bundle {self.path} is closed")
+            try:
+                self._handle.seek(offset)
+                return self._handle.readline(self._limit + 1)
+            except OSError as exc:
+                raise _file_error(exc, self.path, "read") from exc
+
     def _block_at(self, offset: int, size: int) -> bytes:
         with self._lock:
             if self._handle.closed:
@@ -292,6 +316,14 @@ class BundleSource:
 
     def run_info(self, run_id: str) -> RunInfo:
         return self._info(self._at(run_id))
+
+    def artifact_source(self) -> BundleArtifacts | None:
+        """The artifacts a version 3 bundle carries, as an artifact source (``read(scope,
+        ref)``, ``tombstone(scope, ref)``: what the per-artifact check reads of a store, plus
+        each entry as the manifest lists it); None for a bundle of version 1 or 2. The
+        entries and lines were checked as framing when the bundle was opened; whether they
+        are the artifacts the runs recorded is judged per artifact (section 13.5)."""
+        return self._artifacts
 
     def inclusion_of(self, run_id: str) -> InclusionClaim | None:
         """What the manifest claims of the run's leaf and proof under ``checkpoint_note``

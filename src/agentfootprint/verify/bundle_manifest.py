@@ -141,7 +141,9 @@ def _expected_of(item: Any) -> _Entry:
 
 def _check_version(members: dict[str, Any]) -> BundleShape:
     try:
-        return bundle_shape(members.get("agentfootprint_bundle"))
+        return bundle_shape(
+            members.get("agentfootprint_bundle"), checkpoint="checkpoint" in members
+        )
     except UnknownBundleVersion as exc:
         raise _LineError(str(exc)) from None
 

@@ -26,6 +26,12 @@ from agentfootprint.errors import NewerVersionError, VerificationError
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.chain import open_body, stored_kind
 from agentfootprint.logformat.rows import StoredEvent
+from agentfootprint.verify.bundle_artifacts import (
+    CHUNK_PREFIX,
+    ArtifactFraming,
+    check_entries,
+    is_artifact_line,
+)
 from agentfootprint.verify.bundle_json import (
     _ROW_KEYS,
     _hex,
@@ -52,7 +58,12 @@ from agentfootprint.verify.bundle_manifest import (
     stream_manifest,
 )
 from agentfootprint.verify.bundle_proofs import InclusionClaim
-from agentfootprint.verify.bundle_versions import BUNDLE_VERSION, BUNDLE_VERSIONS, listed_versions
+from agentfootprint.verify.bundle_versions import (
+    BUNDLE_VERSION,
+    BUNDLE_VERSIONS,
+    BundleShape,
+    listed_versions,
+)
 
 __all__: list[str] = []  # internal to the bundle reader
 
@@ -182,6 +193,8 @@ class Opening:
         #: a version with a checkpoint: its note, and each run's claimed inclusion under it
         self.checkpoint: bytes | None = None
         self.claims: dict[str, InclusionClaim | None] = {}
+        #: a version with artifacts: the artifact lines' framing (section 13.5)
+        self.artifacts: ArtifactFraming | None = None
         self.counts: dict[str, Any] = {}
         #: the manifest line: its length and SHA-256 (the index is read from it again)
         self.manifest_length = 0
@@ -280,11 +293,18 @@ class Opening:
             raise NotStreamed from None
         if carried != (len(self.runs.ids) if shape.entry_inclusion else 0):
             raise NotStreamed
-        self.adopt(members, shape.version, shape.checkpoint)
+        self.adopt(members, shape)
 
-    def adopt(self, members: dict[str, Any], version: int, checkpoint: bool) -> None:
-        self.version = version
-        if checkpoint:
+    def adopt(self, members: dict[str, Any], shape: BundleShape) -> None:
+        if shape.artifacts:  # its entries name runs: checked once the runs are listed
+            try:
+                entries = check_entries(members["artifacts"], self.runs.index)
+            except _LineError as exc:
+                self.fail(f"the manifest is malformed: {exc} (docs/log-format.md, bundles)")
+                return
+            self.artifacts = ArtifactFraming(entries)
+        self.version = shape.version
+        if shape.checkpoint:
             self.checkpoint = members["checkpoint"].encode("utf-8")
         self.counts = members["counts"]
         self.library = members["library"]
@@ -331,13 +351,15 @@ class Opening:
         except _LineError as exc:
             self.fail(f"the manifest is malformed: {exc} (docs/log-format.md, bundles)")
             return
-        self.adopt(members, shape.version, shape.checkpoint)
+        self.adopt(members, shape)
 
     def rows(self, offset: int, number: int, size: int, digest: Any) -> None:
-        """Every event line, then the trailer."""
+        """Every event line (then, in a version with artifacts, every artifact line), then
+        the trailer."""
         update, events = digest.update, 0
         readline, limit = self.handle.readline, self.limit
         current, judging = self.current, self.problem is None
+        artifacts = self.artifacts
         while True:
             number += 1
             line = readline(limit + 1)  # as line() reads it
@@ -346,10 +368,28 @@ class Opening:
             if not line or offset + len(line) >= size:
                 break
             update(line)
+            written = None
+            if judging and artifacts is not None:
+                # an artifact line, or any line after the first one (section 13.5)
+                chunk = artifacts.begun or line.startswith(CHUNK_PREFIX)
+                if not chunk:
+                    written = _written_event(line)
+                    chunk = written is None and is_artifact_line(line)
+                if chunk:
+                    self.end_run()
+                    current = None
+                    problem = artifacts.line(number, offset, line)
+                    if problem is not None:
+                        self.fail(problem)
+                        judging = False
+                    offset += len(line)
+                    line = b""
+                    continue
             if judging:
                 # a line as a writer writes it, of the run its line before began: taken here
                 # (every other line, and the first of each run, is judged by row())
-                written = _written_event(line)
+                if written is None:
+                    written = _written_event(line)
                 if written is not None and current is not None and written[0] == current.run_id:
                     current.count += 1
                     current.length += len(line)
@@ -469,6 +509,10 @@ class Opening:
         if self.problem is None and self.started != len(self.runs.ids):
             missing = self.runs.ids[self.started]
             self.fail(f"run {missing}: the manifest lists it but the bundle holds no rows of it")
+        if self.problem is None and self.artifacts is not None:
+            short = self.artifacts.finish()
+            if short is not None:
+                self.fail(short)
 
     def trailer(self, line: bytes, digest: str) -> None:
         if not line.endswith(b"\n"):
