@@ -55,6 +55,7 @@ _LAZY: dict[str, str] = {
     "Artifact": "agentfootprint.runtime.artifacts",
     "Presented": "agentfootprint.runtime.artifacts",
     "ArtifactStoreError": "agentfootprint.errors",
+    "JudgeRequest": "agentfootprint.features.findings",
     "Agent": "agentfootprint.agent.agent",
     "AgentOptions": "agentfootprint.agent.option_types",
     "AgentEvent": "agentfootprint.runtime.events",
@@ -179,6 +180,7 @@ if TYPE_CHECKING:
     )
     from agentfootprint.exchange.transfer import export_runs, import_bundle
     from agentfootprint.features.classifiers import DescriptionClassifier
+    from agentfootprint.features.findings import JudgeRequest
     from agentfootprint.features.group_translator import GroupMetadata
     from agentfootprint.features.ontology import Ontology, define_ontology
     from agentfootprint.features.permission_checker import Decision, PermissionRequest
@@ -274,6 +276,7 @@ __all__ = [
     "Issued",
     "IterationEnd",
     "IterationStart",
+    "JudgeRequest",
     "LLMEnd",
     "LLMResponse",
     "LLMStart",

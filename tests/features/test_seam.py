@@ -76,6 +76,8 @@ def test_reserved_keys_options_and_kinds_come_from_the_declarations() -> None:
         "stopped_early",
         "cache_markers",
         "served_messages",
+        "served_system",
+        "served_results",
         "window_summary",
         "window_folding",
         "served_tools",

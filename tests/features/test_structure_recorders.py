@@ -60,6 +60,7 @@ def every_stage(react_mode: str) -> dict[str, Any]:
         "cache_strategy": "breakpoints",
         "inputs_layer": True,  # a feature that may pause: the resume stage
         "output_type": {"type": "object"},  # the output-retry branch
+        "findings": True,  # the findings stage
         "react_mode": react_mode,
     }
     if react_mode != "classic":

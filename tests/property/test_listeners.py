@@ -82,6 +82,15 @@ class Prefer:
         return [(c.name, float(len(self.order) - self.order.index(c.name))) for c in candidates]
 
 
+class Judge:
+    """The findings ledger's second source: every result is noise to it."""
+
+    name = "judge"
+
+    async def judge(self, request: af.JudgeRequest) -> dict[str, float]:
+        return {"noise": 0.9, "fact": 0.1}
+
+
 QUERY = {"type": "object", "properties": {"q": {"type": "string"}}}
 REPORT = {
     "type": "object",
@@ -212,6 +221,27 @@ TURNS: list[list[Any]] = [
         asks("tally", {"t": SECOND_REF}),
         '{"a": "a6"}',
     ],
+    # findings: a basis declared, an earlier result judged noise (a standing: the piece and a
+    # ticket), each result judged by the second source
+    [
+        af.reply(tool_calls=[af.tool_call("lookup", {"q": "f1"}, id="find-1")]),
+        af.reply(
+            tool_calls=[
+                af.tool_call(
+                    "lookup",
+                    {
+                        "q": "f2",
+                        "_findings": {
+                            "basis": "direct",
+                            "previous": [{"toolCallId": "find-1", "standing": "noise"}],
+                        },
+                    },
+                    id="find-2",
+                )
+            ]
+        ),
+        '{"a": "a7"}',
+    ],
 ]
 
 
@@ -279,6 +309,7 @@ def converse(
             "store": af.MemoryArtifacts(retention=af.Retention(max_count=1)),
             "max_inline_chars": 256,
         },
+        findings={"judge": Judge()},
     )
     if subscribe is not None:
         subscribe(agent)
@@ -292,7 +323,7 @@ def converse(
         if results[-1].outcome == "paused":
             results.append(agent.resume_sync(results[-1], {"f1": 7}))
     answers = [r.answer for r in results if r.outcome != "paused"]
-    assert answers == ["wrapped up", *(f'{{"a": "a{n}"}}' for n in range(1, 7))]
+    assert answers == ["wrapped up", *(f'{{"a": "a{n}"}}' for n in range(1, 8))]
     rows = tuple(
         tuple((e.type, bytes(e.body)) for e in agent.store.read(r.run_id)) for r in results
     )

@@ -621,6 +621,7 @@ RECORDS = frozenset(
         "Issued",
         "Pending",
         "Presented",
+        "JudgeRequest",
         "AgentEvent",
         "AgentOptions",
         "ArgsInvalid",

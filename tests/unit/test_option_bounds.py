@@ -49,6 +49,8 @@ NUMERIC: dict[str, tuple[Any, dict[str, Any]]] = {
     "output_type": ({"type": "object", "properties": {"n": {"maximum": 10}}}, {}),
     "output_retries": (2, {"output_type": {"type": "object"}}),
     "artifacts": ({"store": af.MemoryArtifacts(), "max_inline_chars": 1000, "ttl_ms": 60}, {}),
+    "findings": ({"max_context_bytes": 2048, "keep_ledger_facts": 2}, {}),
+    "keep_ledger_facts": (3, {"findings": True, "window": {"keep_last_turns": 2}}),
 }
 #: options whose values hold no number (objects, strings, booleans, paths)
 NOT_NUMERIC = frozenset(
@@ -169,6 +171,9 @@ def test_a_number_beyond_the_log_is_refused_at_construction_naming_the_option(
         ("output_retries", -1, {"output_type": {"type": "object"}}),
         ("artifacts", {"store": af.MemoryArtifacts(), "max_inline_chars": MAX_COUNT + 1}, {}),
         ("artifacts", {"store": af.MemoryArtifacts(), "ttl_ms": 0}, {}),
+        ("findings", {"max_context_bytes": 262_145}, {}),
+        ("keep_ledger_facts", MAX_COUNT + 1, {"findings": True}),
+        ("keep_ledger_facts", -1, {}),
     ],
 )
 def test_a_value_past_the_options_documented_bound_is_refused(

@@ -108,6 +108,18 @@ class ArtifactsOption(TypedDict, total=False):
     ttl_ms: int
 
 
+class FindingsOption(TypedDict, total=False):
+    """``findings``' object form (docs/findings.md)."""
+
+    serve: Literal["ledger-and-facts", "ledger-only"]
+    answer_ask: Literal["none", "quote-facts"]
+    #: a second source: an object with ``judge(request: af.JudgeRequest)`` answering a
+    #: mapping of standings to probabilities
+    judge: Any
+    max_context_bytes: int
+    keep_ledger_facts: int | Literal[False]
+
+
 class ObserverDeliveryOptions(TypedDict, total=False):
     """``observer_delivery_options=`` (with ``observer_delivery="deferred"``)."""
 
@@ -194,6 +206,11 @@ class AgentOptions(TypedDict, total=False):
     #: ``MemoryArtifacts()``, ``SqliteArtifacts(file)``) or ``{"store", "max_inline_chars",
     #: "ttl_ms"}`` (docs/artifacts.md)
     artifacts: ArtifactStore | ArtifactsOption | None
+    #: the findings ledger: True or ``{"serve", "answer_ask", "judge", "max_context_bytes",
+    #: "keep_ledger_facts"}`` (docs/findings.md)
+    findings: bool | FindingsOption | None
+    #: fact turns the window holds under the findings ledger (default 4 with a window)
+    keep_ledger_facts: int | Literal[False] | None
     # pauses and credentials
     #: the service tools' ``needs`` are resolved by (``get_credential(request)``)
     credentials: CredentialService | None

@@ -357,6 +357,21 @@ class Feature(Generic[Settings]):
     # site asks ``registry.hooks_at(ctx, Feature.<point>)`` for the bound hooks, in order.
 
     @hook_point
+    def system_pieces(
+        self, ctx: HookContext[Settings], pieces: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The system slot's pieces with this feature's own after them (``ontology``'s map,
+        ``findings``' instruction). They are constant for the agent, as the configured
+        pieces are: the slot builds them once per run and keeps them."""
+        return pieces
+
+    @hook_point
+    def tool_schema(self, ctx: HookContext[Settings], schema: dict[str, Any]) -> dict[str, Any]:
+        """One tool's schema as the tools slot serves it (``findings`` adds its reserved
+        argument); constant for the agent, like the tools themselves."""
+        return schema
+
+    @hook_point
     async def tool_result(
         self, ctx: HookContext[Settings], result: ToolResult, outcome: ToolOutcome
     ) -> ToolOutcome:

@@ -26,6 +26,7 @@ from agentfootprint.features.base import count as whole_count
 from agentfootprint.features.llm_call import system_prompt_text
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.projection import projection as projection_of
+from agentfootprint.logformat.request import identity_prefix
 from agentfootprint.runtime.events import AgentEvent
 
 OPTION = "context_budget"
@@ -100,10 +101,10 @@ class _Meter:
 
     def measure(self, served: Mapping[str, Any], appends_only: bool) -> dict[str, int]:
         """``appends_only``: the projection serves the history as recorded (it edits nothing,
-        as projection 1); otherwise the served list may be spliced, and the messages are
-        counted again."""
+        as projection 1); otherwise the served list may be spliced, and the messages kept
+        are found object by object (the request hasher's rule) before the rest is counted."""
         current = served["messages"]
-        kept = _identical_prefix(self.messages, current) if appends_only else 0
+        kept = identity_prefix(self.messages, current, spliced=not appends_only)
         totals = self.totals
         del totals[kept + 1 :]
         running = totals[kept]
@@ -115,25 +116,6 @@ class _Meter:
         if tools is not self.tools:
             self.tools, self.tools_size = tools, len(canon(list(tools)))
         return {"messages": running, "tools": self.tools_size}
-
-
-def _identical_prefix(previous: Sequence[Any], current: Sequence[Any]) -> int:
-    """How many leading messages of ``current`` are the very objects of ``previous``, for
-    lists grown by appends (identity holds on a prefix): O(1) when ``current`` grew from
-    ``previous``, O(log n) by bisection otherwise."""
-    m = min(len(previous), len(current))
-    if m == 0 or current[0] is not previous[0]:
-        return 0
-    if current[m - 1] is previous[m - 1]:
-        return m
-    low, high = 1, m - 1  # current[low - 1] is identical, current[high] is not
-    while low < high:
-        middle = (low + high + 1) // 2
-        if current[middle - 1] is previous[middle - 1]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 @dataclass(slots=True)

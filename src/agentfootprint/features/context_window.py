@@ -144,10 +144,18 @@ def plan(
     latest: Mapping[str, int],
     keep_last_turns: int,
     pins: int,
+    facts: Mapping[str, str] | None = None,
+    fact_limit: int = 0,
 ) -> tuple[list[dict[str, Any]], list[pinning.Pin], list[pinning.Pin]]:
-    """The segments served, the pins holding and those standing down at this boundary."""
+    """The segments served, the pins holding and those standing down at this boundary
+    (``facts``: the ledger's fact results, held up to ``fact_limit``: ``keep_ledger_facts``)."""
     kept_from = starts[-keep_last_turns] if len(starts) > keep_last_turns else 0
     held, down = pinning.pins(history, starts, latest, keep_last_turns, pins)
+    if facts:
+        fact_held, fact_down = pinning.fact_pins(
+            history, starts, facts, keep_last_turns, fact_limit
+        )
+        held, down = held + fact_held, down + fact_down
     ranges = sorted(r for pin in held for r in pin.ranges)
     ranges.append((kept_from, len(history)))
     merged = _merge(ranges)
@@ -206,6 +214,25 @@ class Selection:
     starts: list[int]  #: each turn's first history index
 
 
+#: the ceiling of fact turns held (``keep_ledger_facts``, declared by ``findings``)
+LEDGER_FACTS = "keep_ledger_facts"
+
+
+def ledger_facts(rows: Any) -> dict[str, str]:
+    """The results whose current standing is ``fact`` (last row wins): id -> tool."""
+    current: dict[str, Mapping[str, Any]] = {}
+    for row in rows or ():
+        if isinstance(row, Mapping) and row.get("kind") == "standing":
+            call = row.get("tool_call_id")
+            if isinstance(call, str):
+                current[call] = row
+    return {
+        call: str(row.get("tool", "?"))
+        for call, row in current.items()
+        if row.get("standing") == "fact" and not row.get("unknown_id")
+    }
+
+
 def summary_message(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The served message holding the summary of what left (library-written, marked)."""
     return {
@@ -224,8 +251,15 @@ def select(ctx: StageContext) -> Selection:
     history: list[dict[str, Any]] = ctx.scope.get("history") or []
     index: _Index = ctx.run_memory.setdefault(OPTION, _Index())
     index.update(history)
+    fact_limit = options.get(LEDGER_FACTS) or 0
     segments, held, down = plan(
-        history, index.starts, index.latest, turns, options.get(pinning.OPTION) or 0
+        history,
+        index.starts,
+        index.latest,
+        turns,
+        options.get(pinning.OPTION) or 0,
+        ledger_facts(ctx.scope.get("findings_rows")) if fact_limit else None,
+        fact_limit,
     )
     summary = ctx.scope.get(SUMMARY_KEY)
     if summary is not None:
@@ -258,6 +292,7 @@ async def record(ctx: StageContext, selection: Selection, reason: str) -> None:
                 iteration=iteration,
                 pins=[
                     {
+                        **({"kind": pin.kind} if pin.kind else {}),
                         "tool": pin.tool,
                         "messages": [[s, e] for s, e in pin.ranges],
                         "chars": sum(
@@ -279,6 +314,7 @@ async def record(ctx: StageContext, selection: Selection, reason: str) -> None:
                     tool=pin.tool,
                     messages=[pin.ranges[0][0], pin.ranges[-1][1]],
                     boundaries=pinning.HOLDS,
+                    pin_kind=pin.kind,
                 )
             )
 

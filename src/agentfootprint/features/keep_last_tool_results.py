@@ -23,7 +23,7 @@ alone (:func:`pins`), so it is a pure function of committed state and replays.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agentfootprint.features.base import MAX_COUNT, MISSING, Feature, Options, OptionSpec, refuse
@@ -46,6 +46,8 @@ class PinStoodDown(AgentEvent):
     #: the pinned messages, half-open ``[start, end)`` indices of the history
     messages: list[int]
     boundaries: int
+    #: ``ledger-fact`` for a hold of ``keep_ledger_facts`` (absent: a tool's latest result)
+    pin_kind: str | None = field(default=None, metadata={"omit_none": True, "name": "kind"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,9 @@ class Pin:
     call: int  #: the assistant message's index in the history
     ranges: tuple[tuple[int, int], ...]  #: half-open, increasing
     blocked: int  #: the boundaries it has blocked (it holds while this is <= HOLDS)
+    #: None: a tool's latest result (``keep_last_tool_results``); ``ledger-fact``: a turn the
+    #: model declared a fact in (``keep_ledger_facts``)
+    kind: str | None = None
 
 
 def _check(value: Any, given: Mapping[str, Any]) -> int | None:
@@ -85,20 +90,12 @@ def pins(
     latest calling assistant message."""
     if limit <= 0 or len(starts) <= keep_last_turns:
         return [], []
-    current = len(starts) - 1
     kept_from = starts[-keep_last_turns]
     held: list[Pin] = []
     down: list[Pin] = []
     for tool, call in sorted(latest.items(), key=lambda item: (-item[1], item[0])):
-        if call >= kept_from:
-            continue
-        turn = _turn_of(starts, call)
-        blocked = current - (turn + keep_last_turns) + 1
-        pin = Pin(tool=tool, call=call, ranges=_unit(history, starts[turn], call), blocked=blocked)
-        if blocked <= HOLDS:
-            held.append(pin)
-        elif blocked == HOLDS + 1:
-            down.append(pin)
+        if call < kept_from:
+            _sort(_pin(history, starts, keep_last_turns, tool, call, None), held, down)
     chosen: list[Pin] = []
     tools = 0
     for pin in held:
@@ -106,6 +103,58 @@ def pins(
             chosen.append(pin)
             tools += 1
     return chosen, down
+
+
+def fact_pins(
+    history: Sequence[Mapping[str, Any]],
+    starts: Sequence[int],
+    facts: Mapping[str, str],
+    keep_last_turns: int,
+    limit: int,
+) -> tuple[list[Pin], list[Pin]]:
+    """``keep_ledger_facts``: the calls whose results the model declared facts (``facts``:
+    tool call id -> tool, the ledger's current standings), held past the window newest
+    first, at most ``limit``, under the same stand-down rule as :func:`pins`."""
+    if limit <= 0 or len(starts) <= keep_last_turns or not facts:
+        return [], []
+    kept_from = starts[-keep_last_turns]
+    calls: dict[int, str] = {}  # the assistant message making a fact's call -> its tool
+    for index in range(kept_from - 1, -1, -1):
+        message = history[index]
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping) and call.get("id") in facts and index not in calls:
+                calls[index] = facts[call["id"]]
+    held: list[Pin] = []
+    down: list[Pin] = []
+    for call, tool in sorted(calls.items(), key=lambda item: -item[0]):
+        _sort(_pin(history, starts, keep_last_turns, tool, call, "ledger-fact"), held, down)
+    return held[:limit], down
+
+
+def _pin(
+    history: Sequence[Mapping[str, Any]],
+    starts: Sequence[int],
+    keep_last_turns: int,
+    tool: str,
+    call: int,
+    kind: str | None,
+) -> Pin:
+    """The pin of the call at ``call`` (outside the window), with the boundaries its turn
+    has been outside it."""
+    turn = _turn_of(starts, call)
+    blocked = len(starts) - 1 - (turn + keep_last_turns) + 1
+    ranges = _unit(history, starts[turn], call)
+    return Pin(tool=tool, call=call, ranges=ranges, blocked=blocked, kind=kind)
+
+
+def _sort(pin: Pin, held: list[Pin], down: list[Pin]) -> None:
+    """A pin holds through :data:`HOLDS` blocked boundaries and stands down at the next."""
+    if pin.blocked <= HOLDS:
+        held.append(pin)
+    elif pin.blocked == HOLDS + 1:
+        down.append(pin)
 
 
 def _turn_of(starts: Sequence[int], index: int) -> int:

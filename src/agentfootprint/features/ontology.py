@@ -256,6 +256,11 @@ def _record(value: Any) -> Any:
 
 
 class _Ontology(Feature[Options]):
+    def system_pieces(
+        self, ctx: HookContext[Options], pieces: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        return pieces + ontology_pieces(ctx.options)
+
     async def request_served(
         self, ctx: HookContext[Options], served: Mapping[str, Any]
     ) -> Mapping[str, Any]:

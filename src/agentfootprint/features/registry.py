@@ -73,7 +73,7 @@ def all_features() -> tuple[Feature[Any], ...]:
     return tuple(found)
 
 
-_NOT_FEATURES = frozenset({"base", "classifiers", "registry", "seed_options"})
+_NOT_FEATURES = frozenset({"base", "classifiers", "findings_ledger", "registry", "seed_options"})
 
 
 def _check_unique(features: Iterable[Feature[Any]]) -> None:

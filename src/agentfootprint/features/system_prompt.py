@@ -14,7 +14,7 @@ from agentfootprint.features.base import (
     StateKey,
     refuse,
 )
-from agentfootprint.features.ontology import ontology_pieces
+from agentfootprint.features.registry import hooks_at
 from agentfootprint.runtime.run import StageContext
 
 
@@ -30,14 +30,16 @@ def _system(value: Any, given: Mapping[str, Any]) -> tuple[str, ...]:
 
 async def system_prompt(ctx: StageContext) -> None:
     system = ctx.config.system
-    # the ontology pieces (features/ontology.py) follow the configured ones; they are constant
-    # for the agent, as ``system`` is, so ``system`` stays the memo's source
-    options = ctx.config.options
-    ctx.set_derived(
-        "system_pieces",
-        system,
-        lambda: [{"source": "base", "text": text} for text in system] + ontology_pieces(options),
-    )
+
+    def pieces() -> list[dict[str, Any]]:
+        built: list[dict[str, Any]] = [{"source": "base", "text": text} for text in system]
+        for hook in hooks_at(ctx, Feature.system_pieces):  # (the ontology's map, ...)
+            built = hook(ctx, built)
+        return built
+
+    # the features' pieces are constant for the agent, as ``system`` is, so ``system`` stays
+    # the memo's source
+    ctx.set_derived("system_pieces", system, pieces)
 
 
 FEATURE: Feature[Options] = Feature(

@@ -14,6 +14,7 @@ from agentfootprint.features.base import (
     StateKey,
     refuse,
 )
+from agentfootprint.features.registry import hooks_at
 from agentfootprint.runtime.run import StageContext
 from agentfootprint.runtime.tools import Tool
 
@@ -35,7 +36,14 @@ def _tools(value: Any, given: Mapping[str, Any]) -> tuple[Tool, ...]:
 
 async def tools(ctx: StageContext) -> None:
     tools = ctx.config.tools
-    ctx.set_derived("tool_schemas", tools, lambda: [tool.schema for tool in tools])
+
+    def schemas() -> list[dict[str, Any]]:
+        served = [tool.schema for tool in tools]
+        for hook in hooks_at(ctx, Feature.tool_schema):  # (findings' reserved argument)
+            served = [hook(ctx, schema) for schema in served]
+        return served
+
+    ctx.set_derived("tool_schemas", tools, schemas)
 
 
 FEATURE: Feature[Options] = Feature(

@@ -122,8 +122,8 @@ def served_results(messages: Sequence[Any], replacements: Any) -> list[Any]:
     served: list[Any] = []
     found: dict[str, int] = {}
     for message in messages:
-        call_id = message.get("tool_call_id") if isinstance(message, dict) else None
-        if isinstance(call_id, str) and message.get("role") == "tool" and call_id in by_id:
+        call_id = message.get("tool_call_id") if type(message) is dict else None
+        if type(call_id) is str and call_id in by_id and message.get("role") == "tool":
             found[call_id] = found.get(call_id, 0) + 1
             message = _replaced(message, by_id[call_id])
         served.append(message)

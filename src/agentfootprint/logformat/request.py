@@ -54,6 +54,7 @@ __all__ = [
     "RequestDigests",
     "RequestHasher",
     "build_request",
+    "identity_prefix",
     "json_kind",
     "piece_mismatch",
     "projection",
@@ -113,7 +114,7 @@ def _hex_list(digests: Sequence[str]) -> bytes:
     return orjson.dumps(list(digests))
 
 
-def _identity_prefix(previous: Sequence[Any], current: Sequence[Any], *, spliced: bool) -> int:
+def identity_prefix(previous: Sequence[Any], current: Sequence[Any], *, spliced: bool) -> int:
     """How many leading items of ``current`` are the very objects of ``previous``.
 
     State lists are built only by the fold: ``set`` stores a freshly copied or parsed
@@ -312,7 +313,7 @@ class RequestHasher:
                 if kind == grows:
                     kept_grown = len(previous)
                 continue
-            kept = _identity_prefix(previous, current, spliced=spliced)
+            kept = identity_prefix(previous, current, spliced=spliced)
             if kept == len(previous):  # only appends: hash the new tail
                 new = [hexdigest(tag, canon(piece)) for piece in current[kept:]]
             else:  # rewritten: the pieces seen last call keep their digests (by identity)
