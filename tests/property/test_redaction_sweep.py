@@ -22,6 +22,7 @@ Tests marked ``xfail(strict=True, reason="BUG: ...")`` show defects found by thi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import tempfile
 from collections.abc import Iterator
@@ -113,11 +114,19 @@ def assert_nothing_leaks(secrets_: tuple[str, ...], places: dict[str, bytes | st
     assert not found, f"planted secrets found where they must not be: {found}"
 
 
-def sweep(spec: PlantedRun, policy: RedactionPolicy) -> None:
-    """Record ``spec`` under ``policy`` and look for its secrets everywhere (see the docstring)."""
+def sweep(spec: PlantedRun, policy: RedactionPolicy, *, placing: bool = False) -> None:
+    """Record ``spec`` under ``policy`` and look for its secrets everywhere (see the docstring).
+    ``placing``: results over 256 characters are placed in an artifact store, whose files are
+    swept too (the model then reads their tickets, not the secrets in them)."""
     with scratch() as root:
         db, bundle = root / "runs.db", root / "export.jsonl"
-        agent, provider = build_planted_agent(spec, store=db, redact=policy)
+        options: dict[str, Any] = {}
+        if placing:
+            options["artifacts"] = {
+                "store": af.FileArtifacts(root / "artifacts"),
+                "max_inline_chars": 256,
+            }
+        agent, provider = build_planted_agent(spec, store=db, redact=policy, **options)
         events: list[str] = []
         agent.on("*", lambda event: events.append(repr(event)))
         run_id, result = run_planted(agent, spec)
@@ -128,11 +137,12 @@ def sweep(spec: PlantedRun, policy: RedactionPolicy) -> None:
         assert check.close["outcome"] == ("failed" if spec.fails else "answered")
         assert check.close["calls"] == spec.calls == len(provider.requests)
 
-        # redaction never touches what the model gets or what run() returns
+        # redaction never touches what the model gets or what run() returns (a placed
+        # result's secrets are in neither: the model reads its ticket)
         sent = orjson.dumps(provider.requests)
         missing = [s for s in spec.served if s.encode() not in sent]
-        assert not missing, f"the model was not sent {missing}"
-        if result is not None:
+        assert placing or not missing, f"the model was not sent {missing}"
+        if result is not None and not placing:
             live = orjson.dumps(result.state)
             missing = [s for s in spec.kept if s.encode() not in live]
             assert not missing, f"result.state does not hold {missing}"
@@ -153,6 +163,13 @@ def sweep(spec: PlantedRun, policy: RedactionPolicy) -> None:
                 assert outcome.exit_code == 0, (name, outcome.output, outcome.exception)
         agent.close()
         places.update(store_files(db, "closed"))
+        if placing:
+            stored_files = [f for f in sorted((root / "artifacts").rglob("*")) if f.is_file()]
+            placed = [f for f in stored_files if f.suffix == ".bin"]
+            grown = sum(o.kind == "dict" for o in spec.outcomes[: len(provider.requests)])
+            assert len(placed) >= min(grown, 1) or result is None, "nothing was placed"
+            for stored_file in stored_files:
+                places[f"artifact store: {stored_file.name}"] = stored_file.read_bytes()
         assert_nothing_leaks(spec.secrets, places)
 
 
@@ -167,6 +184,27 @@ def test_planted_secrets_under_policy_keys_are_never_recorded(spec: PlantedRun) 
 @given(spec=planted_runs(free_text=True))
 def test_conversation_redaction_records_no_secret_at_all(spec: PlantedRun) -> None:
     sweep(spec, text_policy())
+
+
+def padded(spec: PlantedRun) -> PlantedRun:
+    """``spec`` with each object result grown past the placement threshold by a member no
+    policy names (its secrets stay where they were planted)."""
+    outcomes = tuple(
+        dataclasses.replace(o, value={**o.value, "padding": "p" * 300})
+        if o.kind == "dict" and isinstance(o.value, dict)
+        else o
+        for o in spec.outcomes
+    )
+    return dataclasses.replace(spec, outcomes=outcomes)
+
+
+@given(spec=planted_runs(), conversation=st.booleans())
+def test_placed_results_keep_their_secrets_out_of_the_artifact_store(
+    spec: PlantedRun, conversation: bool
+) -> None:
+    """``artifacts``: a result placed under a policy is stored in the form the log would have
+    held, so the store's files hold no planted secret either."""
+    sweep(padded(spec), text_policy() if conversation else key_policy(), placing=True)
 
 
 @pytest.mark.parametrize("free_text", [False, True])
