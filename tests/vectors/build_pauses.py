@@ -18,11 +18,12 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import orjson
+from vector_index import Entry, verdicts
 
 import agentfootprint as af
 from agentfootprint.logformat.commitments import PolicyDocument, commitment_digest
@@ -177,28 +178,6 @@ CASES: list[tuple[str, Build, str, str]] = [
     ("a retry whose first resume closed too", _retried_and_both_closed, "p", "pause"),
     ("a question holding a redacted value", _redacted_question, "p", "VALID_UNSIGNED"),
 ]
-
-
-@dataclass
-class Entry:
-    file: str
-    about: str
-    run: str
-    code: str
-    seq: int | None
-    verdicts: list[list[Any]]
-
-
-def verdicts(path: Path) -> list[list[Any]]:
-    """Whole-file verification by the library: ``[run, outcome or code, seq]`` each, sorted."""
-    out = []
-    with af.SqliteStore(path, readonly=True) as store:
-        for run, result in af.Verifier(store).verify_all():
-            if isinstance(result, af.VerificationError):
-                out.append([run, result.code, result.seq])
-            else:
-                out.append([run, result.outcome.value, None])
-    return sorted(out, key=str)
 
 
 def build(folder: Path) -> list[Entry]:

@@ -28,7 +28,7 @@ import re
 import sqlite3
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the log builder
 
+from vector_index import Entry, verdicts
+
 import agentfootprint as af
 from agentfootprint.exchange.bundle_write import write_bundle
-from agentfootprint.exchange.transfer import open_log
 from projection4_logs import CHILD, LEDGER, ROOT, SYSTEM, Damage, served_run
 
 HERE = Path(__file__).resolve().parent / "projection4"
@@ -160,31 +161,6 @@ CASES: list[tuple[str, Build, str, str]] = [
     ("a receipt that does not match the served system", _unedited, ROOT, "receipt"),
     ("a cache marker past the served system", _marker_past, ROOT, "receipt"),
 ]
-
-
-@dataclass
-class Entry:
-    file: str
-    about: str
-    run: str
-    code: str
-    seq: int | None
-    verdicts: list[list[Any]]
-
-
-def verdicts(path: Path) -> list[list[Any]]:
-    """Whole-file verification by the library: ``[run, outcome or code, seq]`` each, sorted."""
-    out = []
-    source = open_log(path)
-    try:
-        for run, result in af.Verifier(source).verify_all():
-            if isinstance(result, af.VerificationError):
-                out.append([run, result.code, result.seq])
-            else:
-                out.append([run, result.outcome.value, None])
-    finally:
-        source.close()
-    return sorted(out, key=str)
 
 
 def build(folder: Path) -> list[Entry]:

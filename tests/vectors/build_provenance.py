@@ -23,15 +23,15 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import orjson
+from vector_index import Entry, verdicts
 
 import agentfootprint as af
 from agentfootprint.exchange.bundle_write import write_bundle
-from agentfootprint.exchange.transfer import open_log
 from agentfootprint.logformat.canonical import canon
 from agentfootprint.logformat.log_formats import LOG_FORMAT_V3
 from agentfootprint.testing.tamper import Row, plain, read_rows, reencoded, rewrite, tampering
@@ -178,31 +178,6 @@ CASES: list[tuple[str, Change, str, str]] = [
     ("reads on writes in format v3", _in_v3, CHILD, "structure"),
     ("reads in code point order, not UTF-16 order", _code_point_order, CHILD, "VALID_UNSIGNED"),
 ]
-
-
-@dataclass
-class Entry:
-    file: str
-    about: str
-    run: str
-    code: str
-    seq: int | None
-    verdicts: list[list[Any]]
-
-
-def verdicts(path: Path) -> list[list[Any]]:
-    """Whole-file verification by the library: ``[run, outcome or code, seq]`` each, sorted."""
-    out = []
-    source = open_log(path)
-    try:
-        for run, result in af.Verifier(source).verify_all():
-            if isinstance(result, af.VerificationError):
-                out.append([run, result.code, result.seq])
-            else:
-                out.append([run, result.outcome.value, None])
-    finally:
-        source.close()
-    return sorted(out, key=str)
 
 
 def build(folder: Path) -> list[Entry]:

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agentfootprint.errors import VerificationError
-from agentfootprint.logformat.canonical import canon, parse
+from agentfootprint.logformat.canonical import parse
 from agentfootprint.logformat.chain import Row, RowSource, row_values
 from agentfootprint.logformat.hashing import hexdigest, is_hex_digest
 from agentfootprint.store.artifacts import REF_PATTERN
+from agentfootprint.store.tickets import read_ticket
 from agentfootprint.verify.results import RunVerification
 from agentfootprint.verify.verifier import Verifier
 
@@ -56,7 +57,6 @@ FAILING: frozenset[str] = frozenset({"mismatch", "missing"})
 
 #: what a ticket holds beside ``placed`` and ``reason``, compared with the minted event
 _COMPARED = ("ref", "kind", "media_type", "bytes", "digest", "expires_at")
-_TICKET_MEMBERS = frozenset({"bytes", "digest", "kind", "media_type", "placed", "reason", "ref"})
 
 
 class Removed(Protocol):
@@ -218,24 +218,6 @@ def _shape_problem(payload: Any) -> str | None:
     return None
 
 
-def _ticket(content: Any) -> dict[str, Any] | None:
-    """``content`` read as a claim ticket: the canonical JSON text of an object with exactly
-    the ticket's members and ``placed: true``; else None."""
-    if type(content) is not str or not content.startswith("{"):
-        return None
-    data = content.encode("utf-8", "surrogatepass")
-    try:
-        value = parse(data)
-        if not isinstance(value, dict) or canon(value) != data:
-            return None
-    except (ValueError, RecursionError):
-        return None
-    members = set(value)
-    if members != _TICKET_MEMBERS and members != _TICKET_MEMBERS | {"expires_at"}:
-        return None
-    return value if value["placed"] is True else None
-
-
 class _Tickets:
     """The run's final history's tool messages by ``tool_call_id``, built on first use."""
 
@@ -262,7 +244,7 @@ def _ticket_problem(payload: dict[str, Any], tickets: _Tickets) -> str | None:
     contents = tickets.of(call)
     if not contents:
         return f"the run's history holds no tool message for call {call}"
-    read = [ticket for ticket in map(_ticket, contents) if ticket is not None]
+    read = [ticket for ticket in map(read_ticket, contents) if ticket is not None]
     named = [ticket for ticket in read if ticket.get("ref") == payload["ref"]]
     if not named:
         return f"the run's history holds no ticket naming {payload['ref']} for call {call}" + (

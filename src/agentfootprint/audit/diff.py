@@ -65,7 +65,7 @@ class RunDiff:
 
 
 def _calls(source: RowSource, run_id: str) -> list[tuple[dict[str, Any], Receipt | None]]:
-    return list(RunReader(source)._calls(run_id))
+    return list(RunReader(source).served_calls(run_id))
 
 
 def diff_runs(

@@ -31,7 +31,7 @@ from agentfootprint.logformat.request import PIECE_KINDS, Projection, recorded_p
 from agentfootprint.logformat.shared_lists import SharedList, as_list
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
-__all__ = ["Receipt", "RunReader", "commit_value_at", "receipt_at", "served_at", "state_at"]
+__all__ = ["Receipt", "RunReader", "Step", "commit_value_at", "receipt_at", "served_at", "state_at"]
 
 
 _V = TypeVar("_V")
@@ -68,7 +68,10 @@ class Receipt:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _Step:
+class Step:
+    """One event of a run as :meth:`RunReader.served_calls` walks it (what an ``observe``
+    callback sees): its seq, type, parsed body and the commit it belongs to."""
+
     seq: int
     type: str
     body: dict[str, Any]
@@ -79,7 +82,7 @@ class _Step:
 class _Started:
     """A run's events, where it starts from, and the format and projection it records."""
 
-    steps: list[_Step]
+    steps: list[Step]
     state: dict[str, Any]
     lists: dict[str, Sequence[str]]
     log_format: str
@@ -94,14 +97,14 @@ class RunReader:
         self._verifier = verifier if verifier is not None else shared_verifier(source)
 
     def _start(self, run_id: str) -> _Started:
-        steps: list[_Step] = []
+        steps: list[Step] = []
         commit = 0
         opened: dict[str, Any] | None = None
         for row in self.source.read(run_id):
             body = parse(row.body)
             if row.type == "run.open":
                 opened = body
-            steps.append(_Step(seq=row.seq, type=row.type, body=body, commit=commit))
+            steps.append(Step(seq=row.seq, type=row.type, body=body, commit=commit))
             if row.type == "commit":
                 commit += 1
         if opened is None:
@@ -125,7 +128,7 @@ class RunReader:
 
     def _fold(
         self, run_id: str, started: _Started | None = None
-    ) -> Iterator[tuple[_Step, dict[str, Any], dict[str, Sequence[str]]]]:
+    ) -> Iterator[tuple[Step, dict[str, Any], dict[str, Sequence[str]]]]:
         """Yield each event with the state and receipt lists as they stand *before* it."""
         run = self._start(run_id) if started is None else started
         state, lists = run.state, run.lists
@@ -167,8 +170,8 @@ class RunReader:
         return _detached(final)
 
     # -- calls ------------------------------------------------------------------------------
-    def _calls(
-        self, run_id: str, observe: Callable[[_Step, dict[str, Any]], None] | None = None
+    def served_calls(
+        self, run_id: str, observe: Callable[[Step, dict[str, Any]], None] | None = None
     ) -> Iterator[tuple[dict[str, Any], Receipt | None]]:
         """Each call's served request (state not copied: callers copy) and its receipt.
 
@@ -205,14 +208,14 @@ class RunReader:
 
     def _call(self, run_id: str, k: int) -> tuple[dict[str, Any], Receipt | None]:
         check_index(k, "k", 0, "a call index")
-        for index, (request, receipt) in enumerate(self._calls(run_id)):
+        for index, (request, receipt) in enumerate(self.served_calls(run_id)):
             if index == k:
                 return request, receipt  # not copied: served_at copies what it hands out
         raise UsageError(f"k: run {run_id} has no call {k}", option="k")
 
     def served_requests(self, run_id: str) -> list[dict[str, Any]]:
         """Every request of the run, in call order, rebuilt in one pass over the log."""
-        return [_detached(request) for request, _ in self._calls(run_id)]
+        return [_detached(request) for request, _ in self.served_calls(run_id)]
 
     def served_at(self, run_id: str, k: int) -> dict[str, Any]:
         """The request the model was served at call ``k``, rebuilt from the log."""

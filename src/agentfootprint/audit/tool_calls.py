@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfootprint.audit.read import RunReader, _Step
+from agentfootprint.audit.read import RunReader, Step
 from agentfootprint.audit.sources import check_run_id, naming_run, opened
 from agentfootprint.features.permission_checker import PermissionCheck
 from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
@@ -87,7 +87,7 @@ class _Collector:
         self.teardown: dict[Any, list[dict[str, Any]]] = {}
         self.history_before = 0
 
-    def observe(self, step: _Step, state: dict[str, Any]) -> None:
+    def observe(self, step: Step, state: dict[str, Any]) -> None:
         if step.type == "event":
             name, payload = step.body.get("name"), step.body.get("payload")
             if not isinstance(payload, dict):
@@ -167,6 +167,6 @@ def tool_calls(source: RowSource | str | os.PathLike[str], run_id: str) -> list[
     with opened(source) as rows, naming_run():
         shared_verifier(rows).verify(run_id)
         collector = _Collector()
-        for request, _ in RunReader(rows)._calls(run_id, collector.observe):
+        for request, _ in RunReader(rows).served_calls(run_id, collector.observe):
             collector.offered.append(_offered(request))
         return collector.finish()

@@ -32,6 +32,7 @@ from agentfootprint.features.base import (
     MAX_COUNT,
     MISSING,
     Feature,
+    GrowingRead,
     HookContext,
     OptionSpec,
     PauseRequest,
@@ -234,21 +235,20 @@ class _Memory:
 
     views: dict[str, ArtifactsView] = field(default_factory=dict)
     wanted: dict[str, dict[str, Any]] = field(default_factory=dict)
-    read: int = 0
+    history: GrowingRead = field(default_factory=GrowingRead)
     tickets: dict[str, dict[str, Any]] = field(default_factory=dict)
     presented: list[Presented] = field(default_factory=list)
 
     def tickets_in(self, history: Any) -> dict[str, dict[str, Any]]:
         """The conversation's tickets by ref, read from the committed history as it grows."""
-        messages = history if isinstance(history, list) else list(history or ())
-        if len(messages) < self.read:  # (a history never shrinks; read it again if it did)
-            self.read, self.tickets = 0, {}
-        for message in messages[self.read :]:
+        fresh, restarted = self.history.tail(history)
+        if restarted:
+            self.tickets = {}
+        for message in fresh:
             if isinstance(message, dict) and message.get("role") == "tool":
                 ticket = read_ticket(message.get("content"))
                 if ticket is not None:
                     self.tickets[ticket["ref"]] = ticket
-        self.read = len(messages)
         return self.tickets
 
 

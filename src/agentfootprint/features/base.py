@@ -24,7 +24,7 @@ what the model is served stays a pure function of committed state.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
@@ -254,6 +254,25 @@ class StateKey:
     name: str
     structure: bool = False
     summary: str = ""
+
+
+class GrowingRead:
+    """A list that only grows (a conversation's history), read a tail at a time: a feature's
+    index of it costs what was appended, never a copy of the whole (a committed history is
+    a :class:`~agentfootprint.logformat.shared_lists.SharedList`, sliced in place)."""
+
+    def __init__(self) -> None:
+        self.read = 0
+
+    def tail(self, items: Any) -> tuple[Sequence[Any], bool]:
+        """The items past those read before, and whether the list is read again from the
+        start (it is shorter than before: the caller drops its index)."""
+        if not isinstance(items, Sequence) or isinstance(items, str):
+            items = ()
+        restarted = len(items) < self.read
+        start = 0 if restarted else self.read
+        self.read = len(items)
+        return items[start:], restarted
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -32,6 +32,7 @@ from agentfootprint.features.base import (
     MAX_COUNT,
     MISSING,
     Feature,
+    GrowingRead,
     HookContext,
     OptionSpec,
     StageSpec,
@@ -251,7 +252,8 @@ class _Served:
     def __init__(self) -> None:
         self.ledger = Fold()
         self.lines = PieceLines()
-        self.ids: list[str | None] = []
+        self.ids: list[str | None] = []  #: the tool call id at each history index
+        self.history = GrowingRead()
         #: (rows folded, served ids) of the last call, and what it served: a call whose
         #: rows and served results did not change serves the same piece and tickets
         self.last: tuple[int, list[str]] | None = None
@@ -268,10 +270,10 @@ class _Served:
     def served_ids(self, history: Any, segments: Any) -> list[str]:
         """The ids of the tool results the request serves, in order (the history as
         ``served_messages`` selects it: the window's choice)."""
-        messages = list(history) if not isinstance(history, list) else history
-        if len(messages) < len(self.ids):
+        fresh, restarted = self.history.tail(history)
+        if restarted:
             self.ids = []
-        for message in messages[len(self.ids) :]:
+        for message in fresh:
             call = message.get("tool_call_id") if isinstance(message, dict) else None
             tool = isinstance(message, dict) and message.get("role") == "tool"
             self.ids.append(call if tool and isinstance(call, str) else None)
@@ -462,19 +464,18 @@ class _Results:
     history grows: what a standing's id resolves against."""
 
     def __init__(self) -> None:
-        self.read = 0
+        self.history = GrowingRead()
         self.found: dict[str, str] = {}
 
     def update(self, history: Any) -> dict[str, str]:
-        messages = history if isinstance(history, list) else list(history or ())
-        if len(messages) < self.read:
-            self.read, self.found = 0, {}
-        for message in messages[self.read :]:
+        fresh, restarted = self.history.tail(history)
+        if restarted:
+            self.found = {}
+        for message in fresh:
             if isinstance(message, dict) and message.get("role") == "tool":
                 call, name = message.get("tool_call_id"), message.get("name")
                 if isinstance(call, str) and call not in self.found:
                     self.found[call] = name if isinstance(name, str) else "?"
-        self.read = len(messages)
         return self.found
 
 

@@ -8,82 +8,97 @@ request digests of v1 and v2 carry the same ``v``. docs/log-format.md section 8.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from agentfootprint.logformat.projection_spec import Edit, Projection, ProjectionError, json_kind
 from agentfootprint.logformat.projection_v1 import FIELDS
 from agentfootprint.logformat.shared_lists import SharedList
 
-__all__ = ["EDITS", "PROJECTION_V2"]
+__all__ = ["EDITS", "PROJECTION_V2", "segmented"]
 
 
-def _served_messages(history: Sequence[Any], segments: Any) -> list[Any]:
-    """``history`` as ``served_messages`` serves it: slices of it (the very objects, so the
-    hasher reuses their digests) and single messages, concatenated in order."""
+def segmented(
+    key: str, source: str, member: str, single: str
+) -> Callable[[Sequence[Any], Any], list[Any]]:
+    """The edit of state key ``key``: the list read from state key ``source`` served as
+    segments, slices of it by reference (``{member: [start, end]}``, end null: to its end) and
+    single items that are not in it (``{single: {...}}``), concatenated in order, the slices
+    increasing and not overlapping (``served_messages`` here; projection 4's
+    ``served_system``)."""
 
-    def refuse(reason: str) -> ProjectionError:
-        return ProjectionError(
-            "served_messages",
-            f"state key served_messages {reason}; it must be an array of segments "
-            '{"history": [start, end]} (end null: to the end of history) or '
-            '{"message": {...}}, with history slices in increasing, non-overlapping order',
-        )
+    def serve(items: Sequence[Any], segments: Any) -> list[Any]:
+        """``items`` as the segments serve them (the very objects, so the hasher reuses
+        their digests); :class:`ProjectionError` naming ``key`` otherwise."""
 
-    if not isinstance(segments, list | tuple | SharedList):
-        raise refuse(f"is {json_kind(segments)}, not an array")
-    served: list[Any] = []
-    floor = 0  # a history slice starts at or after the end of the one before it
-    for i, segment in enumerate(segments):
-        if not isinstance(segment, dict) or len(segment) != 1:
-            shape = (
-                f"an object with {len(segment)} members"
-                if isinstance(segment, dict)
-                else json_kind(segment)
+        def refuse(reason: str) -> ProjectionError:
+            return ProjectionError(
+                key,
+                f"state key {key} {reason}; it must be an array of segments "
+                f'{{"{member}": [start, end]}} (end null: to the end of {source}) or '
+                f'{{"{single}": {{...}}}}, with {member} slices in increasing, '
+                "non-overlapping order",
             )
-            raise refuse(f"[{i}] is {shape}, not an object with one member")
-        ((member, value),) = segment.items()
-        if member == "history":
-            try:
-                start, end = _history_slice(value, len(history))
-            except ValueError as exc:
-                raise refuse(f"[{i}] {exc}") from None
-            if start < floor:
-                raise refuse(
-                    f"[{i}] slices history from {start}, before the end {floor} of the "
-                    "slice before it (slices overlap or go back)"
+
+        if not isinstance(segments, list | tuple | SharedList):
+            raise refuse(f"is {json_kind(segments)}, not an array")
+        served: list[Any] = []
+        floor = 0  # a slice starts at or after the end of the one before it
+        for i, segment in enumerate(segments):
+            if not isinstance(segment, dict) or len(segment) != 1:
+                shape = (
+                    f"an object with {len(segment)} members"
+                    if isinstance(segment, dict)
+                    else json_kind(segment)
                 )
-            served.extend(history[start:end])
-            floor = end
-        elif member == "message":
-            if not isinstance(value, dict):
-                raise refuse(f"[{i}] message is {json_kind(value)}, not an object")
-            served.append(value)
-        else:
-            raise refuse(f"[{i}] has the unknown member {member!r}")
-    return served
+                raise refuse(f"[{i}] is {shape}, not an object with one member")
+            ((name, value),) = segment.items()
+            if name == member:
+                try:
+                    start, end = _slice(value, len(items), member, source)
+                except ValueError as exc:
+                    raise refuse(f"[{i}] {exc}") from None
+                if start < floor:
+                    raise refuse(
+                        f"[{i}] slices {source} from {start}, before the end {floor} of the "
+                        "slice before it (slices overlap or go back)"
+                    )
+                served.extend(items[start:end])
+                floor = end
+            elif name == single:
+                if not isinstance(value, dict):
+                    raise refuse(f"[{i}] {single} is {json_kind(value)}, not an object")
+                served.append(value)
+            else:
+                raise refuse(f"[{i}] has the unknown member {name!r}")
+        return served
+
+    return serve
 
 
-def _history_slice(value: Any, length: int) -> tuple[int, int]:
-    """``[start, end]`` of a history segment (``end`` null: ``length``); ValueError says why not."""
+def _slice(value: Any, length: int, member: str, source: str) -> tuple[int, int]:
+    """``[start, end]`` of a slice segment (``end`` null: ``length``); ValueError says why not."""
     if not isinstance(value, list | tuple) or len(value) != 2:
         shape = json_kind(value)
         if isinstance(value, list | tuple):
             shape = f"an array of {len(value)} items"
-        raise ValueError(f"history is {shape}, not an array [start, end]")
+        raise ValueError(f"{member} is {shape}, not an array [start, end]")
     start, end = value
     if type(start) is not int:
-        raise ValueError(f"history start is {json_kind(start)}, not an integer")
+        raise ValueError(f"{member} start is {json_kind(start)}, not an integer")
     if end is None:
         end = length
     elif type(end) is not int:
-        raise ValueError(f"history end is {json_kind(end)}, not an integer or null")
+        raise ValueError(f"{member} end is {json_kind(end)}, not an integer or null")
     if not 0 <= start <= end <= length:
         raise ValueError(
-            f"history slice [{start}, {end}] is out of range "
-            f"(0 <= start <= end <= {length}, the length of history)"
+            f"{member} slice [{start}, {end}] is out of range "
+            f"(0 <= start <= end <= {length}, the length of {source})"
         )
     return start, end
+
+
+_served_messages = segmented("served_messages", "history", "history", "message")
 
 
 def _served_tools(schemas: Sequence[Any], names: Any) -> list[Any]:

@@ -16,81 +16,21 @@ shape is v3's (request shape 2). docs/log-format.md section 8.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Final
 
 from agentfootprint.logformat.projection_spec import Edit, Projection, ProjectionError, json_kind
-from agentfootprint.logformat.projection_v2 import EDITS
+from agentfootprint.logformat.projection_v2 import EDITS, segmented
 from agentfootprint.logformat.projection_v3 import PROJECTION_V3
 from agentfootprint.logformat.shared_lists import SharedList
 
 __all__ = ["PROJECTION_V4", "served_results", "served_system"]
 
 
-def served_system(pieces: Sequence[Any], segments: Any) -> list[Any]:
-    """``system_pieces`` as ``served_system`` serves it: slices of it (the very objects) and
-    single pieces, concatenated in order; :class:`ProjectionError` naming the key when the
-    segments are not of that shape."""
-
-    def refuse(reason: str) -> ProjectionError:
-        return ProjectionError(
-            "served_system",
-            f"state key served_system {reason}; it must be an array of segments "
-            '{"system": [start, end]} (end null: to the end of system_pieces) or '
-            '{"piece": {...}}, with system slices in increasing, non-overlapping order',
-        )
-
-    if not isinstance(segments, list | tuple | SharedList):
-        raise refuse(f"is {json_kind(segments)}, not an array")
-    served: list[Any] = []
-    floor = 0  # a slice starts at or after the end of the one before it
-    for i, segment in enumerate(segments):
-        if not isinstance(segment, dict) or len(segment) != 1:
-            shape = (
-                f"an object with {len(segment)} members"
-                if isinstance(segment, dict)
-                else json_kind(segment)
-            )
-            raise refuse(f"[{i}] is {shape}, not an object with one member")
-        ((member, value),) = segment.items()
-        if member == "system":
-            start, end = _slice(value, len(pieces), refuse, i)
-            if start < floor:
-                raise refuse(
-                    f"[{i}] slices system_pieces from {start}, before the end {floor} of the "
-                    "slice before it (slices overlap or go back)"
-                )
-            served.extend(pieces[start:end])
-            floor = end
-        elif member == "piece":
-            if not isinstance(value, dict):
-                raise refuse(f"[{i}] piece is {json_kind(value)}, not an object")
-            served.append(value)
-        else:
-            raise refuse(f"[{i}] has the unknown member {member!r}")
-    return served
-
-
-def _slice(value: Any, length: int, refuse: Any, i: int) -> tuple[int, int]:
-    if not isinstance(value, list | tuple) or len(value) != 2:
-        shape = json_kind(value)
-        if isinstance(value, list | tuple):
-            shape = f"an array of {len(value)} items"
-        raise refuse(f"[{i}] system is {shape}, not an array [start, end]")
-    start, end = value
-    if type(start) is not int:
-        raise refuse(f"[{i}] system start is {json_kind(start)}, not an integer")
-    if end is None:
-        end = length
-    elif type(end) is not int:
-        raise refuse(f"[{i}] system end is {json_kind(end)}, not an integer or null")
-    if not 0 <= start <= end <= length:
-        raise refuse(
-            f"[{i}] system slice [{start}, {end}] is out of range "
-            f"(0 <= start <= end <= {length}, the length of system_pieces)"
-        )
-    return start, end
+#: ``system_pieces`` as ``served_system`` serves it: projection 2's segments over the pieces
+served_system = segmented("served_system", "system_pieces", "system", "piece")
 
 
 def served_results(messages: Sequence[Any], replacements: Any) -> list[Any]:
@@ -144,17 +84,21 @@ _MADE: OrderedDict[tuple[int, str], tuple[Any, dict[str, Any]]] = OrderedDict()
 _MADE_MAX: Final = 4096
 
 
+_MADE_LOCK: Final = threading.Lock()  # (verifiers and runs share it across threads)
+
+
 def _replaced(message: dict[str, Any], content: str) -> dict[str, Any]:
     key = (id(message), content)
-    made = _MADE.get(key)
-    if made is not None and made[0] is message:  # (held: its id cannot be another's)
-        _MADE.move_to_end(key)
-        return made[1]
-    replaced = {**message, "content": content}
-    _MADE[key] = (message, replaced)
-    if len(_MADE) > _MADE_MAX:
-        _MADE.popitem(last=False)
-    return replaced
+    with _MADE_LOCK:
+        made = _MADE.get(key)
+        if made is not None and made[0] is message:  # (held: its id cannot be another's)
+            _MADE.move_to_end(key)
+            return made[1]
+        replaced = {**message, "content": content}
+        _MADE[key] = (message, replaced)
+        if len(_MADE) > _MADE_MAX:
+            _MADE.popitem(last=False)
+        return replaced
 
 
 #: v4: v3 plus ``served_system`` and ``served_results`` (docs/log-format.md section 8),

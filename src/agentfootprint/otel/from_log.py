@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfootprint.audit.read import RunReader, _Step
+from agentfootprint.audit.read import RunReader, Step
 from agentfootprint.audit.sources import check_run_id, naming_run, opened
 from agentfootprint.audit.tool_calls import ToolCallRecord, tool_calls
 from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
@@ -85,7 +85,7 @@ class _Walk:
     #: per call: the (start, end) ts of the commit that ran its reply's tool calls
     batches: dict[int, tuple[int, int]] = field(default_factory=dict)
 
-    def observe(self, step: _Step, state: dict[str, Any]) -> None:
+    def observe(self, step: Step, state: dict[str, Any]) -> None:
         ts = self.ts.get(step.seq, self.last_ts)
         self.last_ts = max(self.last_ts, ts)
         body = step.body
@@ -102,7 +102,7 @@ class _Walk:
         elif step.type == "run.close":
             self.close = body
 
-    def _commit(self, step: _Step, state: dict[str, Any], ts: int) -> None:
+    def _commit(self, step: Step, state: dict[str, Any], ts: int) -> None:
         body = step.body
         made = commit_calls(self.log_format, body, len(self.receipts))
         before = self.marker_ts if self.marker_ts is not None else ts
@@ -152,7 +152,9 @@ def trace_from_log(
         ts = {row.seq: row.ts for row in rows.read(run_id)}
         walk = _Walk(ts=ts, content=content)
         served: list[tuple[dict[str, Any], str | None]] = []
-        for request, receipt in RunReader(rows, verifier=verifier)._calls(run_id, walk.observe):
+        for request, receipt in RunReader(rows, verifier=verifier).served_calls(
+            run_id, walk.observe
+        ):
             kept = {
                 "model": request.get("model"),
                 "params": request.get("params"),

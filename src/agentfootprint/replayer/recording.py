@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from agentfootprint.audit.divergence import VAULT_HINT
-from agentfootprint.audit.read import RunReader, _Step
+from agentfootprint.audit.read import RunReader, Step
 from agentfootprint.errors import ReplayDivergence
 from agentfootprint.features.tool_dispatch import (
     RESUME_STAGE,
@@ -112,7 +112,7 @@ class Recording:
         self._batch_receipts = 0
         self.reader = RunReader(store)
         # one pass over the folded log: (recorded request, receipt) per call, and the rest
-        self.calls = list(self.reader._calls(run_id, observe=self._observe))
+        self.calls = list(self.reader.served_calls(run_id, observe=self._observe))
         # an inherited commitment recorded again (a fresh walk of a value the parent
         # committed, like a tool schema) comes after the run's own of the same key and value
         self.salts += self._inherited_salts
@@ -120,7 +120,7 @@ class Recording:
     def _reveal(self, value: Any) -> Any:
         return value if self.vault is None or not self._redacted else self.vault.reveal(value)
 
-    def _observe(self, step: _Step, state: dict[str, Any]) -> None:
+    def _observe(self, step: Step, state: dict[str, Any]) -> None:
         """One event of the original, with the state before it (after, for a marker)."""
         if self._redacted and self.vault is not None and step.type != "receipt":
             self._keep_salts(step.body)

@@ -1,11 +1,6 @@
-"""Artifacts as a tool sees them: the claim ticket, a resolved :class:`Artifact`, and
-``ctx.artifacts`` (docs/artifacts.md).
-
-The ticket is the one thing about an artifact the log holds: the canonical JSON text a placed
-result's tool message carries, naming the artifact and its digest. :func:`ticket_text` writes
-it and :func:`read_ticket` reads it back (exactly these members, or not a ticket), so the
-feature that places results, the replay that reads them back and the checks after the fact
-agree on one form.
+"""Artifacts as a tool sees them: a resolved :class:`Artifact`, what ``present`` hands the
+caller, and ``ctx.artifacts`` (docs/artifacts.md). The claim ticket's one form is
+:mod:`agentfootprint.store.tickets` (re-exported here).
 """
 
 from __future__ import annotations
@@ -18,9 +13,9 @@ from typing import Any
 import orjson
 
 from agentfootprint.errors import ArtifactStoreError, UsageError
-from agentfootprint.logformat.canonical import canon
-from agentfootprint.logformat.hashing import hexdigest, is_hex_digest
-from agentfootprint.store.artifacts import REF_PATTERN, ArtifactHead, ArtifactStore
+from agentfootprint.logformat.hashing import hexdigest
+from agentfootprint.store.artifacts import ArtifactHead, ArtifactStore
+from agentfootprint.store.tickets import read_ticket, ticket_text
 
 __all__ = [
     "JSON_MEDIA_TYPE",
@@ -36,7 +31,6 @@ JSON_MEDIA_TYPE = "application/json"
 TEXT_MEDIA_TYPE = "text/plain; charset=utf-8"
 #: the kind of a placed result whose tool declares none
 DEFAULT_KIND = "tool-result"
-_MEMBERS = frozenset({"bytes", "digest", "kind", "media_type", "placed", "reason", "ref"})
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -87,49 +81,6 @@ class Presented:
     digest: str
     tool_call_id: str
     data: bytes = field(repr=False)
-
-
-def ticket_text(head: ArtifactHead, reason: str) -> str:
-    """The claim ticket for ``head``: canonical JSON text (docs/artifacts.md)."""
-    ticket: dict[str, Any] = {
-        "bytes": head.size,
-        "digest": head.digest,
-        "kind": head.kind,
-        "media_type": head.media_type,
-        "placed": True,
-        "reason": reason,
-        "ref": head.ref,
-    }
-    if head.expires_at is not None:
-        ticket["expires_at"] = head.expires_at
-    return canon(ticket).decode("utf-8")
-
-
-def read_ticket(content: Any) -> dict[str, Any] | None:
-    """``content`` read as a claim ticket: its members, or None when it is not exactly one
-    (any other text is an ordinary result)."""
-    if not isinstance(content, str) or not content.startswith('{"bytes":'):
-        return None
-    try:
-        value = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(value, dict):
-        return None
-    keys = set(value)
-    if keys != _MEMBERS and keys != _MEMBERS | {"expires_at"}:
-        return None
-    size, expires = value["bytes"], value.get("expires_at")
-    whole = (size, expires) if expires is not None else (size,)
-    if (
-        value["placed"] is not True
-        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in whole)
-        or not all(isinstance(value[k], str) for k in ("kind", "media_type", "reason", "ref"))
-        or not REF_PATTERN.fullmatch(value["ref"])
-        or not is_hex_digest(value["digest"])
-    ):
-        return None
-    return value
 
 
 def _refused(what: str) -> UsageError:
