@@ -31,7 +31,7 @@ import dataclasses
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
@@ -89,6 +89,9 @@ def tool(
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
     wants: Mapping[str, str] | None = None,
     result_kind: str | None = None,
+    arguments_from: Sequence[str] | None = None,
+    result_columns: Mapping[str, Any] | None = None,
+    period: str | None = None,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -101,6 +104,9 @@ def tool(
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
     wants: Mapping[str, str] | None = None,
     result_kind: str | None = None,
+    arguments_from: Sequence[str] | None = None,
+    result_columns: Mapping[str, Any] | None = None,
+    period: str | None = None,
 ) -> ToolDecorator: ...
 
 
@@ -114,6 +120,9 @@ def tool(
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
     wants: Mapping[str, str] | None = None,
     result_kind: str | None = None,
+    arguments_from: Sequence[str] | None = None,
+    result_columns: Mapping[str, Any] | None = None,
+    period: str | None = None,
 ) -> Any:
     """Make a tool of a typed function: ``@af.tool``, ``@af.tool(name=..., ...)`` or
     ``af.tool(fn)``.
@@ -123,8 +132,9 @@ def tool(
     ``ask_or_assume`` are ``define_tool``'s (a credential the tool needs, what happens when a
     call leaves an argument out). A parameter annotated :class:`Artifact` takes an artifact's
     ref and receives the artifact (``wants``, docs/artifacts.md): of any kind, or of the kind
-    ``wants={"param": "kind"}`` names; ``result_kind`` is ``define_tool``'s. See the module
-    docstring for what is refused.
+    ``wants={"param": "kind"}`` names; ``result_kind``, ``arguments_from``,
+    ``result_columns`` and ``period`` are ``define_tool``'s. See the module docstring for
+    what is refused.
     """
 
     def decorate(function: Callable[..., Any]) -> FunctionTool[..., Any]:
@@ -136,6 +146,9 @@ def tool(
             ask_or_assume=ask_or_assume,
             wants=wants,
             result_kind=result_kind,
+            arguments_from=arguments_from,
+            result_columns=result_columns,
+            period=period,
         )
 
     if fn is None:
@@ -259,6 +272,9 @@ def _function_tool(
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None,
     wants: Mapping[str, str] | None = None,
     result_kind: str | None = None,
+    arguments_from: Sequence[str] | None = None,
+    result_columns: Mapping[str, Any] | None = None,
+    period: str | None = None,
 ) -> FunctionTool[..., Any]:
     if not callable(fn) or isinstance(fn, type):
         raise UsageError(
@@ -362,6 +378,9 @@ def _function_tool(
         ask_or_assume=ask_or_assume,
         wants=_wanted(refs, wants, refused) or None,
         result_kind=result_kind,
+        arguments_from=arguments_from,
+        result_columns=result_columns,
+        period=period,
     )
     given = {f.name: getattr(made, f.name) for f in dataclasses.fields(Tool)}
     return FunctionTool(**given, fn=fn)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ import orjson
 from jsonschema.exceptions import SchemaError
 
 from agentfootprint.errors import CanonicalFormError, ReservedKeyError, UsageError
+from agentfootprint.integrity.contracts import Contract, contract_of
 from agentfootprint.logformat import limits
 from agentfootprint.logformat.canonical import canon, check_ijson
 from agentfootprint.runtime.argument_rules import ArgumentRule, ruled_schema
@@ -131,6 +132,9 @@ class Tool:
     wants: tuple[tuple[str, str], ...] = ()
     #: the kind its results take when placed in the artifact store (None: ``tool-result``)
     result_kind: str | None = None
+    #: what it declares for the integrity checks (``arguments_from``, ``result_columns``,
+    #: ``period``; docs/integrity.md): never served, committed as ``tool_contracts``
+    contract: Contract | None = None
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -152,6 +156,9 @@ def define_tool(
     ask_or_assume: Mapping[str, Mapping[str, Any]] | None = None,
     wants: Mapping[str, str] | None = None,
     result_kind: str | None = None,
+    arguments_from: Sequence[str] | None = None,
+    result_columns: Mapping[str, Any] | None = None,
+    period: str | None = None,
 ) -> Tool:
     """Define a tool. ``execute(args)`` or ``execute(args, ctx)``, sync or async.
 
@@ -170,6 +177,12 @@ def define_tool(
     resolved :class:`~agentfootprint.runtime.artifacts.Artifact` in the ref's place.
     ``result_kind``: the kind this tool's results take when placed. Both need an agent with
     ``artifacts``.
+
+    For the integrity checks (docs/integrity.md; never served): ``arguments_from=["list_hosts"]``
+    names the tools whose results ground this tool's arguments; ``result_columns={"lun":
+    "number", "host": {"type": "string", "nullable": True}}`` what its rows contain (types
+    ``number``, ``string``, ``boolean``, ``date``; an unlisted column is never judged);
+    ``period="window"`` the argument that sets the period its results cover.
 
     Refused with :class:`UsageError`: a name outside ``[a-zA-Z0-9_-]{1,64}``, an
     empty description, a schema that is not a JSON Schema object schema
@@ -227,6 +240,13 @@ def define_tool(
         rules=rules,
         wants=_wants(name, schema, wants),
         result_kind=None if result_kind is None else _kind(name, "result_kind", result_kind),
+        contract=contract_of(
+            name,
+            schema,
+            arguments_from=arguments_from,
+            result_columns=result_columns,
+            period=period,
+        ),
     )
 
 

@@ -1,0 +1,392 @@
+"""The values an answer states, and where the run served each: the claim seam's evidence.
+
+Upstream's evidence gate extractor (``core/agent/evidence/{normalize,extract}.ts``), ported
+rule for rule, and deliberately CONSERVATIVE: it would rather miss a fabricated value than
+accuse a correct answer, so a token is a value only when it carries a digit and is
+distinctive:
+
+* the text is cut into tokens on every character outside ``[A-Za-z0-9:_-/.,%+@#$]``, and a
+  comma not flanked by digits on both sides (a list comma, ``fc1/3,fc1/4``) splits too;
+* each token is normalized (:func:`normalize_token`): lowercased; decoration stripped
+  (leading ``$#@+'"`([{<``, trailing ``.,;:!?%'"`)]}>``); thousands separators dropped
+  (``1,240`` -> ``1240``); a plain number of at most 15 digits respelled as JavaScript's
+  ``String(Number(v))`` does (``98304.0`` -> ``98304``);
+* a token with no digit is prose; so is a ratio of one- or two-digit numbers (``24/7``);
+  a number with a short unit or word glued to it is judged on its number alone (``32G``,
+  ``47th``, ``2h``, ``48-port`` are prose; ``41200iops`` states ``41200``); a number is a
+  value when it has at least :data:`MIN_DIGITS` digits; anything else is an identifier when
+  it is at least 4 characters long and has a letter or a structural character
+  (``:_-/.``): ``vol-0a1b2c3d``, ``10:00:00:90:fa:12:34:56``, ``fc1/3``;
+* values are deduplicated, in first-appearance order, over at most :data:`MAX_ANSWER_TOKENS`
+  tokens of one answer.
+
+One addition is ours, not upstream's: a **quoted** value. Text between double quotes
+(straight or curly), 4 to 80 characters, that is one token of at least 4 characters counts
+as a value whether or not it has a digit (``"esxi-host-alpha"``): the model marked it as a
+literal; a quoted text followed by a colon is a JSON object's key and states nothing
+(``{"text": ...}``). Upstream leaves an all-letters name to an app's declared shapes; a
+phrase in quotes is several tokens and never one value (matching is token-exact).
+
+Matching is token-exact, never substring, so an invented ``0xef0101`` is not grounded by a
+result that holds ``0xef01011``; ``0x`` values also match without the prefix, both ways
+(upstream's ``lookupForms``). :class:`EvidenceIndex` indexes the tool results of a history
+with the same normalizer: a result that begins with a JSON object or array is walked (every
+key, every leaf: a string leaf whole and tokenized, a number as JavaScript prints it, what
+follows the value tokenized as text), any other result is tokenized as text, as upstream's
+``evidenceIndex.ts``; an ``af.absent`` envelope's ``looked_for`` is not indexed (it quotes
+the arguments, so indexing it would ground any invention handed to a lookup that found
+nothing). Error results are not indexed (they quote the model's own arguments).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final
+
+from agentfootprint.errors import UsageError
+from agentfootprint.integrity.rail import is_absence, is_person
+
+__all__ = [
+    "MAX_ANSWER_TOKENS",
+    "MAX_INDEX_FORMS",
+    "MIN_DIGITS",
+    "EvidenceIndex",
+    "Place",
+    "answer_values",
+    "classify_token",
+    "lookup_forms",
+    "normalize_token",
+    "tokenize",
+]
+
+#: the digits a bare number needs to be a value (upstream's ``minDigits`` default)
+MIN_DIGITS: Final = 4
+#: the tokens one answer contributes at most (upstream's ``MAX_ANSWER_TOKENS``)
+MAX_ANSWER_TOKENS: Final = 20_000
+#: the distinct forms an index holds at most (upstream's ``MAX_INDEX_TOKENS``); past it the
+#: index is :attr:`EvidenceIndex.truncated` and a check reading it says nothing
+MAX_INDEX_FORMS: Final = 200_000
+#: the digits a number keeps exactly through a double (upstream's ``MAX_EXACT_DIGITS``)
+_MAX_EXACT_DIGITS = 15
+#: a quoted value's length, in characters, between the quotes
+_QUOTED_MIN, _QUOTED_MAX = 4, 80
+
+# ASCII classes throughout: JavaScript's \d and \s are ASCII, Python's are not
+_INTRA_TOKEN = re.compile(r"[^A-Za-z0-9:_\-/.,%+@#$]+")
+_LIST_COMMA = re.compile(r",(?![0-9])|(?<![0-9]),")
+_LEADING = re.compile(r"^[$#@+'\"`(\[{<]+")
+_TRAILING = re.compile(r"[.,;:!?%'\"`)\]}>]+$")
+_THOUSANDS = re.compile(r"-?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?")
+_PLAIN_NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]+)?")
+_NUMBER_WITH_TAIL = re.compile(r"([-+]?[0-9]+(?:\.[0-9]+)?)[-/]?[a-z]{1,5}(?:/[a-z]{1,5})?")
+_PROSE_RATIO = re.compile(r"[0-9]{1,2}/[0-9]{1,2}")
+_HAS_LETTER = re.compile(r"[a-z]")
+_STRUCTURAL = re.compile(r"[:_\-/.]")
+_KEY = re.compile(r"\s*:")
+_QUOTED = re.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\n]*)\u201d")
+_DECODER = json.JSONDecoder()
+
+
+def _digits(text: str) -> int:
+    return sum(1 for char in text if "0" <= char <= "9")
+
+
+def _js_number(value: float) -> str:
+    """``String(value)`` as JavaScript prints a finite double (ECMA-262 Number::toString):
+    the shortest digits that round-trip, plain from 1e-6 up to 1e21, else an exponent."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    shortest = Decimal(repr(abs(value))).normalize()
+    _, digit_tuple, exponent = shortest.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    digits = "".join(map(str, digit_tuple))
+    k = len(digits)
+    n = exponent + k  # value = 0.digits * 10**n
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * -n + digits
+    else:
+        power = n - 1
+        mantissa = digits if k == 1 else digits[0] + "." + digits[1:]
+        text = f"{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
+    return sign + text
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def normalize_token(raw: str) -> str:
+    """One spelling for one value (upstream's ``normalizeToken``); ``""`` for a token that
+    is nothing but decoration. Cached: a conversation's results repeat their words and keys,
+    and each is spelled once (a pure function of the text)."""
+    value = raw.lower().strip()
+    if not value:
+        return ""
+    value = _TRAILING.sub("", _LEADING.sub("", value))
+    if not value:
+        return ""
+    if _THOUSANDS.fullmatch(value):
+        value = value.replace(",", "")
+    if _PLAIN_NUMBER.fullmatch(value) and _digits(value) <= _MAX_EXACT_DIGITS:
+        value = _js_number(float(value))
+    return value
+
+
+def tokenize(text: str) -> list[str]:
+    """``text``'s normalized tokens, in order (upstream's ``tokenize``)."""
+    out: list[str] = []
+    for rough in _INTRA_TOKEN.sub(" ", text).split():
+        for piece in _LIST_COMMA.split(rough) if "," in rough else (rough,):
+            token = normalize_token(piece)
+            if token:
+                out.append(token)
+    return out
+
+
+def classify_token(token: str, min_digits: int = MIN_DIGITS) -> str | None:
+    """The value a normalized token states (upstream's ``classifyToken`` with no declared
+    shape or exemption): a number's digits, an identifier whole, None for prose."""
+    if not token or not _digits(token):
+        return None
+    if _PROSE_RATIO.fullmatch(token):
+        return None
+    tail = _NUMBER_WITH_TAIL.fullmatch(token)
+    numeric = (
+        normalize_token(tail.group(1))
+        if tail
+        else token
+        if _PLAIN_NUMBER.fullmatch(token)
+        else None
+    )
+    if numeric is not None:
+        return numeric if _digits(numeric) >= min_digits else None
+    if len(token) < 4:
+        return None
+    if not _HAS_LETTER.search(token) and not _STRUCTURAL.search(token):
+        return None
+    return token
+
+
+def _quoted(text: str) -> set[str]:
+    """The one-token values ``text`` quotes (ours: see the module docstring)."""
+    found: set[str] = set()
+    for match in _QUOTED.finditer(text):
+        inner = match.group(1) if match.group(1) is not None else match.group(2)
+        if not _QUOTED_MIN <= len(inner) <= _QUOTED_MAX or _KEY.match(text, match.end()):
+            continue  # a JSON object's key names a field, it states no value
+        tokens = tokenize(inner)
+        if len(tokens) == 1 and len(tokens[0]) >= _QUOTED_MIN:
+            found.add(tokens[0])
+    return found
+
+
+def answer_values(text: str) -> list[str]:
+    """The values ``text`` states, normalized, deduplicated, in first-appearance order
+    (a number's digits, an identifier, a quoted one-token value). Total: anything that is
+    not a string states nothing."""
+    if not isinstance(text, str):
+        return []
+    quoted = _quoted(text) if ('"' in text or "\u201c" in text) else set()
+    seen: set[str] = set()
+    out: list[str] = []
+    for budget, token in enumerate(tokenize(text)):
+        if budget >= MAX_ANSWER_TOKENS:
+            break
+        value = classify_token(token)
+        if value is None and token in quoted:
+            value = token
+        if value is None or value in seen:
+            continue
+        seen.add(value)
+        out.append(value)
+    return out
+
+
+def lookup_forms(normalized: str) -> tuple[str, ...]:
+    """The spellings that count as the same value: ``0xef0101`` is also ``ef0101``
+    (upstream's ``lookupForms``; the index expands too, so the prefix may be dropped on
+    either side)."""
+    if normalized.startswith("0x") and len(normalized) > 2:
+        return (normalized, normalized[2:])
+    return (normalized,)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Place:
+    """Where a value was served: a tool result of the history."""
+
+    turn: int  #: the turn of the result (user messages at or before it, as ``rail.turn_of``)
+    tool_call_id: str | None  #: the call it answered (None: not a string in the record)
+    tool: str | None  #: the tool's name (None: not a string in the record)
+    history_index: int  #: the result's index in the history
+
+
+class EvidenceIndex:
+    """The values a history's tool results served, each with the places that served it.
+
+    Grown with :meth:`add` as the history grows (append-only, so each message is read once:
+    O(new messages) per call); ``turn`` is a running count of user messages, the semantics
+    of :func:`agentfootprint.integrity.rail.turn_of`."""
+
+    def __init__(self) -> None:
+        self._places: dict[str, list[Place]] = {}
+        self._indexed = 0  #: the history index the next :meth:`add` starts at
+        self._turn = 0
+        self._results_this_turn = 0
+        self._truncated = False
+
+    @classmethod
+    def of(cls, history: Sequence[Any]) -> EvidenceIndex:
+        """The index of a whole history."""
+        index = cls()
+        index.add(history, 0)
+        return index
+
+    @property
+    def indexed(self) -> int:
+        """How many history messages are indexed (the next :meth:`add`'s ``start_index``)."""
+        return self._indexed
+
+    @property
+    def current_turn(self) -> int:
+        """The turn of the last indexed message (0: no user message yet)."""
+        return self._turn
+
+    @property
+    def tool_results_this_turn(self) -> int:
+        """The tool messages (errors included, as upstream counts them) since the last user
+        message."""
+        return self._results_this_turn
+
+    @property
+    def truncated(self) -> bool:
+        """More than :data:`MAX_INDEX_FORMS` distinct forms were served: later new forms
+        were not indexed, so the index can call a served value unserved."""
+        return self._truncated
+
+    def add(self, messages: Iterable[Any], start_index: int) -> None:
+        """Index ``messages``, the history's messages from ``start_index`` on. Messages
+        already indexed (``start_index`` below :attr:`indexed`) are skipped; a gap (above it)
+        is a :class:`UsageError`: the turns would be miscounted."""
+        if isinstance(start_index, bool) or not isinstance(start_index, int) or start_index < 0:
+            raise UsageError(
+                f"start_index: expected a history index (an int >= 0), got {start_index!r}",
+                option="start_index",
+            )
+        if start_index > self._indexed:
+            raise UsageError(
+                f"start_index: the index holds messages 0 to {self._indexed - 1}; messages "
+                f"from {start_index} would leave a gap",
+                option="start_index",
+            )
+        for position, message in enumerate(messages, start_index):
+            if position < self._indexed:
+                continue
+            self._indexed = position + 1
+            if not isinstance(message, Mapping):
+                continue
+            role = message.get("role")
+            if is_person(message):
+                self._turn += 1
+                self._results_this_turn = 0
+                continue
+            if role != "tool":
+                continue
+            self._results_this_turn += 1
+            content = message.get("content")
+            if message.get("is_error") is True or not isinstance(content, str):
+                continue
+            call_id, tool = message.get("tool_call_id"), message.get("name")
+            place = Place(
+                turn=self._turn,
+                tool_call_id=call_id if isinstance(call_id, str) else None,
+                tool=tool if isinstance(tool, str) else None,
+                history_index=position,
+            )
+            for form in _result_forms(content):
+                self._record(form, place)
+
+    def _record(self, form: str, place: Place) -> None:
+        found = self._places.get(form)
+        if found is None:
+            if len(self._places) >= MAX_INDEX_FORMS:
+                self._truncated = True
+                return
+            self._places[form] = [place]
+        elif found[-1].history_index != place.history_index:
+            found.append(place)
+
+    def places(self, value: str) -> list[Place]:
+        """Where ``value`` (normalized here too) was served, in history order: token-exact,
+        a ``0x`` value also without its prefix."""
+        if not isinstance(value, str):
+            return []
+        normalized = normalize_token(value) or value
+        found: dict[int, Place] = {}
+        for form in lookup_forms(normalized):
+            for place in self._places.get(form, ()):
+                found.setdefault(place.history_index, place)
+        return [found[i] for i in sorted(found)]
+
+
+def _result_forms(content: str) -> set[str]:
+    """Every form one result serves, as upstream's ``indexResult`` (a set: the index keeps
+    one place per form and result)."""
+    forms: set[str] = set()
+    text = content.strip()
+    if text[:1] in ("{", "["):
+        try:
+            value, end = _DECODER.raw_decode(text)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if is_absence(value):
+                value = {k: v for k, v in value.items() if k != "looked_for"}
+            _walk(value, forms)
+            _text_forms(text[end:], forms)
+            return forms
+    _text_forms(content, forms)
+    return forms
+
+
+def _add_form(normalized: str, forms: set[str]) -> None:
+    if normalized:
+        forms.add(normalized)
+        if normalized.startswith("0x") and len(normalized) > 2:  # as lookup_forms
+            forms.add(normalized[2:])
+
+
+def _text_forms(text: str, forms: set[str]) -> None:
+    for token in tokenize(text):
+        _add_form(token, forms)
+
+
+def _walk(value: Any, forms: set[str]) -> None:
+    """Keys and leaves of a JSON value, without recursion (a crafted depth cannot exhaust
+    the stack)."""
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            _add_form(normalize_token(node), forms)  # the leaf whole (it may hold spaces)
+            _text_forms(node, forms)  # and its tokens ("fc1/3 is down" carries fc1/3)
+        elif isinstance(node, bool):
+            forms.add("true" if node else "false")
+        elif isinstance(node, int):
+            _add_form(normalize_token(str(node)), forms)
+        elif isinstance(node, float):
+            if node == node and node not in (float("inf"), float("-inf")):
+                _add_form(normalize_token(_js_number(node)), forms)
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, Mapping):
+            for key, member in node.items():
+                _add_form(normalize_token(str(key)), forms)
+                stack.append(member)

@@ -1,0 +1,277 @@
+"""One run's integrity pass: every armed check, driven item by item, and its ledger.
+
+The run drives an :class:`IntegrityPass` as things happen (a reply, a tool result, the
+answer); ``agentfootprint findings --recompute`` drives a fresh one over the log, item by item
+in the same order. Both go through the same methods, so "recorded equals recomputed" compares
+one path with itself on the record, and a difference means the log and today's code disagree.
+
+Which checks are armed follows the seed: ``unsupported-argument`` by a tool declaring
+``arguments_from``; ``empty-lookup`` by ``notice_empty_lookups`` and such a tool;
+``column-type-mismatch`` and ``missing-column`` by ``check_column_types`` other than ``off``
+and a tool declaring ``result_columns``; ``prior-turn-evidence`` by
+``notice_prior_turn_evidence``. Every check is a row of the ledger, armed or not: an unarmed
+check is a row, never a silence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentfootprint.integrity import column_types, empty_lookup, prior_turn, unsupported
+from agentfootprint.integrity.contracts import Contract
+from agentfootprint.integrity.evidence import EvidenceIndex
+from agentfootprint.integrity.rail import (
+    NOT_APPLICABLE,
+    Finding,
+    Judgement,
+    Ledger,
+    ToolCall,
+)
+
+__all__ = ["CHECKS", "Armed", "DeadCheck", "IntegrityPass", "canary_judgements"]
+
+#: every check and its seam, in the ledger's order
+CHECKS: tuple[tuple[str, str], ...] = (
+    (unsupported.CHECK, unsupported.SEAM),
+    (column_types.CHECKS[0], column_types.SEAM),
+    (column_types.CHECKS[1], column_types.SEAM),
+    (empty_lookup.CHECK, empty_lookup.SEAM),
+    (prior_turn.CHECK, prior_turn.SEAM),
+)
+_CANARIES: dict[str, Callable[[], Judgement]] = {
+    unsupported.CHECK: unsupported.canary,
+    column_types.CHECKS[0]: column_types.canary,
+    empty_lookup.CHECK: empty_lookup.canary,
+    prior_turn.CHECK: prior_turn.canary,
+}
+
+
+def canary_judgements() -> dict[str, Judgement]:
+    """Each check's own pure function on its synthetic defect."""
+    return {check: canary() for check, canary in _CANARIES.items()}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Armed:
+    """The dials (as ``run.open`` records them) and the declarations they pair with."""
+
+    posture: str = "observe"  #: ``observe`` or ``dev``
+    column_types: str = "off"  #: ``off``, ``warn`` or ``enforce``
+    empty_lookups: bool = False
+    prior_turn: bool = False
+
+    def checks(self, contracts: Mapping[str, Contract]) -> dict[str, bool]:
+        """Each check's name: armed or not, with these declarations."""
+        sourced = any(c.arguments_from for c in contracts.values())
+        columns = self.column_types != "off" and any(c.result_columns for c in contracts.values())
+        return {
+            unsupported.CHECK: sourced,
+            column_types.CHECKS[0]: columns,
+            column_types.CHECKS[1]: columns,
+            empty_lookup.CHECK: self.empty_lookups and sourced,
+            prior_turn.CHECK: self.prior_turn,
+        }
+
+    def any(self, contracts: Mapping[str, Contract]) -> bool:
+        return self.posture == "dev" or any(self.checks(contracts).values())
+
+    @staticmethod
+    def from_options(options: Mapping[str, Any]) -> Armed:
+        """From resolved (or recorded) options; anything unreadable reads as off."""
+        posture = options.get("integrity_posture")
+        columns = options.get("check_column_types")
+        return Armed(
+            posture=posture if posture in ("observe", "dev") else "observe",
+            column_types=columns if columns in ("warn", "enforce") else "off",
+            empty_lookups=options.get("notice_empty_lookups") is True,
+            prior_turn=options.get("notice_prior_turn_evidence") is True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeadCheck:
+    """Why a check is dead (``integrity_posture="dev"``): upstream's ``checker_dead``."""
+
+    check: str
+    seam: str
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"[integrity] checker_dead: {self.check!r} at the {self.seam} seam {self.detail} "
+            "A green report from a check that never ran is decoration, not health: re-wire "
+            "the check or disarm it."
+        )
+
+
+class IntegrityPass:
+    """The armed checks of one run, fed item by item; see the module docstring."""
+
+    def __init__(self, armed: Armed, contracts: Mapping[str, Contract]) -> None:
+        self.armed = armed
+        self.contracts = dict(contracts)
+        self.on = armed.checks(self.contracts)
+        self.ledger = Ledger(CHECKS)
+        self.produced = empty_lookup.Produced()
+        self.canaries_missed: list[DeadCheck] = []
+        #: the items each seam met (a reply, a tool result, an answer): work existed
+        self.met: dict[str, int] = {"choice": 0, "write": 0, "claim": 0}
+
+    # -- the canaries (``dev``): each check's own function on its synthetic defect
+
+    def canaries(self, judged: Mapping[str, Judgement] | None = None) -> None:
+        """Every check's canary (armed or not, as upstream) counted; a miss is kept in
+        :attr:`canaries_missed` (the run fails on it). ``judged``: the canaries' judgements
+        made once for an agent (:func:`canary_judgements`: pure functions of constant
+        input); else they are run here."""
+        judged = canary_judgements() if judged is None else judged
+        for check in _CANARIES:
+            judgement = judged[check]
+            caught = [f for f in judgement.findings if f.synthetic]
+            seam = dict(CHECKS)[check]
+            checks = column_types.CHECKS if check in column_types.CHECKS else (check,)
+            for name in checks:
+                self.ledger.rows[name].synthetic += sum(1 for f in caught if f.check == name)
+            if not caught:
+                self.canaries_missed.append(
+                    DeadCheck(
+                        check,
+                        seam,
+                        "was handed 1 synthetic defect and caught 0.",
+                    )
+                )
+
+    def meets(self, seam: str) -> None:
+        """The run met an item of ``seam`` (a reply, a tool result, an answer): counted by
+        the caller, apart from the checks, so a check that files nothing is seen dead."""
+        self.met[seam] += 1
+
+    # -- the choice seam: a reply's calls against the frame the model chose from
+
+    def choice(
+        self,
+        calls: Sequence[ToolCall],
+        frame: unsupported.Frame | None,
+        entries: Sequence[Mapping[str, str]] = (),
+    ) -> tuple[list[Finding], list[dict[str, str]]]:
+        """One reply: its armed calls judged (one disposition for the reply); the new
+        findings and the external grounds each excusal used."""
+        check = unsupported.CHECK
+        if not self.on[check]:
+            return [], []
+        armed = [c for c in calls if self._sourced(c.tool)]
+        if not armed or frame is None:
+            self.ledger.file(check, NOT_APPLICABLE)
+            return [], []
+        findings: list[Finding] = []
+        used: list[dict[str, str]] = []
+        for call in armed:
+            judgement, excused = unsupported.judge_arguments(
+                self.contracts[call.tool], call, frame, entries
+            )
+            findings.extend(judgement.findings)
+            used.extend(excused)
+        return self.ledger.file(check, Judgement.found(*findings)), used
+
+    def wants_frame(self, calls: Sequence[ToolCall]) -> bool:
+        """A reply with these calls is judged against its frame (else none is built)."""
+        return self.on[unsupported.CHECK] and any(self._sourced(c.tool) for c in calls)
+
+    def _sourced(self, tool: str) -> bool:
+        contract = self.contracts.get(tool)
+        return contract is not None and bool(contract.arguments_from)
+
+    # -- the write seam: a tool's result, as the model is about to read it
+
+    def columns(self, call: ToolCall) -> tuple[list[Finding], str | None, tuple[Finding, ...]]:
+        """The column checks of one result: the new findings (by identity), under
+        ``enforce`` the refusal the model reads instead of the rows (None: the rows stand),
+        and every finding the refusal rests on (a repeat of an earlier one included)."""
+        mismatch = column_types.CHECKS[0]
+        if not self.on[mismatch]:
+            return [], None, ()
+        contract = self.contracts.get(call.tool)
+        if contract is None or not contract.result_columns:
+            judgement = NOT_APPLICABLE
+        else:
+            judgement = column_types.judge_columns(contract, call, mode=self.armed.column_types)
+        filed, refusal = self._columns_filed(call.tool, judgement)
+        return filed, refusal, judgement.findings
+
+    def columns_enforced(self, tool: str, findings: Sequence[Finding]) -> list[Finding]:
+        """The recompute's door for a result the run refused under ``enforce``: the rows are
+        not in the log, so the recorded findings (whose refusal the history holds, checked
+        by the caller) are filed in their place."""
+        filed, _ = self._columns_filed(tool, Judgement.found(*findings))
+        return filed
+
+    def _columns_filed(self, tool: str, judgement: Judgement) -> tuple[list[Finding], str | None]:
+        fresh: set[int] = set()
+        for name in column_types.CHECKS:
+            own = tuple(f for f in judgement.findings if f.check == name)
+            filed = self.ledger.file(name, Judgement(verdict=judgement.verdict, findings=own))
+            fresh.update(map(id, filed))
+        filed = [f for f in judgement.findings if id(f) in fresh]  # in the judge's order
+        refusal = None
+        if judgement.findings and self.armed.column_types == "enforce":
+            refusal = column_types.refusal_text(tool, judgement.findings)
+        return filed, refusal
+
+    def empty_lookup(self, call: ToolCall) -> list[Finding]:
+        """The empty-lookup check of one result, against the results served before the
+        call was asked for (:meth:`saw`)."""
+        check = empty_lookup.CHECK
+        if not self.on[check]:
+            return []
+        contract = self.contracts.get(call.tool)
+        if contract is None or not contract.arguments_from:
+            return self.ledger.file(check, NOT_APPLICABLE)
+        return self.ledger.file(
+            check, empty_lookup.judge_empty_lookup(contract, call, self.produced)
+        )
+
+    def saw(self, call: ToolCall) -> None:
+        """A result the model has been served (a ground for later calls' lookups)."""
+        if self.on[empty_lookup.CHECK]:
+            self.produced.add(call)
+
+    # -- the claim seam: the final answer
+
+    def claim(self, answer: str, index: EvidenceIndex) -> list[Finding]:
+        """The answer against the index of the history it ends (the turn being answered
+        is the index's last)."""
+        check = prior_turn.CHECK
+        if not self.on[check]:
+            return []
+        judgement = prior_turn.judge_prior_turn(
+            answer, index, index.current_turn, index.tool_results_this_turn
+        )
+        return self.ledger.file(check, judgement)
+
+    # -- the run's end
+
+    def disposition(self) -> dict[str, Any]:
+        """``agentfootprint.integrity.disposition``'s payload."""
+        rows = []
+        for row in self.ledger.json():
+            rows.append({**row, "armed": self.on[row["check"]]})
+        return {"posture": self.armed.posture, "rows": rows}
+
+    def dead(self) -> DeadCheck | None:
+        """The first armed check that met work and filed nothing (upstream's liveness
+        theorem), or the first canary missed; None: every check is alive."""
+        if self.canaries_missed:
+            return self.canaries_missed[0]
+        for check, seam in CHECKS:
+            row = self.ledger.rows[check]
+            if self.on[check] and self.met[seam] and row.work == 0:
+                return DeadCheck(
+                    check,
+                    seam,
+                    "filed no disposition at all in a run where work existed: not pass, not "
+                    "fail, not not-applicable, not unreachable.",
+                )
+        return None

@@ -1,0 +1,329 @@
+"""prior-turn-evidence and the answer's evidence extractor: pure functions, upstream's cases."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentfootprint.errors import UsageError
+from agentfootprint.integrity import prior_turn
+from agentfootprint.integrity.evidence import (
+    MAX_ANSWER_TOKENS,
+    EvidenceIndex,
+    Place,
+    answer_values,
+    classify_token,
+    normalize_token,
+    tokenize,
+)
+from agentfootprint.integrity.prior_turn import CEILING, canary, judge_prior_turn
+
+INVENTORY = [
+    {"volume": "vol-0a1b2c3d", "size_mb": 98304.0, "wwpn": "10:00:00:90:fa:12:34:56"},
+    {"volume": "vol-9f8e7d6c", "size_mb": 1240, "wwpn": "10:00:00:90:fa:12:34:57"},
+]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def lookup(call_id: str, result: Any, *, name: str = "inventory") -> list[dict[str, Any]]:
+    """The assistant's call and the tool's result, as the loop appends them."""
+    content = result if isinstance(result, str) else json.dumps(result, separators=(",", ":"))
+    return [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": call_id, "name": name, "arguments": "{}"}],
+        },
+        {"role": "tool", "tool_call_id": call_id, "name": name, "content": content},
+    ]
+
+
+def judged(history: list[dict[str, Any]], text: str) -> Any:
+    index = EvidenceIndex.of(history)
+    return judge_prior_turn(text, index, index.current_turn, index.tool_results_this_turn)
+
+
+TURN_ONE = [
+    user("What volumes do we have?"),
+    *lookup("call_inv", INVENTORY),
+    answer("vol-0a1b2c3d (98304 MB) and vol-9f8e7d6c (1,240 MB)."),
+]
+
+
+# -- the check ---------------------------------------------------------------------------------
+
+
+def test_turn_two_answering_from_turn_ones_inventory_files_one_advisory() -> None:
+    """Upstream's case: turn 2 makes no tool call and answers from turn 1's inventory."""
+    history = [*TURN_ONE, user("Which one is the big one?")]
+    found = judged(history, "The big one is vol-0a1b2c3d, at 98,304 MB.")
+    assert found.verdict == "checked" and len(found.findings) == 1
+    finding = found.findings[0]
+    assert (finding.check, finding.kind, finding.seam) == (
+        "prior-turn-evidence",
+        "prior-turn-evidence",
+        "claim",
+    )
+    assert finding.advisory and not finding.synthetic
+    assert finding.subjects == (("answer", "final"),) and finding.predicate == "grounding"
+    assert finding.witnesses == ("turn 1", "call_inv")
+    assert finding.facts == {
+        "count": 2,
+        "newest_turn": 1,
+        "distance": 1,
+        "current_turn": 2,
+        "tool_results_this_turn": 0,
+    }
+    assert finding.message == (
+        "the final answer states 2 value(s) the run can ground, and every one of them was "
+        "last served in turn 1 or earlier — 1 turn(s) before the turn being answered — while "
+        "turn 2, the one being answered, contributed none of them. This turn called no tool "
+        "and served no result, so the answer was assembled entirely from the conversation. "
+        f"{CEILING} Nothing here blocked the answer, revised it or changed a byte of it."
+    )
+
+
+def test_the_ceiling_is_upstreams_with_the_window_sentence_made_exact() -> None:
+    assert CEILING.startswith(
+        "An answer that legitimately refers back to an earlier result is indistinguishable, "
+        "by evidence alone, from one that has gone stale: this reports WHERE the values came "
+        "from and never whether they were still the ones the reader wanted. "
+    )
+    assert CEILING.endswith(
+        "values the run supplied rather than fetched (the prompt, a fact, a recalled passage) "
+        "are exempt from grounding and invisible to it. A place to look, never a verdict that "
+        "anything is wrong."
+    )
+    assert "exact" in CEILING and "floor" not in CEILING and "live window" not in CEILING
+    assert prior_turn.CHECK == "prior-turn-evidence" and prior_turn.SEAM == "claim"
+
+
+def test_a_follow_up_whose_lookup_echoes_the_identifier_passes() -> None:
+    history = [
+        *TURN_ONE,
+        user("Is the big one healthy?"),
+        *lookup("call_health", {"volume": "vol-0a1b2c3d", "health": "ok"}, name="health"),
+    ]
+    found = judged(history, "vol-0a1b2c3d is healthy; it holds 98304 MB.")
+    assert found.verdict == "checked" and found.findings == ()
+
+
+def test_a_follow_up_that_fetched_something_else_says_so() -> None:
+    history = [
+        *TURN_ONE,
+        user("And the weather?"),
+        *lookup("call_weather", "sunny", name="weather"),
+    ]
+    finding = judged(history, "Still vol-0a1b2c3d.").findings[0]
+    assert finding.facts["tool_results_this_turn"] == 1
+    assert (
+        "This turn served 1 tool result(s) and the answer states no value from any of them."
+        in finding.message
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Yes, it is the big one.",  # prose: nothing to extract
+        "It has 32G and 48-port switches, 24/7.",  # numbers wearing units: prose
+        "",
+    ],
+)
+def test_an_answer_with_no_extractable_value_is_unreachable(text: str) -> None:
+    history = [*TURN_ONE, user("Sure?")]
+    assert judged(history, text).verdict == "unreachable"
+
+
+def test_values_no_result_served_are_unreachable_and_turn_zero_too() -> None:
+    history = [*TURN_ONE, user("Make one up.")]
+    assert judged(history, "vol-ffff0000 with 77777 MB.").verdict == "unreachable"
+    index = EvidenceIndex.of(lookup("call_inv", INVENTORY))  # no user message: turn 0
+    assert judge_prior_turn("vol-0a1b2c3d", index, 0, 0).verdict == "unreachable"
+
+
+def test_four_turns_stale_names_distance_four() -> None:
+    history = list(TURN_ONE)
+    for n in range(2, 5):
+        history += [user(f"question {n}"), *lookup(f"call_{n}", f"note {n}", name="notes")]
+        history.append(answer(f"answer {n}"))
+    history.append(user("question 5"))
+    finding = judged(history, "vol-9f8e7d6c, as before.").findings[0]
+    assert finding.facts["distance"] == 4 and finding.facts["newest_turn"] == 1
+    assert finding.facts["current_turn"] == 5 and finding.witnesses == ("turn 1", "call_inv")
+    assert "4 turn(s) before the turn being answered" in finding.message
+
+
+def test_the_newest_serving_turn_counts() -> None:
+    """A value served in turn 1 and again in turn 3 is turn 3's: answering in turn 4 from it
+    is one turn stale, not three."""
+    history = [
+        *TURN_ONE,
+        user("q2"),
+        answer("fine"),
+        user("q3"),
+        *lookup("call_again", INVENTORY),
+        answer("same"),
+        user("q4"),
+    ]
+    finding = judged(history, "vol-0a1b2c3d").findings[0]
+    assert finding.facts["distance"] == 1 and finding.witnesses == ("turn 3", "call_again")
+
+
+def test_an_error_result_is_not_evidence_and_a_truncated_index_says_nothing() -> None:
+    history = [
+        user("look up vol-0a1b2c3d"),
+        {
+            "role": "tool",
+            "tool_call_id": "c",
+            "name": "inventory",
+            "content": "Error: no vol-0a1b2c3d",
+            "is_error": True,
+        },
+        user("and?"),
+    ]
+    assert judged(history, "vol-0a1b2c3d").verdict == "unreachable"
+    index = EvidenceIndex.of(history)
+    assert index.tool_results_this_turn == 0 and index.current_turn == 2
+    index._truncated = True  # as after MAX_INDEX_FORMS distinct forms
+    assert judge_prior_turn("vol-0a1b2c3d", index, 2, 0).verdict == "not_applicable"
+
+
+def test_the_canary_is_caught_and_marked_synthetic() -> None:
+    found = canary()
+    assert len(found.findings) == 1
+    assert found.findings[0].synthetic and found.findings[0].advisory
+    assert found.findings[0].facts["distance"] == 1
+
+
+@given(st.text(max_size=200), st.integers(min_value=-3, max_value=6), st.integers(-1, 5))
+def test_the_judge_is_total(text: str, turn: int, results: int) -> None:
+    index = EvidenceIndex.of([*TURN_ONE, user(text), *lookup("c2", text)])
+    assert judge_prior_turn(text, index, turn, results).verdict in (
+        "checked",
+        "unreachable",
+        "not_applicable",
+    )
+
+
+# -- the index ---------------------------------------------------------------------------------
+
+
+def test_the_index_grows_with_the_history_and_names_each_place() -> None:
+    history = [*TURN_ONE, user("again"), *lookup("call_2", [{"volume": "VOL-0A1B2C3D"}])]
+    index = EvidenceIndex()
+    index.add(history[:3], 0)
+    assert index.places("vol-0a1b2c3d") == [
+        Place(turn=1, tool_call_id="call_inv", tool="inventory", history_index=2)
+    ]
+    index.add(history[2:], 2)  # an overlap is skipped, not indexed twice
+    assert index.indexed == len(history)
+    assert [(p.turn, p.history_index) for p in index.places("VOL-0a1b2c3d")] == [(1, 2), (2, 6)]
+    assert index.places("98304") and index.places("98,304.0") and index.places("1240")
+    assert index.places("size_mb")  # keys are served too
+    assert not index.places("vol-0a1b2c3")  # token-exact: a prefix is not the value
+    with pytest.raises(UsageError, match="gap"):
+        index.add([user("later")], len(history) + 1)
+
+
+def test_a_0x_value_matches_without_its_prefix_both_ways() -> None:
+    index = EvidenceIndex.of([user("q"), *lookup("a", "fcid 0xef0101"), *lookup("b", "ab12cd")])
+    assert [p.tool_call_id for p in index.places("ef0101")] == ["a"]
+    assert [p.tool_call_id for p in index.places("0xef0101")] == ["a"]
+    assert [p.tool_call_id for p in index.places("0xab12cd")] == ["b"]
+
+
+def test_an_absence_does_not_ground_what_it_looked_for() -> None:
+    absence = {"af_absent": True, "looked_for": "vol-77aa", "checked": ["pool-0001"]}
+    index = EvidenceIndex.of([user("q"), *lookup("a", absence)])
+    assert index.places("vol-77aa") == [] and index.places("pool-0001")
+
+
+def test_a_note_after_the_json_and_a_text_result_are_read_as_text() -> None:
+    index = EvidenceIndex.of(
+        [user("q"), *lookup("a", '{"n":1}\n[note: see run-0042]'), *lookup("b", "{broken 9999")]
+    )
+    assert index.places("run-0042") and index.places("9999")
+
+
+# -- the extractor -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("32G", []),
+        ("47th", []),
+        ("2h", []),
+        ("48-port", []),
+        ("$20/month", []),
+        ("24/7", []),
+        ("port 123 and po1", []),  # under four digits; an identifier under four characters
+        ("41200iops", ["41200"]),
+        ("41,200 IOPS.", ["41200"]),
+        ("98304.0", ["98304"]),
+        ("1,240", ["1240"]),
+        ("vol-0a1b2c3d", ["vol-0a1b2c3d"]),
+        ("10:00:00:90:fa:12:34:56", ["10:00:00:90:fa:12:34:56"]),
+        ("**UCSB-B200-M5**, fc1/3,fc1/4", ["ucsb-b200-m5", "fc1/3", "fc1/4"]),
+        ("0xEF0101 then 0xef0101 again", ["0xef0101"]),
+        ("esxi-host-alpha", []),  # no digit: invisible to the default
+        ('the host "esxi-host-alpha" and “pool-a”', ["esxi-host-alpha", "pool-a"]),  # ours
+        ('"abc" and "two words" and "ab"', []),
+        ("9007199254740993", ["9007199254740993"]),  # past 15 digits: the digits, exactly
+    ],
+)
+def test_the_extractor(text: str, values: list[str]) -> None:
+    assert answer_values(text) == values
+
+
+def test_normalize_and_classify_as_upstream() -> None:
+    assert normalize_token("(98304.0),") == "98304"
+    assert normalize_token("+007") == "7"
+    assert normalize_token("0.0000001") == "1e-7"  # JavaScript's String(Number(v))
+    assert normalize_token("-0") == "0"
+    assert normalize_token("'\"") == ""
+    assert tokenize("a,b 1,240,5 x|y") == ["a", "b", "1,240,5", "x", "y"]
+    assert classify_token("12345") == "12345" and classify_token("123") is None
+    assert classify_token("123", min_digits=3) == "123"
+    assert classify_token("2024-01-15") == "2024-01-15"
+    assert classify_token("abcd") is None
+
+
+def test_an_answer_contributes_at_most_the_token_budget() -> None:
+    text = " ".join(f"id-{n:05d}" for n in range(MAX_ANSWER_TOKENS + 5))
+    values = answer_values(text)
+    assert len(values) == MAX_ANSWER_TOKENS and values[-1] == f"id-{MAX_ANSWER_TOKENS - 1:05d}"
+
+
+@given(st.text(max_size=300))
+def test_every_value_comes_from_one_of_the_texts_tokens(text: str) -> None:
+    """Total, and nothing invented: each value is a token the tokenizer yields for the
+    text, or the number a token states (``41200iops`` states ``41200``)."""
+    tokens = tokenize(text)
+    stated = set(tokens) | {v for t in tokens if (v := classify_token(t)) is not None}
+    values = answer_values(text)
+    assert set(values) <= stated and len(values) == len(set(values))
+
+
+@given(
+    st.lists(
+        st.sampled_from(["vol-0a1b2c3d", "41,200", "prose", '"quoted-x"', "32G", "fc1/3", ","]),
+        max_size=30,
+    ).map(" ".join)
+)
+def test_values_keep_first_appearance_order(text: str) -> None:
+    values = answer_values(text)
+    firsts = [t for t in tokenize(text) if t in values]
+    assert values == list(dict.fromkeys(classify_token(t) or t for t in firsts))
