@@ -21,6 +21,7 @@
         ``ContinuationError``   a run cannot be continued from the named parent
         ``ReplayDivergence``    a replay was served something the original was not
         ``PolicyHaltError``     the permission checker halted the run at a tool call
+        ``CheckerDeadError``    an integrity check missed its canary (``integrity_posture="dev"``)
         ``OutputValidationError`` the answer did not fit ``output_type`` within the retries
     ``ToolTeardownTimeoutError`` a tool's teardown ran past ``tool_teardown_timeout_ms``
     ``StoreError``            the store failed (driver errors are translated to these)
@@ -48,6 +49,7 @@ __all__ = [
     "ArtifactNotFoundError",
     "ArtifactStoreError",
     "CanonicalFormError",
+    "CheckerDeadError",
     "ContinuationError",
     "CredentialConsentRequiredError",
     "FileError",
@@ -292,6 +294,21 @@ class OutputValidationError(RunError):
         super().__init__(message, run_id=run_id)
         self.issues = list(issues or [])
         self.failures = failures
+
+
+class CheckerDeadError(RunError):
+    """Under ``integrity_posture="dev"``, an integrity check is dead: it missed its own
+    canary (the synthetic defect it exists to catch) at the run's start, or it filed no
+    disposition at all in a run where work existed. The run closed ``failed`` (its log
+    verifies): a green report from a check that never ran is decoration. ``check`` and
+    ``seam`` name it."""
+
+    def __init__(
+        self, message: str, *, check: str = "", seam: str = "", run_id: str | None = None
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.check = check
+        self.seam = seam
 
 
 class ToolTeardownTimeoutError(AgentFootprintError, TimeoutError):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import agentfootprint as af
+from agentfootprint.audit.integrity import FindingsReport, findings
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.records import recorded_events
 
@@ -94,3 +95,20 @@ def billed(script: list[Any], usages: list[af.Usage]) -> af.MockProvider:
         for item, used in zip(script, usages, strict=True)
     ]
     return af.MockProvider(replies)
+
+
+def settled(agent: af.Agent, result: af.RunResult, **options: Any) -> FindingsReport:
+    """The run's integrity findings recomputed from the log agree with what it recorded, and
+    a replay (no model, no tool; the agent's tools and ``options``) records the same rows
+    byte for byte."""
+    report = findings(agent.store, result.run_id, recompute=True)
+    assert report.agrees, report.differences
+    assert report.recomputed is not None
+    assert report.recomputed.findings == report.recorded.findings
+    twin = af.Agent(
+        provider=af.MockProvider([]), model="m", tools=list(agent.config.tools), **options
+    )
+    again = af.replay_sync(twin, agent.store, result.run_id)
+    assert again.calls_checked == result.calls
+    assert af.same_recording(agent.store, result.run_id, twin.store, again.result.run_id)
+    return report

@@ -61,6 +61,8 @@ def every_stage(react_mode: str) -> dict[str, Any]:
         "inputs_layer": True,  # a feature that may pause: the resume stage
         "output_type": {"type": "object"},  # the output-retry branch
         "findings": True,  # the findings stage
+        "answer_layer": True,  # the assess-answer stage
+        "notice_prior_turn_evidence": True,  # the integrity-contracts stage
         "react_mode": react_mode,
     }
     if react_mode != "classic":

@@ -76,7 +76,20 @@ class Prefer:
     """Ranks by a fixed preference: narrowed to the top one, ``add`` is off the wire."""
 
     name = "prefer"
-    order = ("lookup", "add", "ids", "search", "report", "export", "tally", "present")
+    order = (
+        "lookup",
+        "add",
+        "ids",
+        "search",
+        "report",
+        "export",
+        "tally",
+        "present",
+        "hosts",
+        "wwpns",
+        "probe",
+        "backups",
+    )
 
     async def rank(self, query: str, candidates: Any) -> list[tuple[str, float]]:
         return [(c.name, float(len(self.order) - self.order.index(c.name))) for c in candidates]
@@ -148,6 +161,30 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
         seen.append(("tally", orjson.dumps(args)))
         return "never: its ref is refused"
 
+    async def hosts(args: Any) -> Any:
+        seen.append(("hosts", orjson.dumps(args)))
+        return [{"lun": "", "host": "h1"}]  # LUN 0 written as "": refused under enforce
+
+    async def wwpns(args: Any) -> Any:
+        seen.append(("wwpns", orjson.dumps(args)))
+        return [{"wwpn": "wwpn-0001"}]
+
+    async def backups(args: Any) -> Any:
+        seen.append(("backups", orjson.dumps(args)))
+        return af.absent(
+            "failed backup runs",
+            ["every job in the nightly export"],
+            period=af.period(
+                "2026-09-26T09:30:00Z",
+                "2026-09-26T10:30:00Z",
+                held=("2026-08-27T02:00:00Z", "2026-09-26T09:00:00Z"),
+            ),
+        )
+
+    async def probe(args: Any) -> Any:
+        seen.append(("probe", orjson.dumps(args)))
+        return []  # every lookup empty: an advisory for the value wwpns produced
+
     return [
         af.define_tool(
             name="lookup", description="Look it up.", input_schema=QUERY, execute=lookup
@@ -177,6 +214,28 @@ def toolbox(seen: list[tuple[str, bytes]]) -> list[af.Tool]:
             input_schema={"type": "object", "properties": {"t": {"type": "string"}}},
             execute=tally,
             wants={"t": "table"},
+        ),
+        af.define_tool(
+            name="hosts",
+            description="The hosts.",
+            input_schema=QUERY,
+            execute=hosts,
+            result_columns={"lun": "number", "host": "string"},
+        ),
+        af.define_tool(name="wwpns", description="WWPNs.", input_schema=QUERY, execute=wwpns),
+        af.define_tool(
+            name="backups",
+            description="Failed backup runs.",
+            input_schema=QUERY,
+            execute=backups,
+            period="q",
+        ),
+        af.define_tool(
+            name="probe",
+            description="Probe a port.",
+            input_schema=QUERY,
+            execute=probe,
+            arguments_from=["wwpns"],
         ),
     ]
 
@@ -242,6 +301,17 @@ TURNS: list[list[Any]] = [
         ),
         '{"a": "a7"}',
     ],
+    # integrity: rows refused (enforce), a lookup keyed on a produced value comes back empty,
+    # a value excused by the app's external grounds
+    [
+        asks("hosts", {"q": "all"}),
+        asks("wwpns", {"q": "all"}),
+        asks("probe", {"q": "wwpn-0001"}),
+        asks("probe", {"q": "ext-value-1"}),
+        '{"a": "a8"}',
+    ],
+    # the results layer: asked about the last hour, the nightly export ends at 09:00
+    [asks("backups", {"q": "last hour"}), '{"a": "a9"}'],
 ]
 
 
@@ -310,6 +380,12 @@ def converse(
             "max_inline_chars": 256,
         },
         findings={"judge": Judge()},
+        integrity_posture="dev",
+        answer_layer=True,
+        check_column_types="enforce",
+        notice_empty_lookups=True,
+        notice_prior_turn_evidence=True,
+        external_grounds=lambda: [{"value": "ext-value-1", "source": "viewer-selection"}],
     )
     if subscribe is not None:
         subscribe(agent)
@@ -323,7 +399,7 @@ def converse(
         if results[-1].outcome == "paused":
             results.append(agent.resume_sync(results[-1], {"f1": 7}))
     answers = [r.answer for r in results if r.outcome != "paused"]
-    assert answers == ["wrapped up", *(f'{{"a": "a{n}"}}' for n in range(1, 8))]
+    assert answers == ["wrapped up", *(f'{{"a": "a{n}"}}' for n in range(1, 10))]
     rows = tuple(
         tuple((e.type, bytes(e.body)) for e in agent.store.read(r.run_id)) for r in results
     )

@@ -57,6 +57,16 @@ def takes_any_string(hint: Any) -> bool:
 #: options that apply only beside another (refused alone): what each is given with
 COMPANIONS: dict[str, dict[str, Any]] = {
     "on_authorization_required": {"credentials": af.static_tokens({})},
+    "check_column_types": {
+        "tools": [
+            af.define_tool(
+                name="rows",
+                description="Rows.",
+                execute=lambda args: "[]",
+                result_columns={"n": "number"},
+            )
+        ]
+    },
     "ontology_ask": {
         "ontology": af.define_ontology(
             {"name": "n", "version": "1", "nodes": {"t": {"meaning": "a term"}}}

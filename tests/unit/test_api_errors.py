@@ -195,6 +195,12 @@ def postgres_call(fn: Callable[..., Any], argument: str) -> Call:
     return call
 
 
+#: what the result envelopes need besides the argument swept
+PROVENANCE = {"measured_at": "2026-09-26T09:00:00Z", "source": "nightly export"}
+FACTS = [{"entity": "backup-7", "status": "failed"}]
+SPAN = {"queried_from": "2026-09-26T09:30:00Z", "queried_to": "2026-09-26T10:30:00Z"}
+
+
 def tool_with(argument: str) -> Call:
     base: dict[str, Any] = {"name": "t", "description": "d", "execute": lambda a: a}
     return kwargs_call(af.define_tool, argument, **base)
@@ -388,6 +394,26 @@ CASES: list[Case] = [
     Case("define_tool", "execute", tool_with("execute")),
     Case("define_tool", "input_schema", tool_with("input_schema"), frozenset({"None"})),
     Case("define_tool", "needs", tool_with("needs"), frozenset({"None"})),
+    Case("define_tool", "arguments_from", tool_with("arguments_from"), frozenset({"None"})),
+    Case("define_tool", "result_columns", tool_with("result_columns"), frozenset({"None"})),
+    Case("define_tool", "period", tool_with("period"), frozenset({"None"})),
+    Case(
+        "absent",
+        "looked_for",
+        kwargs_call(af.absent, "looked_for", checked=["a"]),
+        frozenset({MISSING}),  # the sweep's path is a string: something looked for
+    ),
+    Case("absent", "checked", kwargs_call(af.absent, "checked", looked_for="x")),
+    Case(
+        "absent",
+        "period",
+        kwargs_call(af.absent, "period", looked_for="x", checked=["a"]),
+        frozenset({"None"}),
+    ),
+    Case("described", "facts", kwargs_call(af.described, "facts", provenance=PROVENANCE)),
+    Case("described", "provenance", kwargs_call(af.described, "provenance", facts=FACTS)),
+    Case("period", "queried_from", kwargs_call(af.period, "queried_from", **SPAN, held="unknown")),
+    Case("period", "held", kwargs_call(af.period, "held", **SPAN)),
     Case("tool", "fn", function_tool_with("fn"), frozenset({"None"})),  # None: a decorator
     Case("tool", "name", function_tool_with("name"), frozenset({"None"})),
     Case("tool", "description", function_tool_with("description"), frozenset({"None", MISSING})),

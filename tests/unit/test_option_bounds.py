@@ -88,6 +88,13 @@ NOT_NUMERIC = frozenset(
         "observer_delivery",
         "read_tracking",
         "write_provenance",
+        "integrity_posture",
+        "check_column_types",
+        "notice_empty_lookups",
+        "notice_prior_turn_evidence",
+        "external_grounds",
+        "results_layer",
+        "answer_layer",
     }
 )
 #: what no log holds, and what no option's bound admits

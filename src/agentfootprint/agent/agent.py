@@ -32,6 +32,7 @@ from agentfootprint.errors import (
     UsageError,
     VerificationError,
 )
+from agentfootprint.features.answer_layer import assessment_of
 from agentfootprint.features.artifacts import presented_in
 from agentfootprint.features.base import MISSING
 from agentfootprint.features.group_translator import translated_group
@@ -617,6 +618,7 @@ class Agent:
             observer_stats=run.events.stats(),
             stage_reads=None if run.stage_reads is None else run.stage_reads.entries,
             presented=presented_in(run.memory),
+            assessment=assessment_of(run.memory, run.state),
             _final=run.state,
         )
 

@@ -36,6 +36,7 @@ from agentfootprint.store.vault_base import Vault
 
 __all__ = [
     "AgentOptions",
+    "AnswerLayerOption",
     "ContextBudget",
     "CostBudget",
     "ModelPrices",
@@ -118,6 +119,12 @@ class FindingsOption(TypedDict, total=False):
     judge: Any
     max_context_bytes: int
     keep_ledger_facts: int | Literal[False]
+
+
+class AnswerLayerOption(TypedDict, total=False):
+    """``answer_layer={"standing_line": True}``: the standing line appended to the answer."""
+
+    standing_line: bool
 
 
 class ObserverDeliveryOptions(TypedDict, total=False):
@@ -211,6 +218,23 @@ class AgentOptions(TypedDict, total=False):
     findings: bool | FindingsOption | None
     #: fact turns the window holds under the findings ledger (default 4 with a window)
     keep_ledger_facts: int | Literal[False] | None
+    # is the answer supported (docs/integrity.md)
+    #: how loud the integrity checks are about their own health: "dev" runs their canaries
+    #: and fails a run whose armed check is dead (``CheckerDeadError``)
+    integrity_posture: Literal["observe", "dev"] | None
+    #: rows against the ``result_columns`` a tool declares: findings ("warn") or refused
+    check_column_types: Literal["off", "warn", "enforce"] | None
+    #: an advisory when a lookup for a value the run produced comes back empty
+    notice_empty_lookups: bool | None
+    #: an advisory when every value of the answer was served before this turn
+    notice_prior_turn_evidence: bool | None
+    #: app-verified ``[{"value", "source"}]`` entries that ground tool arguments
+    external_grounds: Callable[[], Sequence[Mapping[str, str]]] | None
+    #: judge the period each result covers (armed by any tool declaring ``period``; True
+    #: arms it alone)
+    results_layer: bool | None
+    #: the answer's standing folded from the record: True, or ``{"standing_line": bool}``
+    answer_layer: bool | AnswerLayerOption | None
     # pauses and credentials
     #: the service tools' ``needs`` are resolved by (``get_credential(request)``)
     credentials: CredentialService | None

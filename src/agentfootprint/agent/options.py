@@ -5,9 +5,8 @@ Names are the snake_case of the seed's ``AgentOptions``. Each option belongs to 
 an out-of-range value raises :class:`UsageError` naming the option. Before any check, a
 value the log could not hold (an integer beyond +-(2**53 - 1), a float that is not finite, a
 lone surrogate: :func:`agentfootprint.features.base.loggable`) is refused the same way, so a
-run never fails on an option it was built with; a seed option no
-feature implements yet is refused by name as *planned* rather than silently ignored
-(``docs/options.md`` lists each one's status).
+run never fails on an option it was built with. Every seed option is implemented
+(``docs/options.md`` lists each one with its tests).
 """
 
 from __future__ import annotations
@@ -20,11 +19,7 @@ from agentfootprint.features import registry
 from agentfootprint.features.route import MAX_ITERATIONS_CAP
 from agentfootprint.runtime.config import AgentConfig
 
-__all__ = ["MAX_ITERATIONS_CAP", "PLANNED_OPTIONS", "AgentConfig", "resolve_options"]
-
-#: Seed options whose Python names are reserved for work not landed yet (derived: the seed's
-#: names less those a feature declares).
-PLANNED_OPTIONS = registry.planned_options()
+__all__ = ["MAX_ITERATIONS_CAP", "AgentConfig", "resolve_options"]
 
 #: the options :class:`AgentConfig` also holds as attributes (every field but ``options``)
 _ATTRIBUTES = tuple(f.name for f in dataclasses.fields(AgentConfig) if f.name != "options")

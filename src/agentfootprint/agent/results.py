@@ -61,6 +61,9 @@ class RunResult:
     #: the artifacts the model showed the person with the ``present`` tool, bytes included
     #: (``artifacts``; never recorded beyond their tickets; empty in a replay)
     presented: tuple[Presented, ...] = ()
+    #: the answer's standing as this run assessed it, ``{"standing", "reasons", "checked"}``
+    #: (and ``"line"`` with ``standing_line``): ``answer_layer``; None when not armed
+    assessment: dict[str, Any] | None = None
     #: the run's final state as the agent keeps it (shared with a run continued from it)
     _final: dict[str, Any] = field(repr=False, compare=False)
     _copy: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)

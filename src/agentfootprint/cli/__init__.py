@@ -31,8 +31,11 @@ from agentfootprint.cli._boundary import (
     BoundaryGroup,
 )
 from agentfootprint.cli.artifacts import artifacts
+from agentfootprint.cli.assess import assess_command
 from agentfootprint.cli.checkpointing import checkpoint_command, consistency_command
 from agentfootprint.cli.demo import demo
+from agentfootprint.cli.evidence import evidence_command
+from agentfootprint.cli.findings import findings_command
 from agentfootprint.cli.init import init_command
 from agentfootprint.cli.inspect import runs, served, show, state, tool_calls_command
 from agentfootprint.cli.keys import keys
@@ -70,9 +73,10 @@ Exit codes (each command's --help says which apply):
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 \b
-Read-only commands (runs, show, served, state, why, tool-calls, verify, scan, checkpoint's DB,
-consistency, diff, export's DB, report's SOURCE, otel's DB, copy's SRC, replay's DB and
-VAULT, disclose's VAULT, verify's --artifacts STORE, artifacts list's STORE)
+Read-only commands (runs, show, served, state, why, findings, evidence, assess, tool-calls,
+verify, scan, checkpoint's DB, consistency, diff, export's DB, report's SOURCE, otel's DB, copy's
+SRC, replay's DB and VAULT, disclose's VAULT, verify's --artifacts STORE, artifacts list's
+STORE)
 never create, migrate or change a file. DB and VAULT are file paths,
 sqlite:///PATH URLs (sqlite:////PATH for an absolute path) or
 postgresql://USER@HOST:PORT/DBNAME URLs (docs/stores.md).
@@ -118,6 +122,9 @@ for _command in (
     report_command,
     otel_command,
     why_command,
+    findings_command,
+    evidence_command,
+    assess_command,
     artifacts,
 ):
     main.add_command(_command)
@@ -128,6 +135,7 @@ main.start = (
 )
 main.sections = (
     ("Inspect a log", ("runs", "show", "served", "state", "why", "tool-calls", "diff")),
+    ("Is the answer supported", ("findings", "evidence", "assess")),
     ("Verify", ("verify", "scan", "checkpoint", "consistency")),
     ("Share with an auditor", ("report", "export", "import", "copy", "disclose", "erase")),
     ("Observe", ("otel",)),

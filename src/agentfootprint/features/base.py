@@ -644,6 +644,16 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
             kept = caches[self._part.feature.name] = factory()
         return cast(T, kept)
 
+    def shared_cache(self, key: str, factory: Callable[[], T]) -> T:
+        """What features share of the agent's caches under ``key`` (the integrity checks'
+        and the answer layer's reading of a conversation): made by ``factory`` at the first
+        use; never evidence, like :meth:`cache`."""
+        caches = self._stage.run.seam.caches
+        kept = caches.get(f"shared:{key}", _UNSET)
+        if kept is _UNSET:
+            kept = caches[f"shared:{key}"] = factory()
+        return cast(T, kept)
+
     def needed(self, feature: Feature[T]) -> HookContext[T]:
         """The context of ``feature``, which this one declared in ``needs`` (its typed
         options, memory and cache), in the same stage."""

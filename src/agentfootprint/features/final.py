@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from agentfootprint.features.base import Feature, Options, StageSpec, StateKey
 from agentfootprint.runtime.events import IterationEnd, TurnEnd
 from agentfootprint.runtime.run import StageContext
@@ -13,6 +15,14 @@ async def prepare_final(ctx: StageContext) -> None:
     iteration = s.get("iteration")
     answer = response["content"]
     s.append("history", [{"role": "assistant", "content": answer}])
+    layer = ctx.config.options.get("answer_layer")
+    if isinstance(layer, Mapping) and layer.get("standing_line") is True:
+        # the standing line the answer layer's stage committed just before this one: the
+        # answer given (and sealed) carries it; the history keeps the model's own words
+        assessed = s.get("answer_assessment")
+        line = assessed.get("line") if isinstance(assessed, Mapping) else None
+        if isinstance(line, str) and isinstance(answer, str):
+            answer = f"{answer}\n\n{line}" if answer else line
     s.set("final_answer", answer)
     await ctx.emit(IterationEnd(run_id=ctx.run_id, iteration=iteration))
     await ctx.emit(

@@ -32,7 +32,6 @@ from agentfootprint.features.base import (
     loggable,
     takes_part,
 )
-from agentfootprint.features.seed_options import SEED_OPTIONS, python_name
 from agentfootprint.runtime.chart import Chart, Stage
 from agentfootprint.runtime.seam import RunEndHook
 
@@ -47,7 +46,6 @@ __all__ = [
     "hooks_at",
     "live_only_kinds",
     "option_specs",
-    "planned_options",
     "recorded_kinds",
     "resolve",
     "structure_keys",
@@ -99,12 +97,6 @@ def option_specs() -> dict[str, tuple[Feature[Any], OptionSpec]]:
 
 
 @functools.cache
-def planned_options() -> frozenset[str]:
-    """Seed options (Python names) no feature implements yet: refused by name."""
-    return frozenset(python_name(seed) for seed in SEED_OPTIONS) - set(option_specs())
-
-
-@functools.cache
 def event_classes() -> tuple[type[Any], ...]:
     return tuple(e for f in all_features() for e in f.events)
 
@@ -135,13 +127,7 @@ def structure_keys() -> frozenset[str]:
 
 
 def _refuse_unknown(name: str) -> UsageError:
-    if name in planned_options():
-        return UsageError(
-            f"option {name!r}: this seed option is planned but not implemented yet; "
-            "see docs/options.md",
-            option=name,
-        )
-    close = difflib.get_close_matches(name, sorted(set(option_specs()) | planned_options()), n=1)
+    close = difflib.get_close_matches(name, sorted(option_specs()), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return UsageError(f"unknown option {name!r}{hint}", option=name)
 

@@ -19,9 +19,9 @@ import copy
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 import orjson
 
@@ -75,6 +75,13 @@ class AgentEvent:
             for f in dataclasses.fields(self)
             if (value := getattr(self, f.name)) is not None or not f.metadata.get("omit_none")
         }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
+        """The event of these payload members (the inverse of :meth:`payload`: a member
+        renamed by ``metadata={"name": ...}`` goes back to its field)."""
+        names = {f.metadata.get("name", f.name): f.name for f in dataclasses.fields(cls)}
+        return cls(**{names.get(key, key): value for key, value in payload.items()})
 
 
 @dataclass(frozen=True, kw_only=True)

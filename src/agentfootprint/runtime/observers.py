@@ -325,7 +325,7 @@ def summarised(event: AgentEvent) -> AgentEvent:
     said where it was made (``"<list of 40>"``, ``"... 24 more"``)."""
     budget = [SUMMARY_NODES]
     members = {name: _summary(value, 0, budget) for name, value in event.payload().items()}
-    return type(event)(**members)
+    return type(event).from_payload(members)
 
 
 def _summary(value: Any, depth: int, budget: list[int]) -> Any:

@@ -218,7 +218,7 @@ class StageContext(DeclaredPorts):
             # replay records byte-identical events)
             row = {k: v for k, v in payload.items() if k != "run_id"}
             self.recorded.append({"name": event.kind, "payload": row})
-        delivered = event if payload is original else type(event)(**payload)
+        delivered = event if payload is original else type(event).from_payload(payload)
         await self.run.events.emit(delivered)
 
     def mint_receipt(self, digests: RequestDigests) -> None:

@@ -1,0 +1,374 @@
+"""The integrity findings of a run, recorded and recomputed from the log.
+
+:func:`findings` verifies the run (and its ancestors), then reads what it recorded:
+``agentfootprint.integrity.context_error`` findings, ``external_ground_used`` excusals and
+the ``disposition`` ledger. With ``recompute=True`` it also drives a fresh
+:class:`~agentfootprint.integrity.passes.IntegrityPass` over the verified events, item by item
+in the order the run met them: each reply against the request it was served (rebuilt by the
+projection), each tool result as the history holds it, the answer at the end. The dials come
+from ``run.open``'s options and the declarations from the committed ``tool_contracts``; the
+external grounds from the recorded decisions. A refusal under ``enforce`` keeps no rows: its
+recorded findings are taken when the history holds exactly the refusal they make, and the
+difference is reported otherwise.
+
+Recorded equal to recomputed means today's checks, run on the log, file exactly what the run
+filed. It says nothing about whether the answer is right: a check that did not fire is not
+evidence that nothing is wrong (docs/integrity.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfootprint.audit.assessment import AssessmentReport, assess_run
+from agentfootprint.audit.read import RunReader
+from agentfootprint.audit.sources import check_run_id, naming_run, opened
+from agentfootprint.integrity.column_types import refusal_text
+from agentfootprint.integrity.contracts import Contract, read_contracts
+from agentfootprint.integrity.evidence import EvidenceIndex
+from agentfootprint.integrity.passes import Armed, IntegrityPass
+from agentfootprint.integrity.period import period_rows_of
+from agentfootprint.integrity.rail import Finding, ToolCall, tool_calls_of
+from agentfootprint.integrity.records import (
+    CONTEXT_ERROR,
+    DISPOSITION,
+    EXTERNAL_GROUND_USED,
+    EXTERNAL_GROUNDS,
+    ROWS_REFUSED,
+    call_of,
+    findings_of,
+)
+from agentfootprint.integrity.unsupported import frame_of, read_entries
+from agentfootprint.logformat.shared_lists import as_list
+from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
+
+__all__ = ["FindingsReport", "Trail", "findings"]
+
+#: the stage whose commit holds the results of a reply's tool calls, each through the
+#: tool-result hooks (``features.tool_dispatch.TOOL_CALLS_STAGE``: named here, as the read
+#: side imports no feature)
+_TOOL_STAGE = "tool-calls"
+
+_KINDS = (
+    CONTEXT_ERROR,
+    EXTERNAL_GROUND_USED,
+    EXTERNAL_GROUNDS,
+    ROWS_REFUSED,
+    DISPOSITION,
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Trail:
+    """What one side says: the findings in order, the excusals, the disposition, the
+    results layer's period rows of the run and the answer's standing (None: not armed)."""
+
+    findings: tuple[Mapping[str, Any], ...] = ()
+    used: tuple[Mapping[str, Any], ...] = ()
+    disposition: Mapping[str, Any] | None = None
+    period_rows: tuple[Mapping[str, Any], ...] = ()
+    standing: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FindingsReport:
+    """A run's recorded findings, and (when asked) the recomputed ones beside them."""
+
+    run_id: str
+    outcome: str
+    armed: bool  #: a check was armed (the run filed a disposition)
+    recorded: Trail
+    recomputed: Trail | None = None
+    differences: tuple[str, ...] = field(default=())
+
+    @property
+    def agrees(self) -> bool:
+        return not self.differences
+
+
+def findings(
+    source: RowSource | str | os.PathLike[str],
+    run_id: str,
+    *,
+    recompute: bool = False,
+    verifier: Verifier | None = None,
+) -> FindingsReport:
+    """``run_id``'s integrity findings (see the module docstring); the run is verified
+    first (a failure raises)."""
+    check_run_id(run_id)
+    with opened(source) as rows, naming_run():
+        checker = verifier or shared_verifier(rows)
+        verified = checker.verify(run_id)
+        reader = RunReader(rows, verifier=checker)
+        walk = _Walk(reader, run_id, recompute)
+        walk.run()
+        standing = assess_run(rows, run_id)
+        recorded = walk.recorded(standing)
+        outcome = str((verified.close or {}).get("outcome", "unsealed"))
+        if not recompute:
+            return FindingsReport(
+                run_id=run_id,
+                outcome=outcome,
+                armed=_armed(recorded),
+                recorded=recorded,
+            )
+        again = walk.recomputed(outcome, standing)
+        return FindingsReport(
+            run_id=run_id,
+            outcome=outcome,
+            armed=_armed(recorded) or _armed(again),
+            recorded=recorded,
+            recomputed=again,
+            differences=tuple(_differences(recorded, again)),
+        )
+
+
+def _armed(trail: Trail) -> bool:
+    return bool(trail.disposition or trail.period_rows or trail.standing)
+
+
+def _payload(event: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k != "run_id"}
+
+
+class _Walk:
+    """One pass over a verified run: its recorded integrity events, and (recomputing) the
+    items the checks meet, fed to a fresh pass as the run met them."""
+
+    def __init__(self, reader: RunReader, run_id: str, recompute: bool) -> None:
+        self.reader = reader
+        self.run_id = run_id
+        self.recompute = recompute
+        self.events: dict[str, list[dict[str, Any]]] = {kind: [] for kind in _KINDS}
+        self.check: IntegrityPass | None = None
+        self.filed: list[Finding] = []
+        self.used: list[dict[str, str]] = []
+        self.grounds = 0  #: the external grounds decisions read so far
+        self.final: Mapping[str, Any] = {}
+        # the history as the walk has read it: its length at the last commit, the calls it
+        # asked for (id -> tool, arguments), and how far the lookups' grounds reach
+        self.seen = -1
+        self.asked: dict[str, tuple[str, Any]] = {}
+        self.grounded = 0
+        self.refused: dict[str, list[dict[str, Any]]] = {}
+        self.start: Mapping[str, Any] = {}  #: the state the run started from
+        self.contracts: Mapping[str, Contract] = {}
+        self.results_layer = False
+
+    def run(self) -> None:
+        request: dict[str, Any] | None = None
+        replied = False  #: the commit being read wrote a reply (a failed call writes none)
+        state: dict[str, Any] = {}
+
+        def observe(step: Any, before: dict[str, Any]) -> None:
+            nonlocal request, replied, state
+            state = before
+            if step.type == "write" and step.body.get("path") == "last_response":
+                replied = True
+            elif step.type == "run.open":
+                self.start = dict(before)
+                if self.recompute:
+                    self._open(step.body, before)
+            elif step.type == "event" and step.body.get("name") in self.events:
+                payload = _payload(step.body.get("payload") or {})
+                self.events[step.body["name"]].append(payload)
+                if step.body["name"] == ROWS_REFUSED:
+                    call_id = payload.get("tool_call_id")
+                    if isinstance(call_id, str):
+                        self.refused[call_id] = payload.get("findings") or []
+            elif step.type == "commit":
+                if self.check is not None:
+                    if replied and request is not None:
+                        self._reply(request, before.get("last_response"))
+                    elif replied:  # a call no receipt marks: its request comes after this
+                        unreceipted.append(before.get("last_response"))
+                    self._results(before.get("history"), step.body.get("stage") == _TOOL_STAGE)
+                request, replied = None, False
+
+        unreceipted: list[Any] = []
+        for served, receipt in self.reader.served_calls(self.run_id, observe=observe):
+            if receipt is None and unreceipted:
+                self._reply(served, unreceipted.pop())
+            else:
+                request = dict(served)
+        self.final = state
+
+    # -- recomputing ------------------------------------------------------------------------
+
+    def _open(self, body: Mapping[str, Any], before: Mapping[str, Any]) -> None:
+        options = body.get("options")
+        options = options if isinstance(options, Mapping) else {}
+        armed = Armed.from_options(options)
+        # the declarations committed at the turn's start (a continuation inherits them)
+        contracts = read_contracts(self.reader.final_state(self.run_id).get("tool_contracts"))
+        self.contracts, self.results_layer = contracts, options.get("results_layer") is True
+        if not armed.any(contracts):
+            return
+        self.check = IntegrityPass(armed, contracts)
+        if armed.posture == "dev":
+            self.check.canaries()
+        history = as_list(before.get("history") or [])
+        self._learn(history, 0)
+        self.seen = len(history)
+
+    def _reply(self, request: Mapping[str, Any], response: Any) -> None:
+        assert self.check is not None
+        self.check.meets("choice")
+        raw = response.get("tool_calls") if isinstance(response, Mapping) else None
+        calls = [
+            call_of(str(c.get("name")), str(c.get("id")), c.get("arguments"))
+            for c in raw or ()
+            if isinstance(c, Mapping)
+        ]
+        if not self.check.wants_frame(calls):
+            findings, used = self.check.choice(calls, None)
+        else:
+            entries: tuple[dict[str, str], ...] = ()
+            decisions = self.events[EXTERNAL_GROUNDS]
+            if self.grounds < len(decisions):
+                entries = read_entries(decisions[self.grounds].get("entries"))
+                self.grounds += 1
+            findings, used = self.check.choice(calls, frame_of(request), entries)
+        self.filed.extend(findings)
+        self.used.extend(used)
+
+    def _learn(self, history: Sequence[Any], start: int) -> None:
+        for message in history[start:]:
+            if isinstance(message, Mapping) and message.get("role") == "assistant":
+                for call in message.get("tool_calls") or ():
+                    if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                        self.asked[call["id"]] = (str(call.get("name")), call.get("arguments"))
+
+    def _results(self, history: Any, judged: bool) -> None:
+        """The tool results a commit appended, each judged as the run judged it (``judged``:
+        the commit is the tool-calls stage's, whose results the run's hooks saw; an abandoned
+        pause's "was not run" results pass none), against the results committed before."""
+        assert self.check is not None
+        history = as_list(history or [])
+        if len(history) <= self.seen:
+            return
+        before = self.seen
+        for i in range(self.grounded, before):
+            message = history[i]
+            if isinstance(message, Mapping) and message.get("role") == "tool":
+                self.check.saw(self._call(message, i))
+        self.grounded = before
+        self._learn(history, before)
+        for i in range(before, len(history)) if judged else ():
+            message = history[i]
+            if isinstance(message, Mapping) and message.get("role") == "tool":
+                self._write(self._call(message, i))
+        self.seen = len(history)
+
+    def _call(self, message: Mapping[str, Any], index: int) -> ToolCall:
+        call_id = str(message.get("tool_call_id"))
+        tool, arguments = self.asked.get(call_id, (str(message.get("name")), None))
+        made = call_of(tool, call_id, arguments)
+        content = message.get("content")
+        return ToolCall(
+            tool=made.tool,
+            tool_call_id=call_id,
+            arguments=made.arguments,
+            content=content if isinstance(content, str) else None,
+            is_error=message.get("is_error") is True,
+            turn=0,
+            index=index,
+        )
+
+    def _write(self, call: ToolCall) -> None:
+        assert self.check is not None
+        self.check.meets("write")
+        recorded = findings_of(self.refused.get(call.tool_call_id))
+        if (
+            recorded
+            and call.content is not None
+            and call.content.startswith(refusal_text(call.tool, recorded))
+        ):
+            self.filed.extend(self.check.columns_enforced(call.tool, recorded))
+        else:
+            found, _, _ = self.check.columns(call)
+            self.filed.extend(found)
+        self.filed.extend(self.check.empty_lookup(call))
+
+    def recorded(self, standing: AssessmentReport) -> Trail:
+        dispositions = self.events[DISPOSITION]
+        start = len(as_list(self.start.get("period_rows") or []))
+        return Trail(
+            findings=tuple(self.events[CONTEXT_ERROR]),
+            used=tuple(self.events[EXTERNAL_GROUND_USED]),
+            disposition=dispositions[-1] if dispositions else None,
+            period_rows=tuple(as_list(self.final.get("period_rows") or [])[start:]),
+            standing=standing.recorded if standing.recorded_event is not None else None,
+        )
+
+    def _period_rows(self) -> tuple[Mapping[str, Any], ...]:
+        """The rows the results layer files for this run's results, judged again."""
+        history = as_list(self.final.get("history") or [])
+        start = len(as_list(self.start.get("history") or []))
+        calls = [c for c in tool_calls_of(history) if c.index >= start]
+        calls.sort(key=lambda c: c.index)
+        return tuple(period_rows_of(calls, self.contracts, self.results_layer))
+
+    def recomputed(self, outcome: str, standing: AssessmentReport) -> Trail:
+        layers = Trail(
+            period_rows=self._period_rows(),
+            standing=standing.expected if standing.matches is not None else None,
+        )
+        if self.check is None:
+            return layers
+        answer = self.final.get("final_answer")
+        if (
+            self.check.on["prior-turn-evidence"]
+            and outcome in ("answered", "stopped_early")
+            and isinstance(answer, str)
+        ):
+            self.check.meets("claim")
+            index = EvidenceIndex.of(as_list(self.final.get("history") or []))
+            self.filed.extend(self.check.claim(answer, index))
+        return Trail(
+            findings=tuple(_event_payload(f) for f in self.filed),
+            used=tuple(dict(u) for u in self.used),
+            disposition=self.check.disposition(),
+            period_rows=layers.period_rows,
+            standing=layers.standing,
+        )
+
+
+def _event_payload(finding: Finding) -> dict[str, Any]:
+    """A finding as its recorded event holds it."""
+    return finding.payload()
+
+
+def _differences(recorded: Trail, again: Trail) -> list[str]:
+    out: list[str] = []
+    for what, theirs, ours in (
+        ("finding", recorded.findings, again.findings),
+        ("external ground used", recorded.used, again.used),
+    ):
+        for i in range(max(len(theirs), len(ours))):
+            left = theirs[i] if i < len(theirs) else None
+            right = ours[i] if i < len(ours) else None
+            if left != right:
+                out.append(f"{what} {i}: recorded {_brief(left)}, recomputed {_brief(right)}")
+    if recorded.disposition != again.disposition:
+        out.append(
+            f"disposition: recorded {recorded.disposition!r}, recomputed {again.disposition!r}"
+        )
+    if recorded.period_rows != again.period_rows:
+        out.append(
+            f"period rows: recorded {list(recorded.period_rows)!r}, recomputed "
+            f"{list(again.period_rows)!r}"
+        )
+    if recorded.standing != again.standing:
+        out.append(f"standing: recorded {recorded.standing!r}, recomputed {again.standing!r}")
+    return out
+
+
+def _brief(value: Mapping[str, Any] | None) -> str:
+    if value is None:
+        return "nothing"
+    kind = value.get("kind", value.get("source", "?"))
+    return f"{kind} {value.get('subjects', value.get('path', ''))!r}"
