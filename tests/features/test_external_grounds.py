@@ -259,11 +259,11 @@ def test_an_external_ground_excuses_the_value_and_names_its_source() -> None:
             "source": "viewer-selection",
         }
     ]
-    # asked once per reply holding an armed call (calls 1 and 2), never for the inventory
-    # reply or the answer; each answer recorded, the served value's reply's too
-    assert asked == [1, 1]
+    # asked only for a reply holding a value its frame serves nowhere (call 1's): never for
+    # call 2's, whose value the inventory served, nor the inventory reply or the answer
+    assert asked == [1]
     assert events_of(agent.store, result.run_id, GROUNDS) == [
-        {"call": call, "provider": PROVIDER, "status": "ok", "entries": ENTRIES} for call in (1, 2)
+        {"call": 1, "provider": PROVIDER, "status": "ok", "entries": ENTRIES}
     ]
     row = ledger_row(agent, result)
     assert (row["checked"], row["findings"], row["not_applicable"]) == (2, 0, 2)

@@ -494,3 +494,39 @@ def test_the_read_side_names_the_tool_calls_stage_as_the_loop_does() -> None:
     from agentfootprint.features.tool_dispatch import TOOL_CALLS_STAGE
 
     assert read_side._TOOL_STAGE == TOOL_CALLS_STAGE
+
+
+def test_a_redacted_run_shows_its_layers_as_recorded_and_agrees() -> None:
+    """Under a redaction policy the answer layer and the results layer read values the
+    policy may commit: `findings --recompute` says so and compares nothing it cannot
+    recompute (the integrity checks are refused beside a policy)."""
+    lookup = af.define_tool(
+        name="lookup",
+        description="Look it up.",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        execute=lambda args: [],
+    )
+    agent = af.Agent(
+        provider=af.MockProvider(
+            [af.reply(tool_calls=[af.tool_call("lookup", {"q": "vol-0001"})]), "none found"]
+        ),
+        model="m",
+        tools=[lookup],
+        ports=fixed_ports(),
+        redact=af.conversation_redaction(),
+        answer_layer=True,
+        results_layer=True,
+    )
+    result = agent.run_sync("which volumes?")
+    report = findings(agent.store, result.run_id, recompute=True)
+    assert report.redacted and report.agrees, report.differences
+    assert report.recorded.standing is not None
+    assert report.recorded.standing["reasons"] == ["empty-undeclared"]
+    with pytest.raises(af.UsageError) as caught:
+        af.Agent(
+            provider=af.MockProvider(["x"]),
+            model="m",
+            redact=af.conversation_redaction(),
+            notice_prior_turn_evidence=True,
+        )
+    assert caught.value.option == "redact"

@@ -18,6 +18,7 @@ evidence that nothing is wrong (docs/integrity.md).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from agentfootprint.integrity.records import (
     findings_of,
 )
 from agentfootprint.integrity.unsupported import frame_of, read_entries
+from agentfootprint.logformat.canonical import parse
 from agentfootprint.logformat.shared_lists import as_list
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
@@ -51,6 +53,13 @@ __all__ = ["FindingsReport", "Trail", "findings"]
 #: tool-result hooks (``features.tool_dispatch.TOOL_CALLS_STAGE``: named here, as the read
 #: side imports no feature)
 _TOOL_STAGE = "tool-calls"
+#: the integrity feature's start stage (``features.integrity``'s ``integrity-contracts``):
+#: a turn it ran in committed (or kept) its agent's declarations; a turn without it had the
+#: feature sit out, whatever declarations it inherited in state
+_CONTRACTS_STAGE = "integrity-contracts"
+#: the inputs layer's fills (``features.inputs_layer.FILLS``): call id -> ``{"values",
+#: "refused"}``, the arguments a ruled call ran with beside the model's
+_FILLS = "argument_fills"
 
 _KINDS = (
     CONTEXT_ERROR,
@@ -83,6 +92,10 @@ class FindingsReport:
     recorded: Trail
     recomputed: Trail | None = None
     differences: tuple[str, ...] = field(default=())
+    #: the run was recorded under a redaction policy: the results layer and the answer layer
+    #: read values a policy may have committed, so their rows are not recomputed (the
+    #: integrity checks are refused beside a policy)
+    redacted: bool = False
 
     @property
     def agrees(self) -> bool:
@@ -108,21 +121,36 @@ def findings(
         standing = assess_run(rows, run_id)
         recorded = walk.recorded(standing)
         outcome = str((verified.close or {}).get("outcome", "unsealed"))
+        redacted = verified.policy is not None
         if not recompute:
             return FindingsReport(
                 run_id=run_id,
                 outcome=outcome,
                 armed=_armed(recorded),
                 recorded=recorded,
+                redacted=redacted,
             )
         again = walk.recomputed(outcome, standing)
+        if redacted:  # not recomputed: what the run recorded stands on both sides
+            again = dataclasses.replace(
+                again, period_rows=recorded.period_rows, standing=recorded.standing
+            )
+        differences = _differences(recorded, again)
+        if not redacted and recorded.standing == again.standing and standing.matches is False:
+            # the committed standing equals the fold, the recorded event does not
+            out = standing.recorded_event
+            differences.append(
+                f"standing: recorded agentfootprint.answer.assessed {dict(out or {})!r}, "
+                f"recomputed {again.standing!r}"
+            )
         return FindingsReport(
             run_id=run_id,
             outcome=outcome,
             armed=_armed(recorded) or _armed(again),
             recorded=recorded,
             recomputed=again,
-            differences=tuple(_differences(recorded, again)),
+            differences=tuple(differences),
+            redacted=redacted,
         )
 
 
@@ -185,7 +213,11 @@ class _Walk:
                         self._reply(request, before.get("last_response"))
                     elif replied:  # a call no receipt marks: its request comes after this
                         unreceipted.append(before.get("last_response"))
-                    self._results(before.get("history"), step.body.get("stage") == _TOOL_STAGE)
+                    self._results(
+                        before.get("history"),
+                        step.body.get("stage") == _TOOL_STAGE,
+                        before.get(_FILLS),
+                    )
                 request, replied = None, False
 
         unreceipted: list[Any] = []
@@ -202,8 +234,12 @@ class _Walk:
         options = body.get("options")
         options = options if isinstance(options, Mapping) else {}
         armed = Armed.from_options(options)
-        # the declarations committed at the turn's start (a continuation inherits them)
-        contracts = read_contracts(self.reader.final_state(self.run_id).get("tool_contracts"))
+        # the declarations committed at the turn's start (a resume inherits them; a new turn
+        # whose agent armed nothing committed none, and checked nothing)
+        contracts: Mapping[str, Contract] = {}
+        if body.get("resumes") is not None or self._contracts_stage_ran():
+            final = self.reader.final_state(self.run_id)
+            contracts = read_contracts(final.get("tool_contracts"))
         self.contracts, self.results_layer = contracts, options.get("results_layer") is True
         if not armed.any(contracts):
             return
@@ -213,6 +249,12 @@ class _Walk:
         history = as_list(before.get("history") or [])
         self._learn(history, 0)
         self.seen = len(history)
+
+    def _contracts_stage_ran(self) -> bool:
+        for row in self.reader.source.read(self.run_id):
+            if row.type == "commit" and parse(row.body).get("stage") == _CONTRACTS_STAGE:
+                return True
+        return False
 
     def _reply(self, request: Mapping[str, Any], response: Any) -> None:
         assert self.check is not None
@@ -226,12 +268,13 @@ class _Walk:
         if not self.check.wants_frame(calls):
             findings, used = self.check.choice(calls, None)
         else:
+            frame = frame_of(request)
             entries: tuple[dict[str, str], ...] = ()
             decisions = self.events[EXTERNAL_GROUNDS]
-            if self.grounds < len(decisions):
+            if self.grounds < len(decisions) and self.check.wants_grounds(calls, frame):
                 entries = read_entries(decisions[self.grounds].get("entries"))
                 self.grounds += 1
-            findings, used = self.check.choice(calls, frame_of(request), entries)
+            findings, used = self.check.choice(calls, frame, entries)
         self.filed.extend(findings)
         self.used.extend(used)
 
@@ -242,10 +285,11 @@ class _Walk:
                     if isinstance(call, Mapping) and isinstance(call.get("id"), str):
                         self.asked[call["id"]] = (str(call.get("name")), call.get("arguments"))
 
-    def _results(self, history: Any, judged: bool) -> None:
+    def _results(self, history: Any, judged: bool, fills: Any = None) -> None:
         """The tool results a commit appended, each judged as the run judged it (``judged``:
         the commit is the tool-calls stage's, whose results the run's hooks saw; an abandoned
-        pause's "was not run" results pass none), against the results committed before."""
+        pause's "was not run" results pass none), against the results committed before; a
+        call the inputs layer filled is judged with the arguments it ran with (``fills``)."""
         assert self.check is not None
         history = as_list(history or [])
         if len(history) <= self.seen:
@@ -260,7 +304,7 @@ class _Walk:
         for i in range(before, len(history)) if judged else ():
             message = history[i]
             if isinstance(message, Mapping) and message.get("role") == "tool":
-                self._write(self._call(message, i))
+                self._write(_filled(self._call(message, i), fills))
         self.seen = len(history)
 
     def _call(self, message: Mapping[str, Any], index: int) -> ToolCall:
@@ -335,6 +379,20 @@ class _Walk:
             period_rows=layers.period_rows,
             standing=layers.standing,
         )
+
+
+def _filled(call: ToolCall, fills: Any) -> ToolCall:
+    """``call`` with the values the inputs layer filled in, as its ``tool_arguments`` hook
+    hands them to the tool (and so to the run's checks): a call it refused ran with none."""
+    fill = fills.get(call.tool_call_id) if isinstance(fills, Mapping) else None
+    if (
+        not isinstance(fill, Mapping)
+        or fill.get("refused")
+        or not isinstance(fill.get("values"), Mapping)
+        or not isinstance(call.arguments, Mapping)
+    ):
+        return call
+    return dataclasses.replace(call, arguments={**call.arguments, **fill["values"]})
 
 
 def _event_payload(finding: Finding) -> dict[str, Any]:

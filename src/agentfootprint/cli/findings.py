@@ -72,6 +72,7 @@ def to_json(report: FindingsReport) -> dict[str, Any]:
     if report.recomputed is not None:
         out["recomputed"] = _trail(report.recomputed)
         out["differences"] = list(report.differences)
+        out["redacted"] = report.redacted
         out["agrees"] = report.agrees
     return out
 
@@ -81,9 +82,14 @@ def _trail(trail: Trail) -> dict[str, Any]:
         "findings": [dict(f) for f in trail.findings],
         "external_grounds_used": [dict(u) for u in trail.used],
         "disposition": None if trail.disposition is None else dict(trail.disposition),
-        "period_rows": [dict(r) for r in trail.period_rows],
-        "standing": None if trail.standing is None else dict(trail.standing),
+        "period_rows": [_plain(r) for r in trail.period_rows],
+        "standing": _plain(trail.standing),
     }
+
+
+def _plain(value: Any) -> Any:
+    """A row or a standing as JSON: what the run committed is the writer's word, any shape."""
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def lines(report: FindingsReport) -> list[str]:
@@ -103,18 +109,29 @@ def lines(report: FindingsReport) -> list[str]:
         )
         if trail.disposition is not None:
             out.append(f"  disposition ({one_line(trail.disposition.get('posture'))}):")
-            out.extend(f"    {_row(r)}" for r in trail.disposition.get("rows") or ())
+            rows = trail.disposition.get("rows")
+            out.extend(f"    {_row(r)}" for r in (rows if isinstance(rows, list) else ()))
         out.extend(
             f"  period: {one_line(r.get('tool'))} (call id {one_line(r.get('tool_call_id'))}) "
             f"{one_line(r.get('verdict'))}"
+            if isinstance(r, Mapping)
+            else f"  period: (not a row: {one_line(r)})"
             for r in trail.period_rows
         )
-        if trail.standing is not None:
-            reasons = ", ".join(map(one_line, trail.standing.get("reasons") or ())) or "none"
+        if trail.standing is not None and not isinstance(trail.standing, Mapping):
+            out.append(f"  standing: (not a standing: {one_line(trail.standing)})")
+        elif trail.standing is not None:
+            given = trail.standing.get("reasons")
+            reasons = ", ".join(map(one_line, given if isinstance(given, list) else ())) or "none"
             out.append(
                 f"  standing: {one_line(trail.standing.get('standing'))} (reasons: {reasons})"
             )
     if report.recomputed is not None:
+        if report.redacted:
+            out.append(
+                "recorded under a redaction policy: the period verdicts and the standing are "
+                "shown as recorded, not recomputed"
+            )
         if report.agrees:
             out.append("recorded and recomputed agree")
         else:
@@ -130,7 +147,9 @@ def _finding(f: Mapping[str, Any]) -> str:
     )
 
 
-def _row(r: Mapping[str, Any]) -> str:
+def _row(r: Any) -> str:
+    if not isinstance(r, Mapping):  # the writer's word: any shape (a recompute says so)
+        return f"(not a row: {one_line(r)})"
     armed = "" if r.get("armed") else " (not armed)"
     return (
         f"{one_line(r.get('check'))}{armed}: checked {r.get('checked')}, findings "

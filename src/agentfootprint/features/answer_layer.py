@@ -38,7 +38,7 @@ from agentfootprint.features.base import (
     refuse,
 )
 from agentfootprint.integrity.assessment import assess, recorded_form, since_of
-from agentfootprint.integrity.reading import READINGS, Reading, kept_reading
+from agentfootprint.integrity.reading import READINGS, Reading, kept_evidence
 from agentfootprint.runtime.events import AgentEvent, detached
 from agentfootprint.runtime.run import StageContext
 from agentfootprint.runtime.scope import Scope
@@ -139,7 +139,7 @@ async def _file(
     folded = assess(
         state,
         turn.since,
-        lambda: kept_reading(turn.readings, turn.conversation, state.get("history") or []).evidence,
+        lambda: kept_evidence(turn.readings, turn.conversation, state.get("history") or []),
     )
     scope.set(KEY, recorded_form(folded, standing_line))
     await emit(

@@ -42,7 +42,7 @@ from agentfootprint.integrity.column_types import refusal_opening, refusal_text
 from agentfootprint.integrity.contracts import Contract
 from agentfootprint.integrity.passes import Armed, IntegrityPass, canary_judgements
 from agentfootprint.integrity.rail import Finding, ToolCall
-from agentfootprint.integrity.reading import READINGS, Reading, kept_reading
+from agentfootprint.integrity.reading import READINGS, kept_evidence, kept_grounds
 from agentfootprint.integrity.records import (
     CONTEXT_ERROR,
     DISPOSITION,
@@ -268,8 +268,9 @@ def _active(options: Mapping[str, Any]) -> bool:
     )
 
 
-def _reading(ctx: HookContext[Any], history: Any) -> Reading:
-    return kept_reading(ctx.shared_cache(READINGS, dict), ctx.conversation_id, history)
+def _readings(ctx: HookContext[Any]) -> dict[str, Any]:
+    readings: dict[str, Any] = ctx.shared_cache(READINGS, dict)
+    return readings
 
 
 class _Run:
@@ -312,13 +313,18 @@ def _dead(ctx: HookContext[Any], run: _Run) -> None:
         raise CheckerDeadError(dead.message, check=dead.check, seam=dead.seam, run_id=ctx.run_id)
 
 
+def commit_contracts(committed: Mapping[str, Any], scope: Any) -> None:
+    """The agent's declarations as ``tool_contracts`` (written only when they differ from
+    the committed ones: a continuation that declares the same writes nothing)."""
+    if scope.get(CONTRACTS) != committed:
+        scope.set(CONTRACTS, committed)
+
+
 async def contracts(ctx: StageContext) -> None:
-    """At the turn's start: the declarations committed (once: a continuation that declares
-    the same writes nothing), and under ``dev`` the canaries run."""
+    """At the turn's start: the declarations committed, and under ``dev`` a canary the pass
+    missed fails the run (in this commit, the declarations with it)."""
     declared = contracts_of(ctx.config.options)
-    committed = {name: c.json() for name, c in sorted(declared.items())}
-    if ctx.scope.get(CONTRACTS) != committed:
-        ctx.scope.set(CONTRACTS, committed)
+    commit_contracts({name: c.json() for name, c in sorted(declared.items())}, ctx.scope)
     run = ctx.run_memory.get(FEATURE_NAME)
     if isinstance(run, _Run) and run.check.canaries_missed:  # committed with the failure
         dead = run.check.canaries_missed[0]
@@ -344,6 +350,12 @@ class _Integrity(Feature[IntegritySettings]):
         if ctx.options.checking:
             self._run(ctx)
 
+    async def resumed(self, ctx: HookContext[IntegritySettings]) -> None:
+        """A run that answers a pause has no start stage: the resuming agent's declarations
+        are committed here (the ones its checks judge with)."""
+        if ctx.options.checking:
+            commit_contracts(ctx.options.committed, ctx.scope)
+
     async def request_served(
         self, ctx: HookContext[IntegritySettings], served: Mapping[str, Any]
     ) -> Mapping[str, Any]:
@@ -365,8 +377,11 @@ class _Integrity(Feature[IntegritySettings]):
         if not run.check.wants_frame(calls) or run.served is None:
             findings, used = run.check.choice(calls, None)
         else:
-            entries = await self._entries(ctx, call)
-            findings, used = run.check.choice(calls, frame_of(run.served, run.folds), entries)
+            frame = frame_of(run.served, run.folds)
+            entries: tuple[dict[str, str], ...] = ()
+            if ctx.options.provider is not None and run.check.wants_grounds(calls, frame):
+                entries = await self._entries(ctx, call)
+            findings, used = run.check.choice(calls, frame, entries)
         await _file(ctx, findings)
         for excusal in used:
             await ctx.emit(ExternalGroundUsed(run_id=ctx.run_id, **excusal))
@@ -439,7 +454,7 @@ class _Integrity(Feature[IntegritySettings]):
         """The results served so far are the lookups' grounds (a result of this batch is
         not served before the batch ends: the committed history holds none of them)."""
         if run.check.on["empty-lookup"]:
-            run.check.produced = _reading(ctx, history).produced
+            run.check.produced = kept_grounds(_readings(ctx), ctx.conversation_id, history)
 
     async def _refused(
         self, ctx: HookContext[IntegritySettings], call: ToolCall
@@ -509,7 +524,7 @@ class _Integrity(Feature[IntegritySettings]):
             and isinstance(answer, str)
         ):
             run.check.meets("claim")
-            index = _reading(ctx, s.get("history") or []).evidence
+            index = kept_evidence(_readings(ctx), ctx.conversation_id, s.get("history") or [])
             await _file(ctx, run.check.claim(answer, index))
         payload = run.check.disposition()
         await ctx.emit(IntegrityDisposition(run_id=ctx.run_id, **payload))

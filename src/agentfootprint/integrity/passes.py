@@ -176,6 +176,16 @@ class IntegrityPass:
             used.extend(excused)
         return self.ledger.file(check, Judgement.found(*findings)), used
 
+    def wants_grounds(self, calls: Sequence[ToolCall], frame: unsupported.Frame) -> bool:
+        """Whether a value of this reply's armed calls is served nowhere in its frame: only
+        then are the app's external grounds asked for (a value the frame serves needs no
+        excuse, and a pure judgement says which)."""
+        return any(
+            unsupported.judge_arguments(self.contracts[c.tool], c, frame)[0].findings
+            for c in calls
+            if self._sourced(c.tool)
+        )
+
     def wants_frame(self, calls: Sequence[ToolCall]) -> bool:
         """A reply with these calls is judged against its frame (else none is built)."""
         return self.on[unsupported.CHECK] and any(self._sourced(c.tool) for c in calls)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from agentfootprint.logformat.canonical import has_lone_surrogate, parse
 
 __all__ = [
     "LIBRARY_FRAMES",
@@ -30,6 +33,7 @@ __all__ = [
     "clip",
     "is_absence",
     "is_person",
+    "read_arguments",
     "read_result",
     "string_leaves",
     "tool_calls_of",
@@ -173,6 +177,8 @@ class _NotJson:
 #: what :func:`read_result` gives for content that is not JSON
 NOT_JSON: Any = _NotJson()
 _DECODER = json.JSONDecoder()
+#: a JSON escape of a surrogate code unit: a lone one decodes to text the log cannot hold
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def read_result(content: Any) -> Any:
@@ -196,6 +202,12 @@ def _read_result(content: str) -> Any:
         return NOT_JSON  # only arrays and objects: a number or a string is not a rowset
     try:
         value, _ = _DECODER.raw_decode(text)
+        # an escaped lone surrogate: not Unicode the log can hold, so not a value a finding
+        # may quote (the loop reads such arguments as not JSON too)
+        if _SURROGATE_ESCAPE.search(text) and has_lone_surrogate(
+            json.dumps(value, ensure_ascii=False)
+        ):
+            return NOT_JSON
     except (ValueError, RecursionError):
         return NOT_JSON
     return value
@@ -238,10 +250,13 @@ def turn_of(history: Sequence[Any], index: int) -> int:
     return sum(1 for message in history[: index + 1] if is_person(message))
 
 
-def _arguments(raw: Any) -> Any:
+def read_arguments(raw: Any) -> Any:
+    """A call's arguments as the loop reads them (``tool_dispatch.parse_arguments``): JSON
+    text parsed by the log's reader, text that is not JSON (NaN, an escaped lone surrogate
+    included) None; anything else as it is."""
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
+            return parse(raw)
         except ValueError:
             return None
     return raw
@@ -293,7 +308,7 @@ def tool_calls_of(history: Sequence[Any], start: int = 0) -> list[ToolCall]:
                 ToolCall(
                     tool=name,
                     tool_call_id=call_id,
-                    arguments=_arguments(call.get("arguments")),
+                    arguments=read_arguments(call.get("arguments")),
                     content=content if isinstance(content, str) else None,
                     is_error=found is not None and found[1].get("is_error") is True,
                     turn=turn,

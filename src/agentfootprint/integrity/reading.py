@@ -20,7 +20,7 @@ from agentfootprint.integrity.evidence import EvidenceIndex
 from agentfootprint.integrity.rail import ToolCall
 from agentfootprint.logformat.shared_lists import SharedList
 
-__all__ = ["READINGS", "Reading", "kept_reading", "result_of"]
+__all__ = ["READINGS", "Reading", "kept_evidence", "kept_grounds", "result_of"]
 
 #: the agent cache the features that read a conversation share (``shared_cache``)
 READINGS = "integrity.readings"
@@ -58,6 +58,9 @@ class Reading:
         self.seen: Any = None  #: the history version read last
 
     def read(self, history: Any) -> Reading:
+        """This reading brought up to ``history``, or a new one when ``history`` does not
+        hold the messages this one read (a fork: this one is left as it is, for a turn of
+        the other branch that still holds it)."""
         known = len(self.messages)
         grown = (  # a later version of the list read last: its prefix is those very items
             isinstance(history, SharedList)
@@ -69,8 +72,7 @@ class Reading:
             len(history) < known
             or any(history[i] is not self.messages[i] for i in range(known - 1, -1, -1))
         ):
-            self.__init__()  # type: ignore[misc]
-            known = 0
+            return Reading().read(history)
         self.messages.extend(history[known:])
         self.seen = history
         return self
@@ -94,12 +96,26 @@ class Reading:
         return self._produced
 
 
-def kept_reading(kept: MutableMapping[str, Reading], conversation: str, history: Any) -> Reading:
-    """``conversation``'s reading in ``kept`` (a feature's agent cache), brought up to
-    ``history``; the newest :data:`KEPT_CONVERSATIONS` are kept."""
-    with _LOCK:  # an agent may run turns of its conversations in several threads
-        found = kept.pop(conversation, None) or Reading()
-        kept[conversation] = found  # the newest last
-        while len(kept) > KEPT_CONVERSATIONS:
-            kept.pop(next(iter(kept)))
-        return found.read(history)
+def kept_evidence(
+    kept: MutableMapping[str, Reading], conversation: str, history: Any
+) -> EvidenceIndex:
+    """The evidence index of ``history`` from ``conversation``'s reading in ``kept``."""
+    with _LOCK:
+        return _kept(kept, conversation, history).evidence
+
+
+def kept_grounds(kept: MutableMapping[str, Reading], conversation: str, history: Any) -> Produced:
+    """The lookups' grounds in ``history`` from ``conversation``'s reading in ``kept``."""
+    with _LOCK:
+        return _kept(kept, conversation, history).produced
+
+
+def _kept(kept: MutableMapping[str, Reading], conversation: str, history: Any) -> Reading:
+    """``conversation``'s reading in ``kept`` (an agent cache), brought up to ``history``
+    (under the lock: an agent may run turns of its conversations in several threads, and a
+    reading grows in place); the newest :data:`KEPT_CONVERSATIONS` are kept."""
+    found = kept.pop(conversation, None) or Reading()
+    found = kept[conversation] = found.read(history)  # the newest last
+    while len(kept) > KEPT_CONVERSATIONS:
+        kept.pop(next(iter(kept)))
+    return found

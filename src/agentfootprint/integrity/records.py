@@ -5,11 +5,10 @@ runtime import: an auditor's process never loads the agent)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from agentfootprint.integrity.rail import Finding, ToolCall
+from agentfootprint.integrity.rail import Finding, ToolCall, read_arguments
 
 __all__ = [
     "CONTEXT_ERROR",
@@ -30,16 +29,11 @@ DISPOSITION: Final = "agentfootprint.integrity.disposition"
 
 def call_of(tool: str, call_id: str, arguments: Any) -> ToolCall:
     """A call as the choice seam reads it (no result yet); arguments sent as JSON text are
-    parsed (text that is not JSON reads as None)."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            arguments = None
+    parsed as the loop parses them (text that is not JSON reads as None)."""
     return ToolCall(
         tool=tool,
         tool_call_id=call_id,
-        arguments=arguments,
+        arguments=read_arguments(arguments),
         content=None,
         is_error=False,
         turn=0,
