@@ -341,6 +341,7 @@ def _result_forms(content: str) -> set[str]:
     one place per form and result)."""
     forms: set[str] = set()
     text = content.strip()
+    parsed = False
     if text[:1] in ("{", "["):
         try:
             value, end = _DECODER.raw_decode(text)
@@ -350,43 +351,37 @@ def _result_forms(content: str) -> set[str]:
             if is_absence(value):
                 value = {k: v for k, v in value.items() if k != "looked_for"}
             _walk(value, forms)
-            _text_forms(text[end:], forms)
-            return forms
-    _text_forms(content, forms)
+            forms.update(tokenize(text[end:]))
+            parsed = True
+    if not parsed:
+        forms.update(tokenize(content))
+    forms.discard("")
+    forms.update([f[2:] for f in forms if f.startswith("0x") and len(f) > 2])  # lookup_forms
     return forms
-
-
-def _add_form(normalized: str, forms: set[str]) -> None:
-    if normalized:
-        forms.add(normalized)
-        if normalized.startswith("0x") and len(normalized) > 2:  # as lookup_forms
-            forms.add(normalized[2:])
-
-
-def _text_forms(text: str, forms: set[str]) -> None:
-    for token in tokenize(text):
-        _add_form(token, forms)
 
 
 def _walk(value: Any, forms: set[str]) -> None:
     """Keys and leaves of a JSON value, without recursion (a crafted depth cannot exhaust
     the stack)."""
     stack: list[Any] = [value]
+    leaves: list[str] = []
     while stack:
         node = stack.pop()
         if isinstance(node, str):
-            _add_form(normalize_token(node), forms)  # the leaf whole (it may hold spaces)
-            _text_forms(node, forms)  # and its tokens ("fc1/3 is down" carries fc1/3)
+            forms.add(normalize_token(node))  # the leaf whole (it may hold spaces)
+            leaves.append(node)  # and its tokens ("fc1/3 is down" carries fc1/3), below
         elif isinstance(node, bool):
             forms.add("true" if node else "false")
         elif isinstance(node, int):
-            _add_form(normalize_token(str(node)), forms)
+            forms.add(normalize_token(str(node)))
         elif isinstance(node, float):
             if node == node and node not in (float("inf"), float("-inf")):
-                _add_form(normalize_token(_js_number(node)), forms)
+                forms.add(normalize_token(_js_number(node)))
         elif isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, Mapping):
             for key, member in node.items():
-                _add_form(normalize_token(str(key)), forms)
+                forms.add(normalize_token(str(key)))
                 stack.append(member)
+    # every leaf's tokens in one pass: no token spans the line break between two leaves
+    forms.update(tokenize("\n".join(leaves)))
