@@ -304,6 +304,21 @@ def test_abandoning_an_input_pause_closes_the_batch() -> None:
     assert "the question was abandoned" in message["content"]
 
 
+def test_a_turn_that_abandons_a_pause_replays() -> None:
+    """Its seed appends the "was not run" results before the person's message: a replay
+    takes the person's message as the turn's input (it once took the first result's text,
+    and diverged at call 0)."""
+    ran: list[Any] = []
+    agent = agent_for([*batch({"q": "a"}), "ok"], ran)
+    paused = agent.run_sync("go")
+    later = agent.run_sync("never mind", continue_from=paused, abandon=True)
+    twin = af.Agent(provider=af.MockProvider([]), model="m", tools=[report_tool([])])
+    again = af.replay_sync(twin, agent.store, later.run_id)
+    assert again.calls_checked == later.calls == 1
+    assert af.same_recording(agent.store, later.run_id, twin.store, again.result.run_id)
+    assert ran == []
+
+
 @pytest.mark.parametrize(
     ("options", "says"),
     [

@@ -161,7 +161,16 @@ class Recording:
             self.time_input = _given_time(state.get("time_rows"), stage == RESUME_STAGE)
         if stage == SEED_STAGE:
             history = state.get("history", [])
-            first = history[self._history_before] if len(history) > self._history_before else {}
+            # the person's message the seed appended (after the "was not run" results of a
+            # pause this turn abandons, which the seed appends first)
+            first = next(
+                (
+                    m
+                    for m in history[self._history_before :]
+                    if isinstance(m, dict) and m.get("role") == "user"
+                ),
+                {},
+            )
             self.message = ReplayInput(
                 user_message=self._reveal(state.get("user_message")),
                 content=self._reveal(first.get("content")),
