@@ -33,6 +33,7 @@ from agentfootprint.integrity.evidence import EvidenceIndex
 from agentfootprint.integrity.passes import Armed, IntegrityPass
 from agentfootprint.integrity.period import period_rows_of
 from agentfootprint.integrity.rail import Finding, ToolCall, tool_calls_of
+from agentfootprint.integrity.reading import result_of
 from agentfootprint.integrity.records import (
     CONTEXT_ERROR,
     DISPOSITION,
@@ -308,19 +309,10 @@ class _Walk:
         self.seen = len(history)
 
     def _call(self, message: Mapping[str, Any], index: int) -> ToolCall:
-        call_id = str(message.get("tool_call_id"))
-        tool, arguments = self.asked.get(call_id, (str(message.get("name")), None))
-        made = call_of(tool, call_id, arguments)
-        content = message.get("content")
-        return ToolCall(
-            tool=made.tool,
-            tool_call_id=call_id,
-            arguments=made.arguments,
-            content=content if isinstance(content, str) else None,
-            is_error=message.get("is_error") is True,
-            turn=0,
-            index=index,
-        )
+        result = result_of(message, index)
+        tool, arguments = self.asked.get(result.tool_call_id, (result.tool, None))
+        made = call_of(tool, result.tool_call_id, arguments)
+        return dataclasses.replace(result, tool=made.tool, arguments=made.arguments)
 
     def _write(self, call: ToolCall) -> None:
         assert self.check is not None

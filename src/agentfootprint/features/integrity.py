@@ -39,7 +39,7 @@ from agentfootprint.features.base import (
     unreadable_decision,
 )
 from agentfootprint.integrity.column_types import refusal_opening, refusal_text
-from agentfootprint.integrity.contracts import Contract
+from agentfootprint.integrity.contracts import Contract, committed
 from agentfootprint.integrity.passes import Armed, IntegrityPass, canary_judgements
 from agentfootprint.integrity.rail import Finding, ToolCall
 from agentfootprint.integrity.reading import READINGS, kept_evidence, kept_grounds
@@ -149,7 +149,7 @@ class IntegritySettings:
     @property
     def committed(self) -> dict[str, Any]:
         """``tool_contracts``: the declarations as committed."""
-        return {name: c.json() for name, c in sorted(self.contracts.items())}
+        return committed(self.contracts)
 
 
 def contracts_of(options: Mapping[str, Any]) -> dict[str, Contract]:
@@ -323,8 +323,7 @@ def commit_contracts(committed: Mapping[str, Any], scope: Any) -> None:
 async def contracts(ctx: StageContext) -> None:
     """At the turn's start: the declarations committed, and under ``dev`` a canary the pass
     missed fails the run (in this commit, the declarations with it)."""
-    declared = contracts_of(ctx.config.options)
-    commit_contracts({name: c.json() for name, c in sorted(declared.items())}, ctx.scope)
+    commit_contracts(committed(contracts_of(ctx.config.options)), ctx.scope)
     run = ctx.run_memory.get(FEATURE_NAME)
     if isinstance(run, _Run) and run.check.canaries_missed:  # committed with the failure
         dead = run.check.canaries_missed[0]

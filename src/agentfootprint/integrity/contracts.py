@@ -22,6 +22,7 @@ __all__ = [
     "COLUMN_TYPES",
     "Column",
     "Contract",
+    "committed",
     "contract_of",
     "read_contracts",
 ]
@@ -72,6 +73,11 @@ class Contract:
 
 def _refuse(tool: str, message: str) -> UsageError:
     return UsageError(f"tool {tool!r}: {message}", option="tools")
+
+
+def committed(contracts: Mapping[str, Contract]) -> dict[str, Any]:
+    """``tool_contracts`` as committed: each tool's declarations, by tool name, sorted."""
+    return {name: c.json() for name, c in sorted(contracts.items())}
 
 
 def contract_of(

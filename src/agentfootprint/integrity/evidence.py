@@ -41,7 +41,6 @@ nothing). Error results are not indexed (they quote the model's own arguments).
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from agentfootprint.errors import UsageError
-from agentfootprint.integrity.rail import is_absence, is_person
+from agentfootprint.integrity.rail import NOT_JSON, is_absence, is_person, leading_json
 
 __all__ = [
     "MAX_ANSWER_TOKENS",
@@ -89,7 +88,6 @@ _HAS_LETTER = re.compile(r"[a-z]")
 _STRUCTURAL = re.compile(r"[:_\-/.]")
 _KEY = re.compile(r"\s*:")
 _QUOTED = re.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\n]*)\u201d")
-_DECODER = json.JSONDecoder()
 
 
 def _digits(text: str) -> int:
@@ -338,23 +336,14 @@ class EvidenceIndex:
 
 def _result_forms(content: str) -> set[str]:
     """Every form one result serves, as upstream's ``indexResult`` (a set: the index keeps
-    one place per form and result)."""
+    one place per form and result): a JSON result's keys and leaves, and its text after."""
     forms: set[str] = set()
-    text = content.strip()
-    parsed = False
-    if text[:1] in ("{", "["):
-        try:
-            value, end = _DECODER.raw_decode(text)
-        except (ValueError, RecursionError):
-            pass
-        else:
-            if is_absence(value):
-                value = {k: v for k, v in value.items() if k != "looked_for"}
-            _walk(value, forms)
-            forms.update(tokenize(text[end:]))
-            parsed = True
-    if not parsed:
-        forms.update(tokenize(content))
+    value, after = leading_json(content)
+    if value is not NOT_JSON:
+        if is_absence(value):
+            value = {k: v for k, v in value.items() if k != "looked_for"}
+        _walk(value, forms)
+    forms.update(tokenize(after))
     forms.discard("")
     forms.update([f[2:] for f in forms if f.startswith("0x") and len(f) > 2])  # lookup_forms
     return forms

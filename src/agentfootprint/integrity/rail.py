@@ -33,6 +33,7 @@ __all__ = [
     "clip",
     "is_absence",
     "is_person",
+    "leading_json",
     "read_arguments",
     "read_result",
     "string_leaves",
@@ -182,35 +183,33 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def read_result(content: Any) -> Any:
-    """See :func:`_read_result` (this: the last few contents read, kept: every check of a
-    result reads the same text; the value is shared, and no check changes it)."""
-    if not isinstance(content, str):
-        return NOT_JSON
-    return _read_result(content)
+    """A tool result's content as the checks read it: the JSON value it begins with
+    (:func:`leading_json`), :data:`NOT_JSON` when it begins with none."""
+    return leading_json(content)[0] if isinstance(content, str) else NOT_JSON
 
 
 @functools.lru_cache(maxsize=16)
-def _read_result(content: str) -> Any:
-    """A tool result's content as the checks read it: the JSON value it begins with. What
-    follows that value is not read: a note the loop appended after the result (a
-    ``tool_result_noted`` sentence), so the same value is read in the run, before the notes,
-    and afterwards from the committed history. :data:`NOT_JSON` when it begins with none."""
-    if not isinstance(content, str):
-        return NOT_JSON
+def leading_json(content: str) -> tuple[Any, str]:
+    """The JSON array or object ``content`` begins with, and the text after it (or
+    :data:`NOT_JSON` and the whole content). What follows the value is not a value: a note
+    the loop appended after the result (a ``tool_result_noted`` sentence), so the same value
+    is read in the run, before the notes, and afterwards from the committed history. Kept for
+    the last few contents: every check of a result, and the evidence index, read the same
+    text once (the value is shared, and no reader changes it)."""
     text = content.lstrip()
     if not text or text[0] not in "[{":
-        return NOT_JSON  # only arrays and objects: a number or a string is not a rowset
+        return NOT_JSON, content  # only arrays and objects: a number is not a rowset
     try:
-        value, _ = _DECODER.raw_decode(text)
+        value, end = _DECODER.raw_decode(text)
         # an escaped lone surrogate: not Unicode the log can hold, so not a value a finding
         # may quote (the loop reads such arguments as not JSON too)
         if _SURROGATE_ESCAPE.search(text) and has_lone_surrogate(
             json.dumps(value, ensure_ascii=False)
         ):
-            return NOT_JSON
+            return NOT_JSON, content
     except (ValueError, RecursionError):
-        return NOT_JSON
-    return value
+        return NOT_JSON, content
+    return value, text[end:]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
