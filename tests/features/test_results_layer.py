@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from feature_support import events_of, fixed_ports, rows, tool_messages, without_open
+from feature_support import fixed_ports, rows, tool_messages, without_open
 
 import agentfootprint as af
 from agentfootprint.features.results_layer import FEATURE, OPTION, SEPARATOR
@@ -65,6 +65,11 @@ def asked(*windows: dict[str, str], ids: list[str] | None = None) -> list[Any]:
     ] + ["done"]
 
 
+#: each agent's period events as its listener heard them (the kind is delivered, not
+#: recorded: the verdict's record is the ``period_rows`` row)
+_HEARD: dict[af.Agent, list[dict[str, Any]]] = {}
+
+
 def run(script: list[Any], tools: list[af.Tool], **options: Any) -> tuple[af.Agent, af.RunResult]:
     agent = af.Agent(
         provider=af.MockProvider(script),
@@ -73,7 +78,18 @@ def run(script: list[Any], tools: list[af.Tool], **options: Any) -> tuple[af.Age
         ports=fixed_ports(),
         **options,
     )
+    heard = _HEARD.setdefault(agent, [])
+    agent.on(KIND, lambda event: heard.append(event.payload()))
     return agent, agent.run_sync("Did host-103 have failed backups in the last hour?")
+
+
+def heard(agent: af.Agent, run_id: str) -> list[dict[str, Any]]:
+    """The period events ``agent``'s listener heard in ``run_id``, without the run id."""
+    return [
+        {k: v for k, v in event.items() if k != "run_id"}
+        for event in _HEARD.get(agent, [])
+        if event["run_id"] == run_id
+    ]
 
 
 def replayed_identically(agent: af.Agent, result: af.RunResult, **options: Any) -> None:
@@ -93,10 +109,7 @@ def replayed_identically(agent: af.Agent, result: af.RunResult, **options: Any) 
 
 
 def verdicts(agent: af.Agent, result: af.RunResult) -> list[tuple[str, str, int]]:
-    return [
-        (e["tool_call_id"], e["verdict"], e["iteration"])
-        for e in events_of(agent.store, result.run_id, KIND)
-    ]
+    return [(e["tool_call_id"], e["verdict"], e["iteration"]) for e in heard(agent, result.run_id)]
 
 
 def test_the_nightly_export_asked_about_the_last_hour_is_not_held_and_says_so() -> None:
@@ -104,7 +117,7 @@ def test_the_nightly_export_asked_about_the_last_hour_is_not_held_and_says_so() 
     assert result.state["period_rows"] == [
         {"tool": "backup_runs", "tool_call_id": "c0", "verdict": "not-held", "argument": "window"}
     ]
-    (event,) = events_of(agent.store, result.run_id, KIND)
+    (event,) = heard(agent, result.run_id)
     assert event == {
         "iteration": 1,
         "tool": "backup_runs",
@@ -199,7 +212,7 @@ def test_absent_or_armed_with_no_period_anywhere_records_the_same_rows() -> None
     assert OPTION not in opened["options"]  # type: ignore[index]
     # off (False, or not given) with a tool whose result declares a period: not judged
     agent, off = run(asked(LAST_HOUR), [backup_runs(declares=False)], results_layer=False)
-    assert "period_rows" not in off.state and not events_of(agent.store, off.run_id, KIND)
+    assert "period_rows" not in off.state and not heard(agent, off.run_id)
     assert not tool_messages(off)[0]["content"].endswith(SEPARATOR + CLAUSES["not-held"])
 
 
@@ -222,7 +235,7 @@ def test_results_layer_judges_a_tool_that_declares_periods_only_on_its_results()
     assert result.state["period_rows"] == [
         {"tool": "inventory", "tool_call_id": "v1", "verdict": "not-held"}
     ]
-    (event,) = events_of(agent.store, result.run_id, KIND)
+    (event,) = heard(agent, result.run_id)
     assert "argument" not in event
     assert tool_messages(result)[0]["content"].endswith(SEPARATOR + CLAUSES["not-held"])
     replayed_identically(agent, result, results_layer=True)
@@ -244,7 +257,7 @@ def test_an_errored_call_is_not_judged() -> None:
     )
     agent, result = run(asked(LAST_HOUR), [broken])
     assert "period_rows" not in result.state
-    assert not events_of(agent.store, result.run_id, KIND)
+    assert not heard(agent, result.run_id)
     replayed_identically(agent, result)
 
 
@@ -283,8 +296,14 @@ def test_it_cannot_be_switched_off_beside_a_tool_declaring_period() -> None:
     assert caught.value.option == OPTION
 
 
-def test_the_feature_declares_its_event_on_the_record() -> None:
-    assert [e.kind for e in FEATURE.recorded_events] == [KIND]
+def test_the_verdict_is_recorded_once_as_its_row_and_delivered_as_an_event() -> None:
+    """The ``period_rows`` row is the record; the event is for listeners (a second record
+    of the same verdict could disagree with the first)."""
+    assert [e.kind for e in FEATURE.events] == [KIND] and FEATURE.recorded_events == ()
+    agent, result = run(asked(LAST_HOUR), [backup_runs()])
+    assert [e["verdict"] for e in heard(agent, result.run_id)] == ["not-held"]
+    recorded = [r.decoded() for r in agent.store.read(result.run_id) if r.type == "event"]
+    assert not [e for e in recorded if e.get("name") == KIND]  # type: ignore[union-attr]
 
 
 def test_a_described_result_inside_a_tool_refused_is_the_calls_error() -> None:

@@ -7,11 +7,13 @@ argument that sets it), gets one verdict from the instants the tool declared
 (:func:`agentfootprint.integrity.period.period_row`): ``covered``, ``partly-held``,
 ``not-held``, ``unknown``, or ``undeclared`` (the tool declares a period argument and this
 result said nothing). No clock is read. The verdict is filed as a row of the state key
-``period_rows`` (tool, call id, verdict, the period argument; never an instant) and recorded
-as ``agentfootprint.findings.period``; a verdict with a clause (all but ``covered`` and
-``undeclared``) has its one static sentence appended to the result the model reads, after a
-blank line (a ``tool_result_noted`` note, the last one: a replay strips it with ``unnote`` and
-judges the tool's recorded result again, so it files the same rows).
+``period_rows`` (tool, call id, verdict, the period argument; never an instant), its one
+record, and delivered to listeners as ``agentfootprint.findings.period`` (not recorded: a
+second record of the verdict could only disagree with the row); a verdict with a clause
+(all but ``covered`` and ``undeclared``) has its one static sentence appended to the result
+the model reads, after a blank line (a ``tool_result_noted`` note, the last one: a replay
+strips it with ``unnote`` and judges the tool's recorded result again, so it files the same
+rows).
 
 Armed by ``results_layer=True`` (for tools that declare periods only on their results), or by
 any tool declaring ``period``; unarmed, nothing is judged and a run records the same rows as
@@ -154,6 +156,5 @@ FEATURE = _ResultsLayer(
         StateKey(name=ROWS, summary="the results layer's period verdicts, one row per call"),
     ),
     events=(PeriodJudged,),
-    recorded_events=(PeriodJudged,),
     active=lambda options: options.get(OPTION) is True,
 )
