@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentfootprint.errors import UsageError
@@ -327,3 +327,42 @@ def test_values_keep_first_appearance_order(text: str) -> None:
     values = answer_values(text)
     firsts = [t for t in tokenize(text) if t in values]
     assert values == list(dict.fromkeys(classify_token(t) or t for t in firsts))
+
+
+_PIECES = st.sampled_from(
+    [*"aZk0159 ,.$#:-/()\"'%+@x\n\t", "\u212a", "\u0130", "é", "0x", "1,240", "vol-0a1b", "98304.0"]
+)
+_TEXTS = st.lists(_PIECES, max_size=12).map("".join) | st.text(max_size=20)
+_JSON = st.recursive(
+    _TEXTS | st.integers(-(10**20), 10**20) | st.floats(allow_nan=False) | st.booleans(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXTS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _spelled(value: Any) -> list[tuple[str, set[str]]]:
+    """Each string of a JSON value and the forms it spells: a leaf its tokens and itself
+    whole, a key itself whole (keys are not tokenized, as upstream)."""
+    if isinstance(value, str):
+        return [(value, {*tokenize(value), normalize_token(value)})]
+    if isinstance(value, list):
+        return [pair for member in value for pair in _spelled(member)]
+    if isinstance(value, dict):
+        keys = [(key, {normalize_token(key)}) for key in value]
+        return [*keys, *(pair for member in value.values() for pair in _spelled(member))]
+    return []
+
+
+@example(["\u212a1234"])  # the Kelvin sign lowers to "k": the leaf's whole form is a value
+@example(["($1234)", "12,345,", "a,b1234", "98304.0a", {"\u212a1,240": ""}])
+@given(st.lists(_JSON, min_size=1, max_size=4) | st.dictionaries(_TEXTS, _JSON, max_size=4))
+def test_a_result_grounds_every_value_its_leaves_and_keys_state(value: Any) -> None:
+    """The index holds every form an answer value can take from a result: each value a
+    leaf states as one of its tokens or whole (upstream indexes a string leaf whole too),
+    or a key whole, is found, and found at the result. (A number with a unit glued on
+    states the number, which no token spells: ``41200iops`` grounds no ``41200``, as
+    upstream: matching is token-exact.)"""
+    index = EvidenceIndex.of([user("q"), *lookup("r", value)])
+    for text, spelled in _spelled(value):
+        for stated in {*answer_values(text), *answer_values(normalize_token(text))} & spelled:
+            assert [p.tool_call_id for p in index.places(stated)] == ["r"], (text, stated)

@@ -270,12 +270,13 @@ class _Walk:
             findings, used = self.check.choice(calls, None)
         else:
             frame = frame_of(request)
-            entries: tuple[dict[str, str], ...] = ()
+            judged = self.check.judge_choice(calls, frame)
             decisions = self.events[EXTERNAL_GROUNDS]
-            if self.grounds < len(decisions) and self.check.wants_grounds(calls, frame):
+            if self.grounds < len(decisions) and self.check.unserved(judged):
                 entries = read_entries(decisions[self.grounds].get("entries"))
                 self.grounds += 1
-            findings, used = self.check.choice(calls, frame, entries)
+                judged = self.check.judge_choice(calls, frame, entries)
+            findings, used = self.check.choice(calls, frame, judged=judged)
         self.filed.extend(findings)
         self.used.extend(used)
 

@@ -377,10 +377,11 @@ class _Integrity(Feature[IntegritySettings]):
             findings, used = run.check.choice(calls, None)
         else:
             frame = frame_of(run.served, run.folds)
-            entries: tuple[dict[str, str], ...] = ()
-            if ctx.options.provider is not None and run.check.wants_grounds(calls, frame):
+            judged = run.check.judge_choice(calls, frame)
+            if ctx.options.provider is not None and run.check.unserved(judged):
                 entries = await self._entries(ctx, call)
-            findings, used = run.check.choice(calls, frame, entries)
+                judged = run.check.judge_choice(calls, frame, entries)
+            findings, used = run.check.choice(calls, frame, judged=judged)
         await _file(ctx, findings)
         for excusal in used:
             await ctx.emit(ExternalGroundUsed(run_id=ctx.run_id, **excusal))
@@ -425,8 +426,6 @@ class _Integrity(Feature[IntegritySettings]):
         run = self._run(ctx)
         check = run.check
         check.meets("write")
-        history = ctx.scope.committed.get("history") or []
-        self._grounds(ctx, run, history)
         call = ToolCall(
             tool=result.tool,
             tool_call_id=result.tool_call_id,
@@ -446,14 +445,16 @@ class _Integrity(Feature[IntegritySettings]):
                 outcome = ToolOutcome(content=refusal, is_error=True)
                 call = dataclasses.replace(call, content=refusal, is_error=True)
             await _file(ctx, findings)
+        if check.reads_grounds(call):
+            self._grounds(ctx, run)
         await _file(ctx, check.empty_lookup(call))  # on what the model reads
         return outcome
 
-    def _grounds(self, ctx: HookContext[IntegritySettings], run: _Run, history: Any) -> None:
+    def _grounds(self, ctx: HookContext[IntegritySettings], run: _Run) -> None:
         """The results served so far are the lookups' grounds (a result of this batch is
         not served before the batch ends: the committed history holds none of them)."""
-        if run.check.on["empty-lookup"]:
-            run.check.produced = kept_grounds(_readings(ctx), ctx.conversation_id, history)
+        history = ctx.scope.committed.get("history") or []
+        run.check.produced = kept_grounds(_readings(ctx), ctx.conversation_id, history)
 
     async def _refused(
         self, ctx: HookContext[IntegritySettings], call: ToolCall

@@ -83,7 +83,7 @@ def _rows(content: str) -> list[Mapping[str, Any]] | None:
         return None
     if value is NOT_JSON or not isinstance(value, list) or not value:
         return None
-    if not all(isinstance(row, Mapping) for row in value):
+    if not all(type(row) is dict or isinstance(row, Mapping) for row in value):
         return None
     return value
 
@@ -164,11 +164,28 @@ def _render(value: Any) -> str:
     return clip(text)
 
 
+def _all_match(rows: Sequence[Mapping[str, Any]], name: str, kind: str) -> bool:
+    """Every row holds a ``kind`` value under ``name``: the common case, read by type
+    identity (the decoder's own types) before :func:`_violation` counts anything."""
+    if kind == "string":
+        return all(type(row.get(name)) is str for row in rows)
+    if kind == "number":
+        return all(
+            type(value) is int or (type(value) is float and math.isfinite(value))
+            for value in (row.get(name) for row in rows)
+        )
+    if kind == "boolean":
+        return all(type(row.get(name)) is bool for row in rows)
+    return False
+
+
 def _violation(
     rows: Sequence[Mapping[str, Any]], name: str, column: Column
 ) -> tuple[int, str, str] | None:
     """(offending rows, first sample, what it is) over ALL rows, or None: counted, never
     sampled; the first offender alone is quoted."""
+    if _all_match(rows, name, column.type):
+        return None
     count, first = 0, None
     for row in rows:
         present = name in row

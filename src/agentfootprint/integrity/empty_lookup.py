@@ -36,6 +36,7 @@ __all__ = [
     "MIN_CHECKED_LENGTH",
     "SEAM",
     "Produced",
+    "came_back_empty",
     "canary",
     "judge_empty_lookup",
 ]
@@ -115,6 +116,15 @@ def _shape(content: str) -> str | None:
     if isinstance(value, list):
         return "rowset" if not value else "full"
     return None
+
+
+def came_back_empty(call: ToolCall) -> bool:
+    """Whether ``call``'s result is an empty lookup (a declared absence or a rowset with no
+    rows): the one case :func:`judge_empty_lookup` reads the grounds, so a run gathers them
+    only then."""
+    if call.is_error or not isinstance(call.content, str):
+        return False
+    return _shape(call.content) in _PHRASES
 
 
 def judge_empty_lookup(

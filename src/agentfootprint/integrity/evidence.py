@@ -76,7 +76,7 @@ _MAX_EXACT_DIGITS = 15
 _QUOTED_MIN, _QUOTED_MAX = 4, 80
 
 # ASCII classes throughout: JavaScript's \d and \s are ASCII, Python's are not
-_INTRA_TOKEN = re.compile(r"[^A-Za-z0-9:_\-/.,%+@#$]+")
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9:_\-/.,%+@#$]+")
 _LIST_COMMA = re.compile(r",(?![0-9])|(?<![0-9]),")
 _LEADING = re.compile(r"^[$#@+'\"`(\[{<]+")
 _TRAILING = re.compile(r"[.,;:!?%'\"`)\]}>]+$")
@@ -140,11 +140,22 @@ def normalize_token(raw: str) -> str:
 def tokenize(text: str) -> list[str]:
     """``text``'s normalized tokens, in order (upstream's ``tokenize``)."""
     out: list[str] = []
-    for rough in _INTRA_TOKEN.sub(" ", text).split():
+    for rough in _TOKEN_RUN.findall(text):
         for piece in _LIST_COMMA.split(rough) if "," in rough else (rough,):
             token = normalize_token(piece)
             if token:
                 out.append(token)
+    return out
+
+
+def _token_set(text: str) -> set[str]:
+    """``text``'s distinct normalized tokens (each distinct spelling normalized once)."""
+    out: set[str] = set()
+    for rough in set(_TOKEN_RUN.findall(text)):
+        if "," in rough:
+            out.update(map(normalize_token, _LIST_COMMA.split(rough)))
+        else:
+            out.add(normalize_token(rough))
     return out
 
 
@@ -308,18 +319,15 @@ class EvidenceIndex:
                 tool=tool if isinstance(tool, str) else None,
                 history_index=position,
             )
-            for form in _result_forms(content):
-                self._record(form, place)
-
-    def _record(self, form: str, place: Place) -> None:
-        found = self._places.get(form)
-        if found is None:
-            if len(self._places) >= MAX_INDEX_FORMS:
-                self._truncated = True
-                return
-            self._places[form] = [place]
-        elif found[-1].history_index != place.history_index:
-            found.append(place)
+            places = self._places
+            for form in _result_forms(content):  # a set: one place per form and result
+                found = places.get(form)
+                if found is not None:
+                    found.append(place)
+                elif len(places) < MAX_INDEX_FORMS:
+                    places[form] = [place]
+                else:
+                    self._truncated = True
 
     def places(self, value: str) -> list[Place]:
         """Where ``value`` (normalized here too) was served, in history order: token-exact,
@@ -338,39 +346,55 @@ def _result_forms(content: str) -> set[str]:
     """Every form one result serves, as upstream's ``indexResult`` (a set: the index keeps
     one place per form and result): a JSON result's keys and leaves, and its text after."""
     forms: set[str] = set()
+    texts: list[str] = []
     value, after = leading_json(content)
     if value is not NOT_JSON:
         if is_absence(value):
             value = {k: v for k, v in value.items() if k != "looked_for"}
-        _walk(value, forms)
-    forms.update(tokenize(after))
+        _walk(value, forms, texts)
+    texts.append(after)
+    # every leaf's tokens and the text after in one pass: no token spans a line break
+    forms |= _token_set("\n".join(texts))
     forms.discard("")
     forms.update([f[2:] for f in forms if f.startswith("0x") and len(f) > 2])  # lookup_forms
     return forms
 
 
-def _walk(value: Any, forms: set[str]) -> None:
+def _walk(value: Any, forms: set[str], leaves: list[str]) -> None:
     """Keys and leaves of a JSON value, without recursion (a crafted depth cannot exhaust
-    the stack)."""
+    the stack): a key's form and a number's into ``forms``, the string leaves into
+    ``leaves`` (tokenized by the caller).
+
+    A string leaf is upstream's whole and tokenized; its whole form is added here only when
+    the leaf is not ASCII. An ASCII leaf's whole form is either one of its tokens (the same
+    stripping, on the run of token characters that holds it) or holds a character no token
+    holds (a space, a list comma, ...), and the index is read only with an answer's values,
+    which are tokens: the form could never be asked for. Not so past ASCII, where lowering
+    can make a token character (the Kelvin sign lowers to ``k``)."""
     stack: list[Any] = [value]
-    leaves: list[str] = []
     while stack:
         node = stack.pop()
-        if isinstance(node, str):
-            forms.add(normalize_token(node))  # the leaf whole (it may hold spaces)
-            leaves.append(node)  # and its tokens ("fc1/3 is down" carries fc1/3), below
+        kind = type(node)  # the decoder's own types first, by identity (the common case)
+        if kind is str:
+            leaves.append(node)
+            if not node.isascii():
+                forms.add(normalize_token(node))
+        elif kind is dict:
+            for key, member in node.items():
+                forms.add(normalize_token(key if type(key) is str else str(key)))
+                stack.append(member)
+        elif kind is list:
+            stack.extend(node)
+        elif isinstance(node, str):
+            stack.append(str(node))
         elif isinstance(node, bool):
             forms.add("true" if node else "false")
         elif isinstance(node, int):
-            forms.add(normalize_token(str(node)))
+            forms.add(normalize_token(str(int(node))))
         elif isinstance(node, float):
             if node == node and node not in (float("inf"), float("-inf")):
-                forms.add(normalize_token(_js_number(node)))
+                forms.add(normalize_token(_js_number(float(node))))
         elif isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, Mapping):
-            for key, member in node.items():
-                forms.add(normalize_token(str(key)))
-                stack.append(member)
-    # every leaf's tokens in one pass: no token spans the line break between two leaves
-    forms.update(tokenize("\n".join(leaves)))
+            stack.append({str(key): member for key, member in node.items()})

@@ -151,40 +151,52 @@ class IntegrityPass:
 
     # -- the choice seam: a reply's calls against the frame the model chose from
 
+    def judge_choice(
+        self,
+        calls: Sequence[ToolCall],
+        frame: unsupported.Frame | None,
+        entries: Sequence[Mapping[str, str]] = (),
+    ) -> list[tuple[Judgement, list[dict[str, str]]]]:
+        """One reply's armed calls judged against ``frame`` (pure, nothing filed): each
+        call's judgement and the external grounds its excusals used; empty when the check
+        is off, no call is armed or there is no frame."""
+        if not self.on[unsupported.CHECK] or frame is None:
+            return []
+        return [
+            unsupported.judge_arguments(self.contracts[c.tool], c, frame, entries)
+            for c in calls
+            if self._sourced(c.tool)
+        ]
+
+    @staticmethod
+    def unserved(judged: Sequence[tuple[Judgement, Any]]) -> bool:
+        """Whether a value of a reply judged with no external ground is served nowhere in
+        its frame: only then are the app's external grounds asked for (a value the frame
+        serves needs no excuse)."""
+        return any(judgement.findings for judgement, _ in judged)
+
     def choice(
         self,
         calls: Sequence[ToolCall],
         frame: unsupported.Frame | None,
         entries: Sequence[Mapping[str, str]] = (),
+        *,
+        judged: Sequence[tuple[Judgement, list[dict[str, str]]]] | None = None,
     ) -> tuple[list[Finding], list[dict[str, str]]]:
-        """One reply: its armed calls judged (one disposition for the reply); the new
+        """One reply filed (one disposition for the reply): its armed calls judged, or
+        ``judged`` (:meth:`judge_choice` of the same calls, frame and entries); the new
         findings and the external grounds each excusal used."""
         check = unsupported.CHECK
         if not self.on[check]:
             return [], []
-        armed = [c for c in calls if self._sourced(c.tool)]
-        if not armed or frame is None:
+        if judged is None:
+            judged = self.judge_choice(calls, frame, entries)
+        if not judged:
             self.ledger.file(check, NOT_APPLICABLE)
             return [], []
-        findings: list[Finding] = []
-        used: list[dict[str, str]] = []
-        for call in armed:
-            judgement, excused = unsupported.judge_arguments(
-                self.contracts[call.tool], call, frame, entries
-            )
-            findings.extend(judgement.findings)
-            used.extend(excused)
+        findings = [f for judgement, _ in judged for f in judgement.findings]
+        used = [entry for _, excused in judged for entry in excused]
         return self.ledger.file(check, Judgement.found(*findings)), used
-
-    def wants_grounds(self, calls: Sequence[ToolCall], frame: unsupported.Frame) -> bool:
-        """Whether a value of this reply's armed calls is served nowhere in its frame: only
-        then are the app's external grounds asked for (a value the frame serves needs no
-        excuse, and a pure judgement says which)."""
-        return any(
-            unsupported.judge_arguments(self.contracts[c.tool], c, frame)[0].findings
-            for c in calls
-            if self._sourced(c.tool)
-        )
 
     def wants_frame(self, calls: Sequence[ToolCall]) -> bool:
         """A reply with these calls is judged against its frame (else none is built)."""
@@ -219,6 +231,10 @@ class IntegrityPass:
         return filed
 
     def _columns_filed(self, tool: str, judgement: Judgement) -> tuple[list[Finding], str | None]:
+        if not judgement.findings:  # the common case: one verdict for both checks
+            for name in column_types.CHECKS:
+                self.ledger.file(name, judgement)
+            return [], None
         fresh: set[int] = set()
         for name in column_types.CHECKS:
             own = tuple(f for f in judgement.findings if f.check == name)
@@ -242,6 +258,12 @@ class IntegrityPass:
         return self.ledger.file(
             check, empty_lookup.judge_empty_lookup(contract, call, self.produced)
         )
+
+    def reads_grounds(self, call: ToolCall) -> bool:
+        """Whether the empty-lookup check of ``call`` reads the results served before it
+        (:attr:`produced`): only a lookup that came back empty does, so the run brings them
+        up to date only then."""
+        return self.on[empty_lookup.CHECK] and empty_lookup.came_back_empty(call)
 
     def saw(self, call: ToolCall) -> None:
         """A result the model has been served (a ground for later calls' lookups)."""

@@ -347,7 +347,8 @@ def string_leaves(value: Any, path: str = "", depth: int = 0) -> list[tuple[str,
     if isinstance(value, Mapping):
         # the keys in order (as the committed, canonical arguments hold them): the run and a
         # recompute file a call's findings in the same order, whatever order the model sent
-        for key in sorted(value, key=str):
+        keys = sorted(value) if all(type(key) is str for key in value) else sorted(value, key=str)
+        for key in keys:
             member = value[key]
             out.extend(string_leaves(member, f"{path}.{key}" if path else str(key), depth + 1))
     elif isinstance(value, list):

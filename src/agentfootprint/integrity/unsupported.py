@@ -33,6 +33,7 @@ from agentfootprint.integrity.rail import (
     string_leaves,
 )
 from agentfootprint.logformat.canonical import has_lone_surrogate
+from agentfootprint.logformat.shared_lists import SharedList
 
 __all__ = [
     "CEILING",
@@ -102,7 +103,7 @@ class Frame:
     __slots__ = ("_assistant", "_folds", "_grounded", "_messages", "_system", "_tools")
 
     def __init__(self, served: Mapping[str, Any] | None = None, folds: Folds | None = None):
-        served = served if isinstance(served, Mapping) else {}
+        served = served if type(served) is dict or isinstance(served, Mapping) else {}
         self._folds = folds if folds is not None else Folds()
         self._system = _items(served.get("system"))
         self._messages = _items(served.get("messages"))
@@ -167,6 +168,8 @@ def fold(text: str) -> str:
 
 def _items(value: Any) -> Sequence[Any]:
     """A served list (a plain list, or the history held as versions) as a sequence."""
+    if type(value) is list or type(value) is SharedList:  # the request's own (the common case)
+        return value
     if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
         return value
     return ()
