@@ -366,3 +366,18 @@ def test_a_result_grounds_every_value_its_leaves_and_keys_state(value: Any) -> N
     for text, spelled in _spelled(value):
         for stated in {*answer_values(text), *answer_values(normalize_token(text))} & spelled:
             assert [p.tool_call_id for p in index.places(stated)] == ["r"], (text, stated)
+
+
+@given(st.integers(-(10**20), 10**20))
+def test_an_integer_leaf_is_its_own_form(n: int) -> None:
+    """The index adds an integer leaf as ``str(n)``: what normalizing it would give."""
+    assert normalize_token(str(n)) == str(n)
+
+
+@example("\\u0030xab12")  # a JSON escape spells the prefix
+@example("0XAB12")
+@given(st.sampled_from(["0xab12", "0XAB12", "\\u0030xab12", "0\\u0078ab12", "ab12"]))
+def test_a_0x_form_is_found_without_its_prefix_however_the_result_spells_it(spelled: str) -> None:
+    index = EvidenceIndex.of([user("q"), *lookup("r", f'["{spelled}"]')])
+    assert [p.tool_call_id for p in index.places("ab12")] == ["r"]  # the prefix dropped
+    assert [p.tool_call_id for p in index.places("0xab12")] == ["r"]  # both ways

@@ -85,6 +85,7 @@ _PLAIN_NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]+)?")
 _NUMBER_WITH_TAIL = re.compile(r"([-+]?[0-9]+(?:\.[0-9]+)?)[-/]?[a-z]{1,5}(?:/[a-z]{1,5})?")
 _PROSE_RATIO = re.compile(r"[0-9]{1,2}/[0-9]{1,2}")
 _HAS_LETTER = re.compile(r"[a-z]")
+_A_DIGIT = re.compile(r"[0-9]")
 _STRUCTURAL = re.compile(r"[:_\-/.]")
 _KEY = re.compile(r"\s*:")
 _QUOTED = re.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\n]*)\u201d")
@@ -162,7 +163,7 @@ def _token_set(text: str) -> set[str]:
 def classify_token(token: str, min_digits: int = MIN_DIGITS) -> str | None:
     """The value a normalized token states (upstream's ``classifyToken`` with no declared
     shape or exemption): a number's digits, an identifier whole, None for prose."""
-    if not token or not _digits(token):
+    if not token or _A_DIGIT.search(token) is None:
         return None
     if _PROSE_RATIO.fullmatch(token):
         return None
@@ -245,7 +246,12 @@ class EvidenceIndex:
     of :func:`agentfootprint.integrity.rail.turn_of`."""
 
     def __init__(self) -> None:
-        self._places: dict[str, list[Place]] = {}
+        #: each indexed result's place, as (turn, tool_call_id, tool, history_index): plain
+        #: tuples, made into :class:`Place` when asked for
+        self._results: list[tuple[int, str | None, str | None, int]] = []
+        #: each form's results, by number in ``_results``: one int, or a list of several
+        #: (most forms are served once: no list for them)
+        self._places: dict[str, int | list[int]] = {}
         self._indexed = 0  #: the history index the next :meth:`add` starts at
         self._turn = 0
         self._results_this_turn = 0
@@ -299,10 +305,10 @@ class EvidenceIndex:
             if position < self._indexed:
                 continue
             self._indexed = position + 1
-            if not isinstance(message, Mapping):
+            if not (type(message) is dict or isinstance(message, Mapping)):
                 continue
             role = message.get("role")
-            if is_person(message):
+            if role == "user" and is_person(message):
                 self._turn += 1
                 self._results_this_turn = 0
                 continue
@@ -313,21 +319,27 @@ class EvidenceIndex:
             if message.get("is_error") is True or not isinstance(content, str):
                 continue
             call_id, tool = message.get("tool_call_id"), message.get("name")
-            place = Place(
-                turn=self._turn,
-                tool_call_id=call_id if isinstance(call_id, str) else None,
-                tool=tool if isinstance(tool, str) else None,
-                history_index=position,
+            number = len(self._results)
+            self._results.append(
+                (
+                    self._turn,
+                    call_id if isinstance(call_id, str) else None,
+                    tool if isinstance(tool, str) else None,
+                    position,
+                )
             )
             places = self._places
             for form in _result_forms(content):  # a set: one place per form and result
                 found = places.get(form)
-                if found is not None:
-                    found.append(place)
-                elif len(places) < MAX_INDEX_FORMS:
-                    places[form] = [place]
+                if found is None:
+                    if len(places) < MAX_INDEX_FORMS:
+                        places[form] = number
+                    else:
+                        self._truncated = True
+                elif isinstance(found, int):
+                    places[form] = [found, number]
                 else:
-                    self._truncated = True
+                    found.append(number)
 
     def places(self, value: str) -> list[Place]:
         """Where ``value`` (normalized here too) was served, in history order: token-exact,
@@ -335,16 +347,30 @@ class EvidenceIndex:
         if not isinstance(value, str):
             return []
         normalized = normalize_token(value) or value
-        found: dict[int, Place] = {}
+        numbers: set[int] = set()
         for form in lookup_forms(normalized):
-            for place in self._places.get(form, ()):
-                found.setdefault(place.history_index, place)
-        return [found[i] for i in sorted(found)]
+            found = self._places.get(form)
+            if found is not None:
+                numbers.update((found,) if isinstance(found, int) else found)
+        places = []
+        for number in sorted(numbers):  # results are numbered in history order
+            turn, tool_call_id, tool, history_index = self._results[number]
+            places.append(
+                Place(turn=turn, tool_call_id=tool_call_id, tool=tool, history_index=history_index)
+            )
+        return places
 
 
 def _result_forms(content: str) -> set[str]:
     """Every form one result serves, as upstream's ``indexResult`` (a set: the index keeps
-    one place per form and result): a JSON result's keys and leaves, and its text after."""
+    one place per form and result): a JSON result's keys and leaves, and its text after.
+
+    A string leaf is upstream's whole and tokenized; its whole form is added only when the
+    leaf is not ASCII. An ASCII leaf's whole form is either one of its tokens (the same
+    stripping, on the run of token characters that holds it) or holds a character no token
+    holds (a space, a list comma, ...), and the index is read only with an answer's values,
+    which are tokens: the form could never be asked for. Not so past ASCII, where lowering
+    can make a token character (the Kelvin sign lowers to ``k``)."""
     forms: set[str] = set()
     texts: list[str] = []
     value, after = leading_json(content)
@@ -354,47 +380,59 @@ def _result_forms(content: str) -> set[str]:
         _walk(value, forms, texts)
     texts.append(after)
     # every leaf's tokens and the text after in one pass: no token spans a line break
-    forms |= _token_set("\n".join(texts))
+    joined = "\n".join(texts)
+    forms |= _token_set(joined)
+    if not joined.isascii():
+        forms.update(normalize_token(leaf) for leaf in texts[:-1] if not leaf.isascii())
     forms.discard("")
-    forms.update([f[2:] for f in forms if f.startswith("0x") and len(f) > 2])  # lookup_forms
+    # a form that starts with 0x holds it in the text (lowered, or as a JSON \u escape)
+    if "0x" in content or "0X" in content or "\\u" in content:
+        forms.update([f[2:] for f in forms if f.startswith("0x") and len(f) > 2])
     return forms
 
 
 def _walk(value: Any, forms: set[str], leaves: list[str]) -> None:
     """Keys and leaves of a JSON value, without recursion (a crafted depth cannot exhaust
-    the stack): a key's form and a number's into ``forms``, the string leaves into
-    ``leaves`` (tokenized by the caller).
-
-    A string leaf is upstream's whole and tokenized; its whole form is added here only when
-    the leaf is not ASCII. An ASCII leaf's whole form is either one of its tokens (the same
-    stripping, on the run of token characters that holds it) or holds a character no token
-    holds (a space, a list comma, ...), and the index is read only with an answer's values,
-    which are tokens: the form could never be asked for. Not so past ASCII, where lowering
-    can make a token character (the Kelvin sign lowers to ``k``)."""
+    the stack): the keys' forms and the numbers' into ``forms``, the string leaves into
+    ``leaves``. The decoder's own types are read by identity, a container's strings and
+    integers where they are met (the common case); anything else is dispatched alone."""
+    keys: set[Any] = set()
     stack: list[Any] = [value]
     while stack:
         node = stack.pop()
-        kind = type(node)  # the decoder's own types first, by identity (the common case)
-        if kind is str:
-            leaves.append(node)
-            if not node.isascii():
-                forms.add(normalize_token(node))
-        elif kind is dict:
-            for key, member in node.items():
-                forms.add(normalize_token(key if type(key) is str else str(key)))
-                stack.append(member)
+        kind = type(node)
+        if kind is dict:
+            keys.update(node)
+            members: Any = node.values()
         elif kind is list:
-            stack.extend(node)
-        elif isinstance(node, str):
-            stack.append(str(node))
-        elif isinstance(node, bool):
-            forms.add("true" if node else "false")
-        elif isinstance(node, int):
-            forms.add(normalize_token(str(int(node))))
-        elif isinstance(node, float):
-            if node == node and node not in (float("inf"), float("-inf")):
-                forms.add(normalize_token(_js_number(float(node))))
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, Mapping):
-            stack.append({str(key): member for key, member in node.items()})
+            members = node
+        else:
+            _scalar(node, forms, leaves, stack)
+            continue
+        for member in members:
+            member_kind = type(member)
+            if member_kind is str:
+                leaves.append(member)
+            elif member_kind is int:  # normalize_token(str(n)) is str(n)
+                forms.add(str(member))
+            elif member is not None:
+                stack.append(member)
+    forms.update([normalize_token(k if type(k) is str else str(k)) for k in keys])
+
+
+def _scalar(node: Any, forms: set[str], leaves: list[str], stack: list[Any]) -> None:
+    """One node that is not the decoder's dict or list (a root string, a float, a boolean,
+    or a subclass of a JSON type a caller built)."""
+    if isinstance(node, str):
+        leaves.append(str(node))
+    elif isinstance(node, bool):
+        forms.add("true" if node else "false")
+    elif isinstance(node, int):
+        forms.add(str(int(node)))
+    elif isinstance(node, float):
+        if node == node and node not in (float("inf"), float("-inf")):
+            forms.add(normalize_token(_js_number(float(node))))
+    elif isinstance(node, list):
+        stack.extend(node)
+    elif isinstance(node, Mapping):
+        stack.append({str(key): member for key, member in node.items()})

@@ -537,7 +537,7 @@ def semantics_problem(value: Any) -> str | None:
 def _is_ledger(value: Any) -> bool:
     """``coverage()``'s envelope: ``{"af_coverage": {...}, "result": ...}``."""
     return (
-        isinstance(value, Mapping)
+        (type(value) is dict or isinstance(value, Mapping))
         and isinstance(value.get("af_coverage"), Mapping)
         and "result" in value
     )
@@ -552,7 +552,7 @@ def periods_of(value: Any) -> list[Period]:
     found: list[Any] = []
     if is_absence(value):
         found.append(value.get("period"))
-    elif isinstance(value, Mapping) and value.get("af_semantics") is True:
+    elif (type(value) is dict or isinstance(value, Mapping)) and value.get("af_semantics") is True:
         if semantics_problem(value) is None:
             found.append(value.get("period"))
     elif _is_ledger(value):

@@ -24,6 +24,7 @@ __all__ = [
     "LIBRARY_FRAMES",
     "NOT_APPLICABLE",
     "NOT_JSON",
+    "PASSED",
     "UNREACHABLE",
     "Disposition",
     "Finding",
@@ -95,13 +96,15 @@ class Judgement:
 
     @staticmethod
     def passed() -> Judgement:
-        return Judgement(verdict="checked")
+        return PASSED
 
     @staticmethod
     def found(*findings: Finding) -> Judgement:
-        return Judgement(verdict="checked", findings=tuple(findings))
+        return Judgement(verdict="checked", findings=findings) if findings else PASSED
 
 
+#: the judgements that carry no finding (frozen: one of each serves every check)
+PASSED = Judgement(verdict="checked")
 NOT_APPLICABLE = Judgement(verdict="not_applicable")
 UNREACHABLE = Judgement(verdict="unreachable")
 
@@ -148,15 +151,19 @@ class Ledger:
     def file(self, check: str, judgement: Judgement) -> list[Finding]:
         """Count ``judgement`` against ``check``; the findings new by identity."""
         row = self.rows[check]
+        findings = judgement.findings
         if judgement.verdict == "checked":
             row.checked += 1  # and one that filed a finding (a repeat included) failed
-            row.findings += any(not f.synthetic for f in judgement.findings)
+            if findings:
+                row.findings += any(not f.synthetic for f in findings)
         elif judgement.verdict == "not_applicable":
             row.not_applicable += 1
         else:
             row.unreachable += 1
+        if not findings:
+            return []
         fresh: list[Finding] = []
-        for finding in judgement.findings:
+        for finding in findings:
             if finding.synthetic:
                 row.synthetic += 1
             if finding.identity in self._seen:
@@ -237,7 +244,7 @@ LIBRARY_FRAMES = ("[budget exhausted \u2014 ", "[answer not accepted \u2014 ")
 def is_person(message: Any) -> bool:
     """A user message the person wrote: it opens a turn (a message the library wrote, in
     :data:`LIBRARY_FRAMES`, does not)."""
-    if not isinstance(message, Mapping) or message.get("role") != "user":
+    if not (type(message) is dict or isinstance(message, Mapping)) or message.get("role") != "user":
         return False
     content = message.get("content")
     return not (isinstance(content, str) and content.startswith(LIBRARY_FRAMES))
@@ -280,7 +287,9 @@ def tool_calls_of(history: Sequence[Any], start: int = 0) -> list[ToolCall]:
     results: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
     for i in range(start, len(history)):
         message = history[i]
-        if isinstance(message, Mapping) and message.get("role") == "tool":
+        if (type(message) is dict or isinstance(message, Mapping)) and message.get(
+            "role"
+        ) == "tool":
             call_id = message.get("tool_call_id")
             if isinstance(call_id, str):
                 results.setdefault(call_id, []).append((i, message))
@@ -288,7 +297,7 @@ def tool_calls_of(history: Sequence[Any], start: int = 0) -> list[ToolCall]:
     turn = 0  # counted from ``start`` (reading the prefix would cost the whole history)
     for i in range(start, len(history)):
         message = history[i]
-        if not isinstance(message, Mapping):
+        if not (type(message) is dict or isinstance(message, Mapping)):
             continue
         if is_person(message):
             turn += 1
@@ -322,7 +331,7 @@ def is_absence(value: Any) -> bool:
     """``af.absent(...)``'s envelope (a declared absence: the search ran and matched
     nothing): an object with ``"af_absent": true`` and a non-empty ``checked`` list."""
     return (
-        isinstance(value, Mapping)
+        (type(value) is dict or isinstance(value, Mapping))
         and value.get("af_absent") is True
         and isinstance(value.get("checked"), list)
         and bool(value.get("checked"))
@@ -344,7 +353,7 @@ def string_leaves(value: Any, path: str = "", depth: int = 0) -> list[tuple[str,
     if isinstance(value, str):
         return [(path, value)]
     out: list[tuple[str, str]] = []
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         # the keys in order (as the committed, canonical arguments hold them): the run and a
         # recompute file a call's findings in the same order, whatever order the model sent
         keys = sorted(value) if all(type(key) is str for key in value) else sorted(value, key=str)

@@ -90,7 +90,9 @@ class Reading:
         """Every tool result read so far, as a lookup's grounds (the write seam)."""
         for i in range(self._grounded, len(self.messages)):
             message = self.messages[i]
-            if isinstance(message, Mapping) and message.get("role") == "tool":
+            if (type(message) is dict or isinstance(message, Mapping)) and message.get(
+                "role"
+            ) == "tool":
                 self._produced.add(result_of(message, i))
         self._grounded = len(self.messages)
         return self._produced

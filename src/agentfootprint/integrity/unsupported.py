@@ -116,13 +116,15 @@ class Frame:
         (the ground), or the assistant messages newest first."""
         if not assistant:
             for piece in self._system:
-                if isinstance(piece, Mapping):
+                if type(piece) is dict or isinstance(piece, Mapping):
                     yield self._folds.text(piece, piece.get("text"))
                 elif isinstance(piece, str):
                     yield fold(piece)
         for i in range(len(self._messages) - 1, -1, -1):
             message = self._messages[i]
-            if isinstance(message, Mapping) and (message.get("role") == "assistant") is assistant:
+            if (type(message) is dict or isinstance(message, Mapping)) and (
+                message.get("role") == "assistant"
+            ) is assistant:
                 yield self._folds.text(message, message.get("content"))
 
     @property
@@ -146,7 +148,7 @@ class Frame:
         empty for a tool not served)."""
         values: frozenset[str] = frozenset()
         for served in self._tools:
-            if isinstance(served, Mapping) and served.get("name") == tool:
+            if (type(served) is dict or isinstance(served, Mapping)) and served.get("name") == tool:
                 values |= self._folds.enums(served.get("input_schema"))
         return values
 
