@@ -196,7 +196,7 @@ def test_an_error_result_is_not_evidence_and_a_truncated_index_says_nothing() ->
     assert judged(history, "vol-0a1b2c3d").verdict == "unreachable"
     index = EvidenceIndex.of(history)
     assert index.tool_results_this_turn == 0 and index.current_turn == 2
-    index._truncated = True  # as after MAX_INDEX_FORMS distinct forms
+    index._truncated = True  # as after MAX_INDEX_CHARS characters of results
     assert judge_prior_turn("vol-0a1b2c3d", index, 2, 0).verdict == "not_applicable"
 
 
@@ -381,3 +381,38 @@ def test_a_0x_form_is_found_without_its_prefix_however_the_result_spells_it(spel
     index = EvidenceIndex.of([user("q"), *lookup("r", f'["{spelled}"]')])
     assert [p.tool_call_id for p in index.places("ab12")] == ["r"]  # the prefix dropped
     assert [p.tool_call_id for p in index.places("0xab12")] == ["r"]  # both ways
+
+
+_VALUES = ["vol-0a1b2c3d", "VOL-9F8E7D6C", "0xef0101", "ef0101", "41200", "1,240", "fc1/3"]
+
+
+@given(
+    st.lists(  # turns: each a list of results, each a few values (JSON rows or text)
+        st.lists(
+            st.tuples(st.lists(st.sampled_from(_VALUES), max_size=3), st.booleans()),
+            max_size=3,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(st.sampled_from(_VALUES), max_size=3),
+)
+def test_the_turns_own_results_decide_as_the_whole_index_does(
+    turns: list[list[tuple[list[str], bool]]], stated: list[str]
+) -> None:
+    """The judge reads only the turn's own results while one of them grounds a value; its
+    judgement equals the one made from an index that read every result first."""
+    history: list[dict[str, Any]] = []
+    for t, results in enumerate(turns):
+        history.append(user(f"question {t}"))
+        for r, (values, as_rows) in enumerate(results):
+            result: Any = [{"id": v} for v in values] if as_rows else " ".join(values) or "none"
+            history.extend(lookup(f"c{t}-{r}", result))
+    text = "Answer: " + ", ".join(stated)
+    lazy = EvidenceIndex.of(history)
+    eager = EvidenceIndex.of(history)
+    eager.places("anything")  # reads every result
+    turn, results = lazy.current_turn, lazy.tool_results_this_turn
+    assert judge_prior_turn(text, lazy, turn, results) == judge_prior_turn(
+        text, eager, turn, results
+    )

@@ -52,7 +52,7 @@ from agentfootprint.integrity.rail import NOT_JSON, is_absence, is_person, leadi
 
 __all__ = [
     "MAX_ANSWER_TOKENS",
-    "MAX_INDEX_FORMS",
+    "MAX_INDEX_CHARS",
     "MIN_DIGITS",
     "EvidenceIndex",
     "Place",
@@ -67,9 +67,10 @@ __all__ = [
 MIN_DIGITS: Final = 4
 #: the tokens one answer contributes at most (upstream's ``MAX_ANSWER_TOKENS``)
 MAX_ANSWER_TOKENS: Final = 20_000
-#: the distinct forms an index holds at most (upstream's ``MAX_INDEX_TOKENS``); past it the
-#: index is :attr:`EvidenceIndex.truncated` and a check reading it says nothing
-MAX_INDEX_FORMS: Final = 200_000
+#: the characters of tool results an index reads at most (upstream bounds its tokens, at
+#: 200,000); past it the index is :attr:`EvidenceIndex.truncated` and a check reading it says
+#: nothing. Counted as results are added, before any is read, so a judgement knows it at once
+MAX_INDEX_CHARS: Final = 2_000_000
 #: the digits a number keeps exactly through a double (upstream's ``MAX_EXACT_DIGITS``)
 _MAX_EXACT_DIGITS = 15
 #: a quoted value's length, in characters, between the quotes
@@ -77,6 +78,10 @@ _QUOTED_MIN, _QUOTED_MAX = 4, 80
 
 # ASCII classes throughout: JavaScript's \d and \s are ASCII, Python's are not
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9:_\-/.,%+@#$]+")
+#: every ASCII character outside the token class as a space: ASCII text is cut into its runs
+#: of token characters by ``str.translate`` and ``split`` (C loops), the same runs as
+#: :data:`_TOKEN_RUN` finds
+_SPACES = str.maketrans({chr(c): " " for c in range(128) if not _TOKEN_RUN.fullmatch(chr(c))})
 _LIST_COMMA = re.compile(r",(?![0-9])|(?<![0-9]),")
 _LEADING = re.compile(r"^[$#@+'\"`(\[{<]+")
 _TRAILING = re.compile(r"[.,;:!?%'\"`)\]}>]+$")
@@ -138,10 +143,17 @@ def normalize_token(raw: str) -> str:
     return value
 
 
+def _runs(text: str) -> list[str]:
+    """``text``'s runs of token characters, in order."""
+    if text.isascii():
+        return text.translate(_SPACES).split()
+    return _TOKEN_RUN.findall(text)
+
+
 def tokenize(text: str) -> list[str]:
     """``text``'s normalized tokens, in order (upstream's ``tokenize``)."""
     out: list[str] = []
-    for rough in _TOKEN_RUN.findall(text):
+    for rough in _runs(text):
         for piece in _LIST_COMMA.split(rough) if "," in rough else (rough,):
             token = normalize_token(piece)
             if token:
@@ -152,7 +164,7 @@ def tokenize(text: str) -> list[str]:
 def _token_set(text: str) -> set[str]:
     """``text``'s distinct normalized tokens (each distinct spelling normalized once)."""
     out: set[str] = set()
-    for rough in set(_TOKEN_RUN.findall(text)):
+    for rough in set(_runs(text)):
         if "," in rough:
             out.update(map(normalize_token, _LIST_COMMA.split(rough)))
         else:
@@ -243,15 +255,22 @@ class EvidenceIndex:
 
     Grown with :meth:`add` as the history grows (append-only, so each message is read once:
     O(new messages) per call); ``turn`` is a running count of user messages, the semantics
-    of :func:`agentfootprint.integrity.rail.turn_of`."""
+    of :func:`agentfootprint.integrity.rail.turn_of`. A result added is kept as it is and read
+    (its forms indexed) when first asked for: :meth:`places` reads every result added so far,
+    in history order; :meth:`served_in_turn` reads only the results of one turn that it needs.
+    What either gives equals an index that read every result at once."""
 
     def __init__(self) -> None:
-        #: each indexed result's place, as (turn, tool_call_id, tool, history_index): plain
-        #: tuples, made into :class:`Place` when asked for
+        #: each result's place, as (turn, tool_call_id, tool, history_index): plain tuples,
+        #: made into :class:`Place` when asked for
         self._results: list[tuple[int, str | None, str | None, int]] = []
+        #: each result's content until it is read (None after)
+        self._contents: list[str | None] = []
         #: each form's results, by number in ``_results``: one int, or a list of several
         #: (most forms are served once: no list for them)
         self._places: dict[str, int | list[int]] = {}
+        self._read = 0  #: the results whose forms are in ``_places``
+        self._chars = 0  #: the characters of the results added
         self._indexed = 0  #: the history index the next :meth:`add` starts at
         self._turn = 0
         self._results_this_turn = 0
@@ -282,8 +301,8 @@ class EvidenceIndex:
 
     @property
     def truncated(self) -> bool:
-        """More than :data:`MAX_INDEX_FORMS` distinct forms were served: later new forms
-        were not indexed, so the index can call a served value unserved."""
+        """The results served more than :data:`MAX_INDEX_CHARS` characters: the later ones
+        are not indexed, so the index can call a served value unserved."""
         return self._truncated
 
     def add(self, messages: Iterable[Any], start_index: int) -> None:
@@ -318,8 +337,11 @@ class EvidenceIndex:
             content = message.get("content")
             if message.get("is_error") is True or not isinstance(content, str):
                 continue
+            self._chars += len(content)
+            if self._truncated or self._chars > MAX_INDEX_CHARS:
+                self._truncated = True
+                continue
             call_id, tool = message.get("tool_call_id"), message.get("name")
-            number = len(self._results)
             self._results.append(
                 (
                     self._turn,
@@ -328,30 +350,33 @@ class EvidenceIndex:
                     position,
                 )
             )
-            places = self._places
-            for form in _result_forms(content):  # a set: one place per form and result
+            self._contents.append(content)
+
+    def _read_all(self) -> None:
+        """Read every result added and not read yet, in history order, into ``_places``."""
+        places = self._places
+        for number in range(self._read, len(self._results)):
+            content = self._contents[number]
+            self._contents[number] = None
+            for form in _result_forms(content or ""):  # a set: one place per form and result
                 found = places.get(form)
                 if found is None:
-                    if len(places) < MAX_INDEX_FORMS:
-                        places[form] = number
-                    else:
-                        self._truncated = True
+                    places[form] = number
                 elif isinstance(found, int):
                     places[form] = [found, number]
                 else:
                     found.append(number)
+        self._read = len(self._results)
 
     def places(self, value: str) -> list[Place]:
         """Where ``value`` (normalized here too) was served, in history order: token-exact,
         a ``0x`` value also without its prefix."""
         if not isinstance(value, str):
             return []
-        normalized = normalize_token(value) or value
+        self._read_all()
         numbers: set[int] = set()
-        for form in lookup_forms(normalized):
-            found = self._places.get(form)
-            if found is not None:
-                numbers.update((found,) if isinstance(found, int) else found)
+        for form in _lookups(value):
+            numbers.update(self._numbers(form))
         places = []
         for number in sorted(numbers):  # results are numbered in history order
             turn, tool_call_id, tool, history_index = self._results[number]
@@ -359,6 +384,35 @@ class EvidenceIndex:
                 Place(turn=turn, tool_call_id=tool_call_id, tool=tool, history_index=history_index)
             )
         return places
+
+    def served_in_turn(self, values: Iterable[str], turn: int) -> bool:
+        """Whether a result of ``turn`` serves one of ``values`` (as :meth:`places` would
+        place it), reading only that turn's results not read yet, newest first, until one
+        does: an answer is mostly grounded in its own turn's last results."""
+        wanted = {form for value in values if isinstance(value, str) for form in _lookups(value)}
+        if not wanted:
+            return False
+        for number in range(len(self._results) - 1, self._read - 1, -1):
+            result_turn = self._results[number][0]
+            if result_turn < turn:
+                break
+            content = self._contents[number]
+            if result_turn == turn and not wanted.isdisjoint(_result_forms(content or "")):
+                return True
+        return any(
+            self._results[number][0] == turn for form in wanted for number in self._numbers(form)
+        )
+
+    def _numbers(self, form: str) -> Sequence[int]:
+        found = self._places.get(form)
+        if found is None:
+            return ()
+        return (found,) if isinstance(found, int) else found
+
+
+def _lookups(value: str) -> tuple[str, ...]:
+    """The forms a value is looked up by (normalized, and without a ``0x`` prefix)."""
+    return lookup_forms(normalize_token(value) or value)
 
 
 def _result_forms(content: str) -> set[str]:

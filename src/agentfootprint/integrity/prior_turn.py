@@ -52,8 +52,11 @@ def judge_prior_turn(
         return NOT_APPLICABLE
     if isinstance(current_turn, bool) or not isinstance(current_turn, int) or current_turn < 1:
         return UNREACHABLE
+    values = answer_values(answer)
+    if index.served_in_turn(values, current_turn):
+        return Judgement.passed()  # a value's newest place is in this turn: nothing older matters
     newest: list[Place] = []  # per grounded value, the newest place that served it
-    for value in answer_values(answer):
+    for value in values:
         served = [p for p in index.places(value) if p.turn <= current_turn]
         if served:
             newest.append(max(served, key=lambda p: (p.turn, p.history_index)))
