@@ -69,19 +69,22 @@ MAX_ENTRY_CHARS: Final = 4096
 
 class Folds:
     """The folded text of served pieces and messages, by identity: a conversation's history
-    is served again at every call, and each message is folded once (the cache holds the
-    objects, so an id is never reused while it is kept)."""
+    is served again at every call, and each text is folded once (the cache holds the
+    objects, so an id is never reused while it is kept). A text is kept by the string
+    itself (a request rebuilds its system pieces at every call around the same strings),
+    any other content by the piece or message that holds it."""
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple[Any, str]] = {}
         self._enums: dict[int, tuple[Any, frozenset[str]]] = {}
 
     def text(self, holder: Any, content: Any) -> str:
-        kept = self._texts.get(id(holder))
-        if kept is not None and kept[0] is holder:
+        key = content if type(content) is str else holder
+        kept = self._texts.get(id(key))
+        if kept is not None and kept[0] is key:
             return kept[1]
         folded = fold(_text(content))
-        self._texts[id(holder)] = (holder, folded)
+        self._texts[id(key)] = (key, folded)
         return folded
 
     def enums(self, schema: Any) -> frozenset[str]:
