@@ -19,20 +19,30 @@ newest result and stops there). Two variants alternate in every round:
   result of the conversation).
 
 Figures: ms per tool-call iteration recorded into a ``MemoryStore`` (the fastest of the
-rounds), and bytes per iteration of an SQLite log.
+rounds), and bytes per iteration of an SQLite log. ``--instructions`` counts instead of
+timing (valgrind's cachegrind, ``I refs``, as ``instructions.py``): every user-space
+instruction of one process recording N iterations, less the same process recording none,
+divided by N; the count does not move with the machine's load, where the time of a shared
+2-vCPU machine moves by 10-20% from run to run.
 
 Usage::
 
-    python bench/integrity.py            # N = 800, 3 rounds
-    python bench/integrity.py --quick    # N = 200, 2 rounds
-    python bench/integrity.py --split    # and each check alone
+    python bench/integrity.py                  # N = 800, 3 rounds
+    python bench/integrity.py --quick          # N = 200, 2 rounds
+    python bench/integrity.py --split          # and each check alone
+    python bench/integrity.py --instructions   # N = 200, instructions (needs valgrind)
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import logging
+import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -169,26 +179,80 @@ ARMED: dict[str, Any] = {
 }
 
 
+def variants_of(conv: Conversation, split: bool) -> dict[str, dict[str, Any]]:
+    variants: dict[str, dict[str, Any]] = {
+        "none": {},
+        "every check armed": {"tools": [declaring(conv)], **ARMED},
+        "+ answer_layer": {"tools": [declaring(conv)], **ARMED, "answer_layer": True},
+    }
+    if split:  # each dial alone, with the declaration it pairs with
+        variants.update(alone(conv))
+    return variants
+
+
+def child(n: int, name: str) -> None:
+    """One process recording ``n`` iterations of ``name`` (after the same 8-iteration
+    warm-up for every ``n``, so the difference of two counts is the n iterations)."""
+    global N_MAX
+    common.final_text = answer
+    for size in (8, n):
+        if size:
+            N_MAX = size
+            conv = Rowsets(size)
+            run_agent_conversation(conv, af.MemoryStore(), **variants_of(conv, True)[name])
+
+
+def _count(n: int, name: str) -> int:
+    command = [
+        *("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"),
+        *(sys.executable, str(Path(__file__).resolve()), "--child", str(n), name),
+    ]
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"valgrind run failed ({name}, n={n}):\n{done.stderr[-2000:]}")
+    return int(found[1].replace(",", ""))
+
+
+def instructions(n: int, split: bool) -> None:
+    """Instructions per iteration of each variant (two processes at a time)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    names = list(variants_of(Rowsets(1), split))
+    jobs = [(size, name) for name in names for size in (0, n)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(jobs, pool.map(lambda job: _count(*job), jobs), strict=True))
+    per = {name: (counts[n, name] - counts[0, name]) / n for name in names}
+    print(f"\nN={n}: instructions per iteration (cachegrind I refs, less the same process at N=0)")
+    for name in names:
+        print(f"  {name:<22} {per[name] / 1e6:7.3f} M  x{per[name] / per['none']:5.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 200, 2 rounds")
     parser.add_argument("--n", type=int, default=800)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--split", action="store_true", help="also each check alone")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions (N = 200 unless --n)"
+    )
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    n, rounds = (200, 2) if args.quick else (args.n, args.rounds)
+    if args.child:
+        child(int(args.child[0]), args.child[1])
+        return
     print_environment(environment())
+    if args.instructions:
+        instructions(200 if "--n" not in sys.argv else args.n, args.split)
+        return
+    n, rounds = (200, 2) if args.quick else (args.n, args.rounds)
     global N_MAX
     N_MAX = n
     common.final_text = answer  # the suite's check of each turn's answer: ours name a row
     conv = Rowsets(n)
-    variants: dict[str, dict[str, Any]] = {
-        "none": {},
-        "every check armed": {"tools": [declaring(conv)], **ARMED},
-        "+ answer_layer": {"tools": [declaring(conv)], **ARMED, "answer_layer": True},
-    }
-    if args.split:  # each dial alone, with the declaration it pairs with
-        variants.update(alone(conv))
+    variants = variants_of(conv, args.split)
     best: dict[str, float] = {}
     size: dict[str, int] = {}
     for _ in range(rounds):

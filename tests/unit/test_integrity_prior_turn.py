@@ -397,6 +397,9 @@ _VALUES = ["vol-0a1b2c3d", "VOL-9F8E7D6C", "0xef0101", "ef0101", "41200", "1,240
     ),
     st.lists(st.sampled_from(_VALUES), max_size=3),
 )
+@example([[(["vol-0a1b2c3d"], True)], [(["fc1/3"], False)]], ["vol-0a1b2c3d"])  # stale
+@example([[(["vol-0a1b2c3d"], True)], [(["fc1/3"], False)]], ["vol-0a1b2c3d", "fc1/3"])
+@example([[(["fc1/3"], True)], [(["ef0101"], False), ([], True)]], ["0xef0101"])
 def test_the_turns_own_results_decide_as_the_whole_index_does(
     turns: list[list[tuple[list[str], bool]]], stated: list[str]
 ) -> None:
@@ -416,3 +419,28 @@ def test_the_turns_own_results_decide_as_the_whole_index_does(
     assert judge_prior_turn(text, lazy, turn, results) == judge_prior_turn(
         text, eager, turn, results
     )
+
+
+@given(
+    st.lists(
+        st.lists(st.lists(st.sampled_from(_VALUES), max_size=3), max_size=3),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(st.sampled_from([*_VALUES, "vol-77aa0000", "0xabcdef12"]), max_size=4),
+)
+@example([[["vol-0a1b2c3d"]], [["fc1/3"], []]], ["vol-0a1b2c3d", "fc1/3", "vol-77aa0000"])
+@example([[["ef0101"]], [["41200"]]], ["0xef0101", "41200"])  # an older turn's, unread
+def test_serves_is_whether_a_value_has_a_place(
+    turns: list[list[list[str]]], asked: list[str]
+) -> None:
+    """``serves`` (read newest first, the rest only when needed) says what ``places`` says,
+    whatever was asked before."""
+    history: list[dict[str, Any]] = []
+    for t, results in enumerate(turns):
+        history.append(user(f"question {t}"))
+        for r, values in enumerate(results):
+            history.extend(lookup(f"c{t}-{r}", [{"id": v} for v in values]))
+    lazy, eager = EvidenceIndex.of(history), EvidenceIndex.of(history)
+    for value in asked:
+        assert lazy.serves(value) == bool(eager.places(value)), value

@@ -254,7 +254,7 @@ def assess(
         evidence = index() if index is not None else EvidenceIndex.of(history)
         if not evidence.truncated:  # a truncated index could call a served value unserved
             checked.add("names-and-numbers")
-            if any(not evidence.places(value) for value in values):
+            if not all(evidence.serves(value) for value in values):
                 fired.add("value-unsupported")
     if isinstance(state.get("stopped_early"), Mapping):
         fired.add("stopped-early")

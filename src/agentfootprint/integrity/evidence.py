@@ -403,6 +403,25 @@ class EvidenceIndex:
             self._results[number][0] == turn for form in wanted for number in self._numbers(form)
         )
 
+    def serves(self, value: str) -> bool:
+        """Whether a result serves ``value`` (``places(value)`` is not empty), reading the
+        newest turn's unread results first, newest first: an answer's values are mostly
+        there. Only a value none of them serves reads the rest of the history."""
+        if not isinstance(value, str):
+            return False
+        wanted = _lookups(value)
+        if any(self._numbers(form) for form in wanted):
+            return True
+        if self._read < len(self._results):
+            newest = self._results[-1][0]
+            for number in range(len(self._results) - 1, self._read - 1, -1):
+                if self._results[number][0] != newest:
+                    break
+                if not set(wanted).isdisjoint(_result_forms(self._contents[number] or "")):
+                    return True
+            self._read_all()
+        return any(self._numbers(form) for form in wanted)
+
     def _numbers(self, form: str) -> Sequence[int]:
         found = self._places.get(form)
         if found is None:
