@@ -115,16 +115,17 @@ class _ResultsLayer(Feature[Options]):
         if row is None:
             return outcome
         ctx.scope.append(ROWS, [row])
-        await ctx.emit(
-            PeriodJudged(
-                run_id=ctx.run_id,
-                iteration=result.iteration,
-                tool=result.tool,
-                tool_call_id=result.tool_call_id,
-                verdict=row["verdict"],
-                argument=row.get("argument"),
+        if ctx.listens(PeriodJudged.kind):  # delivered only: made only for a listener
+            await ctx.emit(
+                PeriodJudged(
+                    run_id=ctx.run_id,
+                    iteration=result.iteration,
+                    tool=result.tool,
+                    tool_call_id=result.tool_call_id,
+                    verdict=row["verdict"],
+                    argument=row.get("argument"),
+                )
             )
-        )
         clause = CLAUSES.get(row["verdict"])
         if clause is None:
             return outcome
