@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -444,3 +446,34 @@ def test_serves_is_whether_a_value_has_a_place(
     lazy, eager = EvidenceIndex.of(history), EvidenceIndex.of(history)
     for value in asked:
         assert lazy.serves(value) == bool(eager.places(value)), value
+
+
+def test_one_index_read_by_several_threads_at_once_answers_as_a_fresh_one() -> None:
+    """A kept index is read by the turns of its conversation, which may run in threads: its
+    results are read into it under its lock, and every answer equals a fresh index's."""
+    history: list[dict[str, Any]] = []
+    for turn in range(20):
+        history.append(user(f"question {turn}"))
+        for r in range(3):
+            history.extend(lookup(f"c{turn}-{r}", [{"id": f"vol-{turn:02d}{r:02d}aa"}]))
+    shared, fresh = EvidenceIndex.of(history), EvidenceIndex.of(history)
+    asked = [(f"vol-{t:02d}{r:02d}aa", t) for t in range(20) for r in range(3)]
+    expected = [(bool(fresh.places(v)), fresh.served_in_turn([v], t)) for v, t in asked]
+    barrier = threading.Barrier(4)
+    answers: list[list[tuple[bool, bool]]] = []
+
+    def read() -> None:
+        barrier.wait()
+        answers.append([(shared.serves(v), shared.served_in_turn([v], t)) for v, t in asked])
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert answers == [expected] * 4

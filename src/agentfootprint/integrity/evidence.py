@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -264,8 +265,8 @@ class EvidenceIndex:
         #: each result's place, as (turn, tool_call_id, tool, history_index): plain tuples,
         #: made into :class:`Place` when asked for
         self._results: list[tuple[int, str | None, str | None, int]] = []
-        #: each result's content until it is read (None after)
-        self._contents: list[str | None] = []
+        #: each result's content (the history's own string: kept, never copied)
+        self._contents: list[str] = []
         #: each form's results, by number in ``_results``: one int, or a list of several
         #: (most forms are served once: no list for them)
         self._places: dict[str, int | list[int]] = {}
@@ -275,6 +276,10 @@ class EvidenceIndex:
         self._turn = 0
         self._results_this_turn = 0
         self._truncated = False
+        #: held while results are read into ``_places`` (a kept index is read by the turns
+        #: of its conversation, which an agent may run in several threads); what is read
+        #: meanwhile is append-only
+        self._reading = threading.Lock()
 
     @classmethod
     def of(cls, history: Sequence[Any]) -> EvidenceIndex:
@@ -342,6 +347,7 @@ class EvidenceIndex:
                 self._truncated = True
                 continue
             call_id, tool = message.get("tool_call_id"), message.get("name")
+            self._contents.append(content)  # first: a result numbered has its content
             self._results.append(
                 (
                     self._turn,
@@ -350,23 +356,23 @@ class EvidenceIndex:
                     position,
                 )
             )
-            self._contents.append(content)
 
     def _read_all(self) -> None:
         """Read every result added and not read yet, in history order, into ``_places``."""
-        places = self._places
-        for number in range(self._read, len(self._results)):
-            content = self._contents[number]
-            self._contents[number] = None
-            for form in _result_forms(content or ""):  # a set: one place per form and result
-                found = places.get(form)
-                if found is None:
-                    places[form] = number
-                elif isinstance(found, int):
-                    places[form] = [found, number]
-                else:
-                    found.append(number)
-        self._read = len(self._results)
+        if self._read == len(self._results):
+            return
+        with self._reading:
+            places = self._places
+            for number in range(self._read, len(self._results)):
+                for form in _result_forms(self._contents[number]):  # one place per form
+                    found = places.get(form)
+                    if found is None:
+                        places[form] = number
+                    elif isinstance(found, int):
+                        places[form] = [found, number]
+                    else:
+                        found.append(number)
+                self._read = number + 1
 
     def places(self, value: str) -> list[Place]:
         """Where ``value`` (normalized here too) was served, in history order: token-exact,
@@ -396,8 +402,7 @@ class EvidenceIndex:
             result_turn = self._results[number][0]
             if result_turn < turn:
                 break
-            content = self._contents[number]
-            if result_turn == turn and not wanted.isdisjoint(_result_forms(content or "")):
+            if result_turn == turn and not wanted.isdisjoint(_result_forms(self._contents[number])):
                 return True
         return any(
             self._results[number][0] == turn for form in wanted for number in self._numbers(form)
@@ -417,7 +422,7 @@ class EvidenceIndex:
             for number in range(len(self._results) - 1, self._read - 1, -1):
                 if self._results[number][0] != newest:
                     break
-                if not set(wanted).isdisjoint(_result_forms(self._contents[number] or "")):
+                if not set(wanted).isdisjoint(_result_forms(self._contents[number])):
                     return True
             self._read_all()
         return any(self._numbers(form) for form in wanted)
