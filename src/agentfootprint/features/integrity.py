@@ -372,6 +372,8 @@ class _Integrity(Feature[IntegritySettings]):
             return
         run = self._run(ctx)
         run.check.meets("choice")
+        if not run.check.at_choice:
+            return  # no check judges a reply's calls: nothing to read
         calls = [call_of(c.name, c.id, c.arguments) for c in response.tool_calls]
         if not run.check.wants_frame(calls) or run.served is None:
             findings, used = run.check.choice(calls, None)
@@ -426,6 +428,8 @@ class _Integrity(Feature[IntegritySettings]):
         run = self._run(ctx)
         check = run.check
         check.meets("write")
+        if not check.at_write:
+            return outcome  # no check judges a result: nothing to read
         call = ToolCall(
             tool=result.tool,
             tool_call_id=result.tool_call_id,

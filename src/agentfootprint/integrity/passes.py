@@ -198,6 +198,16 @@ class IntegrityPass:
         used = [entry for _, excused in judged for entry in excused]
         return self.ledger.file(check, Judgement.found(*findings)), used
 
+    @property
+    def at_choice(self) -> bool:
+        """A check judges the choice seam (a reply's calls): else a reply is only counted."""
+        return self.on[unsupported.CHECK]
+
+    @property
+    def at_write(self) -> bool:
+        """A check judges the write seam (a tool's result): else a result is only counted."""
+        return any(self.on[name] for name in (*column_types.CHECKS, empty_lookup.CHECK))
+
     def wants_frame(self, calls: Sequence[ToolCall]) -> bool:
         """A reply with these calls is judged against its frame (else none is built)."""
         return self.on[unsupported.CHECK] and any(self._sourced(c.tool) for c in calls)
