@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import agentfootprint as af
@@ -328,8 +328,32 @@ def check_run(conversation: Conversation, store: EventStore, result: af.RunResul
     assert findings(twin.store, again.result.run_id, recompute=True).agrees
 
 
+#: a call id the provider reuses across turns (r0c0: a producer in turn 1, another tool
+#: after): the recompute named the producer's earlier result by the LAST call with its id,
+#: so an empty lookup found no ground where the run found one (the explore profile's find)
+REUSED_ID = Conversation(
+    tools=(
+        Decl(name="list_hosts", arguments_from=None, result_columns=None, period=None),
+        Decl(name="lookup", arguments_from=None, result_columns=None, period=None),
+        Decl(name="volumes", arguments_from=("list_hosts",), result_columns=None, period=None),
+    ),
+    turns=(
+        (("calls", (("list_hosts", "r0c0", {"q": "10:00:00:90:fa:12:34:56"}),)), ("answer", "a")),
+        (("calls", (("lookup", "r0c0", {"q": "10:00:00:90:fa:12:34:56"}),)), ("answer", "b")),
+        (
+            ("calls", (("volumes", "r1c0", {"q": "10:00:00:90:fa:12:34:56"}),)),
+            ("answer", "c"),
+        ),
+    ),
+    results={"0/r0c0": [], "1/r0c0": [{}], "2/r1c0": []},
+    dials={"notice_empty_lookups": True},
+    grounds=None,
+)
+
+
 @settings(max_examples=scaled(300))
 @given(conversation=conversations())
+@example(conversation=REUSED_ID)
 def test_recorded_findings_are_recomputed_from_the_log_and_the_runs_replay(
     conversation: Conversation,
 ) -> None:

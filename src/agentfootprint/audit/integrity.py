@@ -300,7 +300,9 @@ class _Walk:
         for i in range(self.grounded, before):
             message = history[i]
             if isinstance(message, Mapping) and message.get("role") == "tool":
-                self.check.saw(self._call(message, i))
+                # a ground is the tool its message names, as the run's reading takes it (an
+                # id the provider reused later names another call: not this result's tool)
+                self.check.saw(result_of(message, i))
         self.grounded = before
         self._learn(history, before)
         for i in range(before, len(history)) if judged else ():
