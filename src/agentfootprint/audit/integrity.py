@@ -44,7 +44,6 @@ from agentfootprint.integrity.records import (
     findings_of,
 )
 from agentfootprint.integrity.unsupported import frame_of, read_entries
-from agentfootprint.logformat.canonical import parse
 from agentfootprint.logformat.shared_lists import as_list
 from agentfootprint.verify.verifier import RowSource, Verifier, shared_verifier
 
@@ -58,6 +57,8 @@ _TOOL_STAGE = "tool-calls"
 #: a turn it ran in committed (or kept) its agent's declarations; a turn without it had the
 #: feature sit out, whatever declarations it inherited in state
 _CONTRACTS_STAGE = "integrity-contracts"
+#: the turn's first stage (``features.turn.SEED_STAGE``), which the contracts stage follows
+_SEED_STAGE = "seed"
 #: the inputs layer's fills (``features.inputs_layer.FILLS``): call id -> ``{"values",
 #: "refused"}``, the arguments a ruled call ran with beside the model's
 _FILLS = "argument_fills"
@@ -184,6 +185,9 @@ class _Walk:
         self.grounded = 0
         self.refused: dict[str, list[dict[str, Any]]] = {}
         self.start: Mapping[str, Any] = {}  #: the state the run started from
+        #: the run's open body until its checks are armed (at the commit that shows which
+        #: declarations its agent judged with: ``_arm``)
+        self.opening: Mapping[str, Any] | None = None
         self.contracts: Mapping[str, Contract] = {}
         self.results_layer = False
 
@@ -209,6 +213,8 @@ class _Walk:
                     if isinstance(call_id, str):
                         self.refused[call_id] = payload.get("findings") or []
             elif step.type == "commit":
+                if self.opening is not None:
+                    self._arm(before, step.body.get("stage"))
                 if self.check is not None:
                     if replied and request is not None:
                         self._reply(request, before.get("last_response"))
@@ -227,35 +233,40 @@ class _Walk:
                 self._reply(served, unreceipted.pop())
             else:
                 request = dict(served)
+        if self.opening is not None:  # no commit showed the declarations: none were made
+            self._arm({}, None)
         self.final = state
 
     # -- recomputing ------------------------------------------------------------------------
 
     def _open(self, body: Mapping[str, Any], before: Mapping[str, Any]) -> None:
+        self.opening = body  # armed at the commit that shows the declarations (``_arm``)
+
+    def _arm(self, state: Mapping[str, Any], stage: Any) -> None:
+        """The checks the run armed, at the commit after which ``state`` holds the
+        declarations its agent judged with: a resume's first (it inherits them, committed
+        again by the resuming agent), else the turn's start stage's. A new turn whose agent
+        armed nothing committed none, and checked nothing, whatever it inherited."""
+        body = self.opening or {}
+        resumes = body.get("resumes") is not None
+        if not resumes and stage == _SEED_STAGE:
+            return  # the contracts stage, if the feature ran, commits next
+        self.opening = None
         options = body.get("options")
         options = options if isinstance(options, Mapping) else {}
         armed = Armed.from_options(options)
-        # the declarations committed at the turn's start (a resume inherits them; a new turn
-        # whose agent armed nothing committed none, and checked nothing)
         contracts: Mapping[str, Contract] = {}
-        if body.get("resumes") is not None or self._contracts_stage_ran():
-            final = self.reader.final_state(self.run_id)
-            contracts = read_contracts(final.get("tool_contracts"))
+        if resumes or stage == _CONTRACTS_STAGE:
+            contracts = read_contracts(state.get("tool_contracts"))
         self.contracts, self.results_layer = contracts, options.get("results_layer") is True
         if not armed.any(contracts):
             return
         self.check = IntegrityPass(armed, contracts)
         if armed.posture == "dev":
             self.check.canaries()
-        history = as_list(before.get("history") or [])
+        history = as_list(self.start.get("history") or [])
         self._learn(history, 0)
         self.seen = len(history)
-
-    def _contracts_stage_ran(self) -> bool:
-        for row in self.reader.source.read(self.run_id):
-            if row.type == "commit" and parse(row.body).get("stage") == _CONTRACTS_STAGE:
-                return True
-        return False
 
     def _reply(self, request: Mapping[str, Any], response: Any) -> None:
         assert self.check is not None
