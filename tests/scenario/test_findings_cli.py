@@ -11,19 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from integrity_support import SCHEMA, WWPN, cli, hosts_and_lookup
 
 import agentfootprint as af
-from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
+from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from agentfootprint.testing.tamper import read_rows, reencoded, rewrite, tampering
 
-SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
-WWPN = "10:00:00:90:fa:12:34:56"
 LABEL = "ganymede-4417"
-
-
-def cli(*args: Any) -> Any:
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def grounds() -> list[dict[str, str]]:
@@ -35,20 +29,6 @@ def record(db: Path) -> dict[str, str]:
     """Three runs in ``db``: ``armed`` (every check, dev posture: a mismatch, an empty
     lookup, an excusal), ``continued`` (turn 2 answers from turn 1: a prior-turn advisory),
     and ``plain`` (no check armed)."""
-    hosts = af.define_tool(
-        name="list_hosts",
-        description="List the hosts.",
-        input_schema=SCHEMA,
-        execute=lambda args: [{"wwpn": WWPN, "lun": ""}],
-        result_columns={"lun": "number"},
-    )
-    lookup = af.define_tool(
-        name="lookup",
-        description="Look a host up.",
-        input_schema=SCHEMA,
-        execute=lambda args: [],
-        arguments_from=["list_hosts"],
-    )
     script: list[Any] = [
         af.reply(tool_calls=[af.tool_call("list_hosts", {"q": "all"}, id="c1")]),
         af.reply(tool_calls=[af.tool_call("lookup", {"q": WWPN}, id="c2")]),
@@ -59,7 +39,7 @@ def record(db: Path) -> dict[str, str]:
     with af.Agent(
         provider=af.MockProvider(script),
         model="m",
-        tools=[hosts, lookup],
+        tools=hosts_and_lookup(),
         store=str(db),
         integrity_posture="dev",
         check_column_types="warn",

@@ -5,44 +5,20 @@ commands must say what differs, never fail with an internal error."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from integrity_support import WWPN, cli, forged, hosts_and_lookup
 
 import agentfootprint as af
-from agentfootprint.cli import EXIT_INVALID, EXIT_OK, main
-from agentfootprint.testing.tamper import read_rows, reencoded, rewrite, tampering
-
-SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
-WWPN = "10:00:00:90:fa:12:34:56"
-
-
-def cli(*args: Any) -> Any:
-    return CliRunner().invoke(main, [str(a) for a in args])
+from agentfootprint.cli import EXIT_INVALID, EXIT_OK
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One armed run (every check, the answer layer): a mismatch and an empty lookup."""
     db = tmp_path_factory.mktemp("review") / "runs.db"
-    hosts = af.define_tool(
-        name="list_hosts",
-        description="List the hosts.",
-        input_schema=SCHEMA,
-        execute=lambda args: [{"wwpn": WWPN, "lun": ""}],
-        result_columns={"lun": "number"},
-    )
-    lookup = af.define_tool(
-        name="lookup",
-        description="Look a host up.",
-        input_schema=SCHEMA,
-        execute=lambda args: [],
-        arguments_from=["list_hosts"],
-    )
     script: list[Any] = [
         af.reply(tool_calls=[af.tool_call("list_hosts", {"q": "all"}, id="c1")]),
         af.reply(tool_calls=[af.tool_call("lookup", {"q": WWPN}, id="c2")]),
@@ -51,7 +27,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     with af.Agent(
         provider=af.MockProvider(script),
         model="m",
-        tools=[hosts, lookup],
+        tools=hosts_and_lookup(),
         store=str(db),
         integrity_posture="dev",
         check_column_types="warn",
@@ -62,22 +38,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return db, run_id
 
 
-def forged(
-    recorded: tuple[Path, str], tmp_path: Path, kind: str, change: Callable[[dict[str, Any]], None]
-) -> Path:
-    """A copy of the log whose events of ``kind`` are changed, every hash recomputed."""
-    db, run_id = recorded
-    copy = tmp_path / "forged.db"
-    shutil.copyfile(db, copy)
-    with tampering(copy) as connection:
-        rows = []
-        for row in read_rows(connection, run_id):
-            ours = row.type == "event" and f'"name":"{kind}"'.encode() in row.body
-            rows.append(reencoded(row, change) if ours else (row.type, row.ts, row.body))
-        rewrite(connection, run_id, rows)
-    return copy
-
-
 @pytest.mark.parametrize("rows", ["garbage", [1, None, "x"], {"check": "x"}])
 def test_a_disposition_of_any_shape_is_printed_and_differs(
     recorded: tuple[Path, str], tmp_path: Path, rows: Any
@@ -85,8 +45,10 @@ def test_a_disposition_of_any_shape_is_printed_and_differs(
     def change(body: dict[str, Any]) -> None:
         body["payload"]["rows"] = rows
 
-    copy = forged(recorded, tmp_path, "agentfootprint.integrity.disposition", change)
-    _, run_id = recorded
+    db, run_id = recorded
+    copy = forged(
+        db, run_id, tmp_path / "forged.db", change, event="agentfootprint.integrity.disposition"
+    )
     shown = cli("findings", copy, run_id)
     assert shown.exit_code == EXIT_OK, shown.output
     assert "disposition (dev):" in shown.output
@@ -106,8 +68,10 @@ def test_a_forged_assessed_event_is_a_difference_for_findings_as_for_assess(
         body["payload"]["standing"] = "consistent"
         body["payload"]["reasons"] = []
 
-    copy = forged(recorded, tmp_path, "agentfootprint.answer.assessed", change)
-    _, run_id = recorded
+    db, run_id = recorded
+    copy = forged(
+        db, run_id, tmp_path / "forged.db", change, event="agentfootprint.answer.assessed"
+    )
     assert cli("assess", copy, run_id).exit_code == EXIT_INVALID
     shown = cli("findings", copy, run_id, "--recompute")
     assert shown.exit_code == EXIT_INVALID, shown.output
@@ -122,18 +86,11 @@ def test_a_committed_standing_of_any_shape_is_printed_and_differs(
     recorded: tuple[Path, str], tmp_path: Path, standing: Any
 ) -> None:
     db, run_id = recorded
-    copy = tmp_path / "forged.db"
-    shutil.copyfile(db, copy)
 
     def change(body: dict[str, Any]) -> None:
         body["value"] = standing
 
-    with tampering(copy) as connection:
-        rows = []
-        for row in read_rows(connection, run_id):
-            ours = row.type == "write" and b'"path":"answer_assessment"' in row.body
-            rows.append(reencoded(row, change) if ours else (row.type, row.ts, row.body))
-        rewrite(connection, run_id, rows)
+    copy = forged(db, run_id, tmp_path / "forged.db", change, write="answer_assessment")
     shown = cli("findings", copy, run_id)
     assert shown.exit_code == EXIT_OK, shown.output
     assert "  standing: " in shown.output
