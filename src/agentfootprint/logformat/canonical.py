@@ -116,6 +116,11 @@ def _scan(value: Any, depth: int, limit: int) -> bool:
         if child_kind is str:
             if not child.isascii():
                 child.encode("utf-8")
+        elif child_kind is int:  # the leaves inline, as _scan_leaf judges them (the common ones)
+            if not -MAX_SAFE_INT <= child <= MAX_SAFE_INT:
+                raise _Refused
+        elif child_kind is bool or child is None:
+            pass
         elif (
             child_kind is dict
             or child_kind is list
