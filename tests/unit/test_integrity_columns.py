@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agentfootprint.errors import UsageError
@@ -20,6 +20,8 @@ from agentfootprint.integrity.column_types import (
     CHECKS,
     MAX_NAMED_IN_REFUSAL,
     SEAM,
+    _all_match,
+    _matches,
     canary,
     judge_columns,
     refusal_text,
@@ -343,3 +345,25 @@ def test_any_json_gives_a_judgement(
     assert len({f.predicate for f in judged.findings}) == len(judged.findings)
     json.dumps([f.payload() for f in judged.findings], allow_nan=False)  # findings are JSON
     refusal_text("t", judged.findings)
+
+
+ROW_VALUES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3)
+
+
+@given(
+    rows=st.lists(st.dictionaries(st.sampled_from(["a", "b"]), ROW_VALUES), min_size=1),
+    kind=st.sampled_from(["string", "number", "boolean"]),
+)
+@example(rows=[{"a": 1}, {"a": True}], kind="number")  # a bool is no number
+@example(rows=[{"a": 1.5}, {"a": float("nan")}], kind="number")
+@example(rows=[{"a": 2}, {"a": float("-inf")}], kind="number")
+@example(rows=[{"a": 1}, {"a": 0.5}], kind="number")
+@example(rows=[{"a": True}, {"a": 0}], kind="boolean")
+@example(rows=[{"a": "x"}, {"b": "y"}], kind="string")
+def test_the_fast_path_agrees_with_the_rule_row_by_row(
+    rows: list[dict[str, Any]], kind: str
+) -> None:
+    """``_all_match`` gathers the types held in C; it says what the per-row rule says of the
+    decoder's own types (a bool is no number, NaN and the infinities are none either)."""
+    by_rule = all(_matches(row.get("a"), kind) for row in rows)
+    assert _all_match(rows, "a", kind) is by_rule

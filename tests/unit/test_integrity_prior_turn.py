@@ -17,6 +17,7 @@ from agentfootprint.integrity.evidence import (
     MAX_ANSWER_TOKENS,
     EvidenceIndex,
     Place,
+    _js_number,
     answer_values,
     classify_token,
     normalize_token,
@@ -368,6 +369,21 @@ def test_a_result_grounds_every_value_its_leaves_and_keys_state(value: Any) -> N
     for text, spelled in _spelled(value):
         for stated in {*answer_values(text), *answer_values(normalize_token(text))} & spelled:
             assert [p.tool_call_id for p in index.places(stated)] == ["r"], (text, stated)
+
+
+@given(
+    st.integers(-(10**15) + 1, 10**15 - 1),
+    st.sampled_from(["", "+", "0", "000"]),
+)
+@example(0, "+")  # "+0"
+@example(0, "-")  # "-0": JavaScript prints 0
+@example(10**15 - 1, "")  # 15 digits: the last exact in a double
+def test_a_plain_integer_is_spelled_as_javascript_prints_its_double(n: int, lead: str) -> None:
+    """An integer token of at most 15 digits takes ``str(int(v))``, JavaScript's
+    ``String(Number(v))`` of it (``_js_number`` of its double)."""
+    token = ("-" if n < 0 else lead) + str(abs(n))
+    if len(token.lstrip("+-")) <= 15:
+        assert normalize_token(token) == _js_number(float(token))
 
 
 @given(st.integers(-(10**20), 10**20))

@@ -16,6 +16,7 @@ import datetime
 import json
 import math
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any, Final
 
 from agentfootprint.errors import UsageError
@@ -68,6 +69,13 @@ _OUTCOME = {
     ),
 }
 #: upstream's nullableHint, with the declaration spelled as Python declares it
+#: the value types a column of each kind holds, by identity (``bool`` is not a number)
+_HELD: Final = {
+    "string": frozenset({str}),
+    "number": frozenset({int, float}),
+    "boolean": frozenset({bool}),
+}
+_DICTS: Final = {dict}
 _NULLABLE_HINT = (
     "If this column may legitimately carry no value, say so once — "
     "`{'type': '…', 'nullable': True}` — and rows with nothing in them stop being "
@@ -75,17 +83,20 @@ _NULLABLE_HINT = (
 )
 
 
-def _rows(content: str) -> list[Mapping[str, Any]] | None:
-    """The rowset, or None: an array of >= 1 plain objects is the one shape read."""
+def _rows(content: str) -> list[dict[str, Any]] | None:
+    """The rowset, or None: an array of >= 1 plain objects is the one shape read (each a
+    ``dict``, as the decoder makes them)."""
     try:
         value = read_result(content)
     except RecursionError:  # nested past the parser's depth: not a rowset
         return None
     if value is NOT_JSON or not isinstance(value, list) or not value:
         return None
-    if not all(type(row) is dict or isinstance(row, Mapping) for row in value):
+    if set(map(type, value)) == _DICTS:
+        return value
+    if not all(isinstance(row, Mapping) for row in value):
         return None
-    return value
+    return [dict(row) for row in value]
 
 
 def _is_date(value: str) -> bool:
@@ -164,23 +175,22 @@ def _render(value: Any) -> str:
     return clip(text)
 
 
-def _all_match(rows: Sequence[Mapping[str, Any]], name: str, kind: str) -> bool:
+def _all_match(rows: list[dict[str, Any]], name: str, kind: str) -> bool:
     """Every row holds a ``kind`` value under ``name``: the common case, read by type
-    identity (the decoder's own types) before :func:`_violation` counts anything."""
-    if kind == "string":
-        return all(type(row.get(name)) is str for row in rows)
-    if kind == "number":
-        return all(
-            type(value) is int or (type(value) is float and math.isfinite(value))
-            for value in (row.get(name) for row in rows)
-        )
-    if kind == "boolean":
-        return all(type(row.get(name)) is bool for row in rows)
-    return False
+    identity (the decoder's own types, gathered in C) before :func:`_violation` counts
+    anything."""
+    held = _HELD.get(kind)
+    if held is None:
+        return False
+    values = list(map(dict.get, rows, repeat(name)))
+    types = set(map(type, values))
+    if not types <= held:
+        return False
+    return float not in types or all(math.isfinite(v) for v in values if type(v) is float)
 
 
 def _violation(
-    rows: Sequence[Mapping[str, Any]], name: str, column: Column
+    rows: list[dict[str, Any]], name: str, column: Column
 ) -> tuple[int, str, str] | None:
     """(offending rows, first sample, what it is) over ALL rows, or None: counted, never
     sampled; the first offender alone is quoted."""
@@ -228,7 +238,7 @@ def judge_columns(contract: Contract, call: ToolCall, *, mode: str) -> Judgement
     outcome = _OUTCOME[mode]
     findings: list[Finding] = []
     for name, column in contract.result_columns:
-        if all(name not in row for row in rows):
+        if not any(map(dict.__contains__, rows, repeat(name))):
             findings.append(
                 Finding(
                     check=MISSING,

@@ -109,6 +109,8 @@ def _shape(content: str) -> str | None:
         value: Any = read_result(content)
     except RecursionError:  # nested past the parser's depth: not a shape it counts
         return None
+    if type(value) is list:  # the common case first (a list is never an absence)
+        return "rowset" if not value else "full"
     if value is NOT_JSON:
         return None
     if is_absence(value):

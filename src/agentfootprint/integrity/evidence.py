@@ -95,10 +95,12 @@ _A_DIGIT = re.compile(r"[0-9]")
 _STRUCTURAL = re.compile(r"[:_\-/.]")
 _KEY = re.compile(r"\s*:")
 _QUOTED = re.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\n]*)\u201d")
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 
 
 def _digits(text: str) -> int:
-    return sum(1 for char in text if "0" <= char <= "9")
+    """The ASCII digits in ``text`` (counted in C: the text less its digits)."""
+    return len(text) - len(text.translate(_NO_DIGITS))
 
 
 def _js_number(value: float) -> str:
@@ -140,7 +142,9 @@ def normalize_token(raw: str) -> str:
     if _THOUSANDS.fullmatch(value):
         value = value.replace(",", "")
     if _PLAIN_NUMBER.fullmatch(value) and _digits(value) <= _MAX_EXACT_DIGITS:
-        value = _js_number(float(value))
+        # an integer of at most 15 digits is exact in a double, and JavaScript prints it
+        # as Python does (-0 as 0)
+        value = str(int(value)) if "." not in value else _js_number(float(value))
     return value
 
 
@@ -325,37 +329,41 @@ class EvidenceIndex:
                 f"from {start_index} would leave a gap",
                 option="start_index",
             )
+        skip = self._indexed - start_index  # the messages already indexed
         for position, message in enumerate(messages, start_index):
-            if position < self._indexed:
+            if skip > 0:
+                skip -= 1
                 continue
             self._indexed = position + 1
-            if not (type(message) is dict or isinstance(message, Mapping)):
+            if type(message) is not dict and not isinstance(message, Mapping):
                 continue
             role = message.get("role")
-            if role == "user" and is_person(message):
+            if role == "tool":
+                self._result(message, position)
+            elif role == "user" and is_person(message):
                 self._turn += 1
                 self._results_this_turn = 0
-                continue
-            if role != "tool":
-                continue
-            self._results_this_turn += 1
-            content = message.get("content")
-            if message.get("is_error") is True or not isinstance(content, str):
-                continue
-            self._chars += len(content)
-            if self._truncated or self._chars > MAX_INDEX_CHARS:
-                self._truncated = True
-                continue
-            call_id, tool = message.get("tool_call_id"), message.get("name")
-            self._contents.append(content)  # first: a result numbered has its content
-            self._results.append(
-                (
-                    self._turn,
-                    call_id if isinstance(call_id, str) else None,
-                    tool if isinstance(tool, str) else None,
-                    position,
-                )
+
+    def _result(self, message: Mapping[str, Any], position: int) -> None:
+        """One tool message of the history at ``position``, added."""
+        self._results_this_turn += 1
+        content = message.get("content")
+        if message.get("is_error") is True or not isinstance(content, str):
+            return
+        self._chars += len(content)
+        if self._truncated or self._chars > MAX_INDEX_CHARS:
+            self._truncated = True
+            return
+        call_id, tool = message.get("tool_call_id"), message.get("name")
+        self._contents.append(content)  # first: a result numbered has its content
+        self._results.append(
+            (
+                self._turn,
+                call_id if isinstance(call_id, str) else None,
+                tool if isinstance(tool, str) else None,
+                position,
             )
+        )
 
     def _read_all(self) -> None:
         """Read every result added and not read yet, in history order, into ``_places``."""

@@ -42,6 +42,7 @@ __all__ = [
     "periods_of",
     "provenance_problem",
     "read_period",
+    "result_period_row",
     "semantics_problem",
 ]
 
@@ -549,6 +550,8 @@ def periods_of(value: Any) -> list[Period]:
     any fault is data); a ``coverage()`` ledger's ``af_coverage.period``, then that of the
     absence it wraps. A malformed period is not read (the result is served as written).
     Anything else (a rowset, a plain object with a ``period`` member) declares none."""
+    if type(value) is list:  # a rowset (the common case): no envelope
+        return []
     found: list[Any] = []
     if is_absence(value):
         found.append(value.get("period"))
@@ -571,16 +574,19 @@ def period_row(contract: Contract | None, call: ToolCall) -> dict[str, Any] | No
     held of the declared periods' verdicts, or ``undeclared`` when the result declares none.
     The row names the tool, the call and (when declared) the period argument; it never
     copies an instant."""
-    declared = periods_of(read_result(call.content))
+    return result_period_row(contract, call.tool, call.tool_call_id, call.content)
+
+
+def result_period_row(
+    contract: Contract | None, tool: str, tool_call_id: str, content: str | None
+) -> dict[str, Any] | None:
+    """:func:`period_row` of a call of ``tool`` whose result is ``content``."""
+    declared = periods_of(read_result(content))
     argument = None if contract is None else contract.period
     if not declared and argument is None:
         return None
     verdict = least_held(map(period_verdict, declared)) if declared else "undeclared"
-    row: dict[str, Any] = {
-        "tool": call.tool,
-        "tool_call_id": call.tool_call_id,
-        "verdict": verdict,
-    }
+    row: dict[str, Any] = {"tool": tool, "tool_call_id": tool_call_id, "verdict": verdict}
     if argument is not None:
         row["argument"] = argument
     return row

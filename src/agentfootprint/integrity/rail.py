@@ -151,6 +151,9 @@ class Ledger:
     def file(self, check: str, judgement: Judgement) -> list[Finding]:
         """Count ``judgement`` against ``check``; the findings new by identity."""
         row = self.rows[check]
+        if judgement is PASSED:  # the common case: checked, nothing found
+            row.checked += 1
+            return []
         findings = judgement.findings
         if judgement.verdict == "checked":
             row.checked += 1  # and one that filed a finding (a repeat included) failed
@@ -343,6 +346,11 @@ def clip(value: str, limit: int = 80) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "\u2026"
 
 
+_STR = {str}
+#: the JSON types that are never a string leaf nor hold one
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def string_leaves(value: Any, path: str = "", depth: int = 0) -> list[tuple[str, str]]:
     """Every string leaf of a call's arguments with its dot path (``machine``,
     ``filter.hosts.0``; a top-level string has the path ``""``), in order; numbers,
@@ -352,14 +360,20 @@ def string_leaves(value: Any, path: str = "", depth: int = 0) -> list[tuple[str,
         return []
     if isinstance(value, str):
         return [(path, value)]
+    if type(value) in _SCALARS:
+        return []
     out: list[tuple[str, str]] = []
     if type(value) is dict or isinstance(value, Mapping):
         # the keys in order (as the committed, canonical arguments hold them): the run and a
         # recompute file a call's findings in the same order, whatever order the model sent
-        keys = sorted(value) if all(type(key) is str for key in value) else sorted(value, key=str)
+        keys = sorted(value) if set(map(type, value)) <= _STR else sorted(value, key=str)
         for key in keys:
             member = value[key]
-            out.extend(string_leaves(member, f"{path}.{key}" if path else str(key), depth + 1))
+            where = f"{path}.{key}" if path else str(key)
+            if type(member) is str and depth < 32:  # a leaf, inline (the common argument)
+                out.append((where, member))
+            elif type(member) not in _SCALARS:
+                out.extend(string_leaves(member, where, depth + 1))
     elif isinstance(value, list):
         for i, member in enumerate(value):
             out.extend(string_leaves(member, f"{path}.{i}" if path else str(i), depth + 1))
