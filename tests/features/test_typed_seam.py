@@ -272,3 +272,42 @@ def test_a_declaration_names_real_ports_and_no_need_of_itself() -> None:
         Feature(name="typo", summary="", ports=("clocks",))  # type: ignore[arg-type]
     with pytest.raises(af.UsageError, match="'loop' declares it needs itself"):
         Feature(name="loop", summary="", needs=("loop",))
+
+
+def test_a_hook_reads_the_request_its_stage_served() -> None:
+    """``ctx.served``: the request the model call's stage served, from ``request_served``
+    on (what ``reply_received`` judges a reply against); None in a stage serving none."""
+    seen: list[tuple[str, Any]] = []
+
+    class _SeesServed(Feature):
+        async def request_served(
+            self, ctx: HookContext[Any], served: Mapping[str, Any]
+        ) -> Mapping[str, Any]:
+            assert ctx.served is served
+            seen.append(("request_served", served))
+            return {}
+
+        async def reply_received(
+            self, ctx: HookContext[Any], call: int, response: af.LLMResponse
+        ) -> None:
+            seen.append(("reply_received", ctx.served))
+
+        async def tool_result(
+            self, ctx: HookContext[Any], result: ToolResult, outcome: ToolOutcome
+        ) -> ToolOutcome:
+            seen.append(("tool_result", ctx.served))
+            return outcome
+
+    result = _agent_with(_SeesServed(name="sees-served", summary="")).run_sync("go")
+    assert [point for point, _ in seen] == [
+        "request_served",
+        "reply_received",
+        "tool_result",
+        "request_served",
+        "reply_received",
+    ]
+    first, second = seen[0][1], seen[3][1]
+    assert seen[1][1] is first and seen[4][1] is second  # each reply: its own request
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "tool"]
+    assert seen[2][1] is None  # the tool stage served the model nothing
+    assert result.outcome == "answered"

@@ -7,13 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agentfootprint as af
 from agentfootprint.integrity import unsupported
 from agentfootprint.integrity.contracts import Contract
 from agentfootprint.integrity.rail import Finding, Judgement, ToolCall, string_leaves
+from agentfootprint.integrity.reading import kept_folds, kept_grounds
 from agentfootprint.integrity.unsupported import (
     CEILING,
     Frame,
@@ -364,3 +365,61 @@ def test_a_value_served_in_a_tool_result_never_files(value: str, padding: str) -
     frame = frame_of(served(result=padding + value + padding))
     judgement, used = judged({"filter": {"hosts": [value]}}, frame)
     assert judgement.findings == () and used == []
+
+
+def _leaves_by_the_rule(value: Any, path: str = "", depth: int = 0) -> list[tuple[str, str]]:
+    """``string_leaves`` as its docstring states it, one node at a time (the reference)."""
+    if depth > 32:
+        return []
+    if isinstance(value, str):
+        return [(path, value)]
+    out: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        keys = sorted(value) if all(type(k) is str for k in value) else sorted(value, key=str)
+        for key in keys:
+            out += _leaves_by_the_rule(value[key], f"{path}.{key}" if path else str(key), depth + 1)
+    elif isinstance(value, list):
+        for i, member in enumerate(value):
+            out += _leaves_by_the_rule(member, f"{path}.{i}" if path else str(i), depth + 1)
+    return out
+
+
+def _nested(levels: int) -> Any:
+    value: Any = {"leaf": "deep-value", "n": 1}
+    for _ in range(levels):
+        value = {"k": value, "s": "side"}
+    return value
+
+
+@given(arguments=JSON)
+@example(arguments=_nested(31))  # "leaf" at depth 32: kept
+@example(arguments=_nested(32))  # at depth 33: past the bound, dropped
+@example(arguments=[[["x" * 5, 1, None, True]]])
+@example(arguments={2: "int-key", "10": "str-key", "a": {"b": 1.5}})
+def test_string_leaves_reads_a_leaf_inline_as_the_rule_reads_it(arguments: Any) -> None:
+    assert string_leaves(arguments) == _leaves_by_the_rule(arguments)
+
+
+def test_folds_start_again_at_their_bound(monkeypatch: Any) -> None:
+    """A conversation's folds are kept across its runs, never without end: past
+    ``MAX_FOLDS`` texts they start again, and fold each text as before."""
+    monkeypatch.setattr(unsupported, "MAX_FOLDS", 3)
+    folds = unsupported.Folds()
+    texts = [f"Served TEXT {i}" for i in range(10)]
+    assert [folds.text({}, t) for t in texts] == [fold(t) for t in texts]
+    assert [folds.text({}, t) for t in texts] == [fold(t) for t in texts]
+    assert len(folds._texts) <= 3
+    schemas = [{"enum": [f"V{i}"]} for i in range(5)]
+    assert [folds.enums(s) for s in schemas] == [frozenset({f"v{i}"}) for i in range(5)]
+    assert len(folds._enums) <= 3
+
+
+def test_a_conversations_folds_are_kept_across_its_runs_and_its_forks() -> None:
+    kept: dict[str, Any] = {}
+    folds = kept_folds(kept, "c1")
+    assert kept_folds(kept, "c1") is folds and kept_folds(kept, "c2") is not folds
+    history = [{"role": "user", "content": "go"}]
+    kept_grounds(kept, "c1", history)
+    fork = [{"role": "user", "content": "another branch"}]
+    kept_grounds(kept, "c1", fork)  # a history that does not hold the one read: a new reading
+    assert kept_folds(kept, "c1") is folds  # folded by identity: valid on any branch

@@ -546,7 +546,8 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
     @property
     def options(self) -> Settings_co:
         """The feature's own resolved options, as :meth:`Feature.settings` made them."""
-        return cast(Settings_co, self._part.settings)
+        settings: Settings_co = self._part.settings  # no cast(): a call on a hot path
+        return settings
 
     @property
     def scope(self) -> Scope:
@@ -579,6 +580,12 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
     def time_input(self) -> Mapping[str, Any] | None:
         """The run's own clock as its caller gave it (``run(..., time=...)``), or None."""
         return self._stage.time_input
+
+    @property
+    def served(self) -> Mapping[str, Any] | None:
+        """The request this stage served the model (read-only JSON, as ``request_served``
+        sees it): from that hook on, in the stage that calls the model; else None."""
+        return self._stage.served
 
     @property
     def pausing(self) -> bool:
@@ -626,10 +633,10 @@ class HookContext(DeclaredPorts, Generic[Settings_co]):
         """What this feature keeps for the run beside the loop (never in state): made by
         ``factory`` at the first use in a run."""
         memory = self._stage.run_memory
-        kept = memory.get(self._part.feature.name, _UNSET)
+        kept: T = memory.get(self._part.feature.name, _UNSET)
         if kept is _UNSET:
             kept = memory[self._part.feature.name] = factory()
-        return cast(T, kept)
+        return kept
 
     def forget(self) -> None:
         """Drop this feature's run memory (the next :meth:`memory` makes a new one)."""

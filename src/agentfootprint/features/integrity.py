@@ -11,9 +11,9 @@ disposition ledger once at the run's end. The tools' declarations are committed 
 from the log.
 
 Seams: the choice seam at ``reply_received`` (the reply's calls against the request it was
-served, rebuilt by the projection from committed state); the write seam at ``tool_result``,
-after placement and the result cap (what the model reads); the claim seam at ``run_end``, on
-the answer. The external grounds provider is asked through the decision port
+served, ``ctx.served``: built by the projection from committed state); the write seam at
+``tool_result``, after placement and the result cap (what the model reads); the claim seam at
+``run_end``, on the answer. The external grounds provider is asked through the decision port
 (``agentfootprint.integrity.external_grounds``), and a refusal under ``enforce`` is recorded as
 ``agentfootprint.integrity.rows_refused`` (the findings that refused the rows, with their
 digest): a replay answers from both and never asks the provider.
@@ -40,9 +40,14 @@ from agentfootprint.features.base import (
 )
 from agentfootprint.integrity.column_types import refusal_opening, refusal_text
 from agentfootprint.integrity.contracts import Contract, committed
-from agentfootprint.integrity.passes import Armed, IntegrityPass, canary_judgements
+from agentfootprint.integrity.passes import Armed, IntegrityPass, canary_tally
 from agentfootprint.integrity.rail import Finding, ToolCall
-from agentfootprint.integrity.reading import READINGS, kept_evidence, kept_grounds
+from agentfootprint.integrity.reading import (
+    READINGS,
+    kept_evidence,
+    kept_folds,
+    kept_grounds,
+)
 from agentfootprint.integrity.records import (
     CONTEXT_ERROR,
     DISPOSITION,
@@ -274,15 +279,16 @@ def _readings(ctx: HookContext[Any]) -> dict[str, Any]:
 
 
 class _Run:
-    """What the feature keeps for a run (never state): the pass, the request last served,
-    and the history read so far (the grounds of the lookups)."""
+    """What the feature keeps for a run (never state): the pass, and the texts its frames
+    folded."""
 
     def __init__(self, settings: IntegritySettings, canaries: Callable[[], Any]) -> None:
         self.check = IntegrityPass(settings.armed, settings.contracts)
         if settings.armed.posture == "dev":
             self.check.canaries(canaries())
-        self.served: Mapping[str, Any] | None = None
-        self.folds = Folds()  #: the served texts folded so far (the frames')
+        #: the served texts folded so far (the frames': the conversation's, kept across its
+        #: runs; taken at the first reply judged)
+        self.folds: Folds | None = None
 
 
 def finding_event(run_id: str, finding: Finding) -> ContextError:
@@ -343,7 +349,7 @@ class _Integrity(Feature[IntegritySettings]):
     def _run(self, ctx: HookContext[IntegritySettings]) -> _Run:
         """The run's pass (made at the first use; a canary it missed fails the run at the
         ``integrity-contracts`` stage, or at the end of a run that answers a pause)."""
-        return ctx.memory(lambda: _Run(ctx.options, lambda: ctx.cache(canary_judgements)))
+        return ctx.memory(lambda: _Run(ctx.options, lambda: ctx.cache(canary_tally)))
 
     async def turn_start(self, ctx: HookContext[IntegritySettings]) -> None:
         if ctx.options.checking:
@@ -355,16 +361,6 @@ class _Integrity(Feature[IntegritySettings]):
         if ctx.options.checking:
             commit_contracts(ctx.options.committed, ctx.scope)
 
-    async def request_served(
-        self, ctx: HookContext[IntegritySettings], served: Mapping[str, Any]
-    ) -> Mapping[str, Any]:
-        if not ctx.options.checking:
-            return {}
-        run = self._run(ctx)
-        if run.check.on["unsupported-argument"]:
-            run.served = served
-        return {}
-
     async def reply_received(
         self, ctx: HookContext[IntegritySettings], call: int, response: LLMResponse
     ) -> None:
@@ -375,10 +371,13 @@ class _Integrity(Feature[IntegritySettings]):
         if not run.check.at_choice:
             return  # no check judges a reply's calls: nothing to read
         calls = [call_of(c.name, c.id, c.arguments) for c in response.tool_calls]
-        if not run.check.wants_frame(calls) or run.served is None:
+        served = ctx.served
+        if not run.check.wants_frame(calls) or served is None:
             findings, used = run.check.choice(calls, None)
         else:
-            frame = frame_of(run.served, run.folds)
+            if run.folds is None:
+                run.folds = kept_folds(_readings(ctx), ctx.conversation_id)
+            frame = frame_of(served, run.folds)
             judged = run.check.judge_choice(calls, frame)
             if ctx.options.provider is not None and run.check.unserved(judged):
                 entries = await self._entries(ctx, call)

@@ -113,6 +113,7 @@ async def call_llm(ctx: StageContext) -> None:
     iteration = s.get("iteration")
     version = run.seam.projection
     served = build_request(s.committed, version=version)  # what the provider is sent
+    ctx.served = served
     call = run.calls
     extras: dict[str, Any] = {}
     for hook in hooks_at(ctx, Feature.request_served):

@@ -30,7 +30,15 @@ from agentfootprint.integrity.rail import (
     ToolCall,
 )
 
-__all__ = ["CHECKS", "Armed", "DeadCheck", "IntegrityPass", "canary_judgements"]
+__all__ = [
+    "CHECKS",
+    "Armed",
+    "CanaryTally",
+    "DeadCheck",
+    "IntegrityPass",
+    "canary_judgements",
+    "canary_tally",
+]
 
 #: every check and its seam, in the ledger's order
 CHECKS: tuple[tuple[str, str], ...] = (
@@ -107,6 +115,32 @@ class DeadCheck:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CanaryTally:
+    """What the canaries file in a run's ledger: each row's synthetic findings, and the
+    canaries missed. A pure function of constant input (:func:`canary_tally`), so an agent
+    makes it once for all its runs."""
+
+    synthetic: tuple[tuple[str, int], ...]
+    missed: tuple[DeadCheck, ...]
+
+
+def canary_tally(judged: Mapping[str, Judgement] | None = None) -> CanaryTally:
+    """Every check's canary (armed or not, as upstream) counted: ``judged``, or
+    :func:`canary_judgements`."""
+    judged = canary_judgements() if judged is None else judged
+    synthetic: dict[str, int] = {}
+    missed: list[DeadCheck] = []
+    for check in _CANARIES:
+        caught = [f for f in judged[check].findings if f.synthetic]
+        for name in column_types.CHECKS if check in column_types.CHECKS else (check,):
+            synthetic[name] = synthetic.get(name, 0) + sum(1 for f in caught if f.check == name)
+        if not caught:
+            seam = dict(CHECKS)[check]
+            missed.append(DeadCheck(check, seam, "was handed 1 synthetic defect and caught 0."))
+    return CanaryTally(tuple(synthetic.items()), tuple(missed))
+
+
 class IntegrityPass:
     """The armed checks of one run, fed item by item; see the module docstring."""
 
@@ -122,27 +156,15 @@ class IntegrityPass:
 
     # -- the canaries (``dev``): each check's own function on its synthetic defect
 
-    def canaries(self, judged: Mapping[str, Judgement] | None = None) -> None:
-        """Every check's canary (armed or not, as upstream) counted; a miss is kept in
-        :attr:`canaries_missed` (the run fails on it). ``judged``: the canaries' judgements
-        made once for an agent (:func:`canary_judgements`: pure functions of constant
-        input); else they are run here."""
-        judged = canary_judgements() if judged is None else judged
-        for check in _CANARIES:
-            judgement = judged[check]
-            caught = [f for f in judgement.findings if f.synthetic]
-            seam = dict(CHECKS)[check]
-            checks = column_types.CHECKS if check in column_types.CHECKS else (check,)
-            for name in checks:
-                self.ledger.rows[name].synthetic += sum(1 for f in caught if f.check == name)
-            if not caught:
-                self.canaries_missed.append(
-                    DeadCheck(
-                        check,
-                        seam,
-                        "was handed 1 synthetic defect and caught 0.",
-                    )
-                )
+    def canaries(self, tally: CanaryTally | None = None) -> None:
+        """Every check's canary counted in the ledger; a miss is kept in
+        :attr:`canaries_missed` (the run fails on it). ``tally``: the canaries' outcome made
+        once for an agent (:func:`canary_tally`); else they are run here."""
+        tally = canary_tally() if tally is None else tally
+        rows = self.ledger.rows
+        for name, count in tally.synthetic:
+            rows[name].synthetic += count
+        self.canaries_missed.extend(tally.missed)
 
     def meets(self, seam: str) -> None:
         """The run met an item of ``seam`` (a reply, a tool result, an answer): counted by

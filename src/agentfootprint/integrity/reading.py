@@ -18,9 +18,10 @@ from typing import Any
 from agentfootprint.integrity.empty_lookup import Produced
 from agentfootprint.integrity.evidence import EvidenceIndex
 from agentfootprint.integrity.rail import ToolCall
+from agentfootprint.integrity.unsupported import Folds
 from agentfootprint.logformat.shared_lists import SharedList
 
-__all__ = ["READINGS", "Reading", "kept_evidence", "kept_grounds", "result_of"]
+__all__ = ["READINGS", "Reading", "kept_evidence", "kept_folds", "kept_grounds", "result_of"]
 
 #: the agent cache the features that read a conversation share (``shared_cache``)
 READINGS = "integrity.readings"
@@ -49,7 +50,9 @@ class Reading:
     brought up to the messages read when first asked for (a run that arms one check pays
     for that one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, folds: Folds | None = None) -> None:
+        #: the texts its frames folded (by identity: valid on any branch, so a fork keeps them)
+        self.folds = folds if folds is not None else Folds()
         self._evidence = EvidenceIndex()
         self._produced = Produced()
         self._indexed = 0  #: the messages the evidence index holds
@@ -72,7 +75,7 @@ class Reading:
             len(history) < known
             or any(history[i] is not self.messages[i] for i in range(known - 1, -1, -1))
         ):
-            return Reading().read(history)
+            return Reading(self.folds).read(history)
         self.messages.extend(history[known:])
         self.seen = history
         return self
@@ -112,12 +115,27 @@ def kept_grounds(kept: MutableMapping[str, Reading], conversation: str, history:
         return _kept(kept, conversation, history).produced
 
 
+def kept_folds(kept: MutableMapping[str, Reading], conversation: str) -> Folds:
+    """The texts ``conversation``'s frames folded, kept across its runs (the choice seam's:
+    a continuation is served its history, its system pieces and its tools' schemas again)."""
+    with _LOCK:
+        found = kept.get(conversation)
+        return (found if found is not None else _keep(kept, conversation, Reading())).folds
+
+
 def _kept(kept: MutableMapping[str, Reading], conversation: str, history: Any) -> Reading:
     """``conversation``'s reading in ``kept`` (an agent cache), brought up to ``history``
     (under the lock: an agent may run turns of its conversations in several threads, and a
-    reading grows in place); the newest :data:`KEPT_CONVERSATIONS` are kept."""
+    reading grows in place)."""
     found = kept.pop(conversation, None) or Reading()
-    found = kept[conversation] = found.read(history)  # the newest last
+    return _keep(kept, conversation, found.read(history))
+
+
+def _keep(kept: MutableMapping[str, Reading], conversation: str, reading: Reading) -> Reading:
+    """``reading`` kept as ``conversation``'s, the newest; the newest
+    :data:`KEPT_CONVERSATIONS` are kept."""
+    kept.pop(conversation, None)
+    kept[conversation] = reading  # the newest last
     while len(kept) > KEPT_CONVERSATIONS:
         kept.pop(next(iter(kept)))
-    return found
+    return reading

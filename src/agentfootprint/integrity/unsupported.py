@@ -40,6 +40,7 @@ __all__ = [
     "CHECK",
     "MAX_ENTRIES",
     "MAX_ENTRY_CHARS",
+    "MAX_FOLDS",
     "SEAM",
     "Folds",
     "Frame",
@@ -65,6 +66,8 @@ MAX_SCHEMA_DEPTH: Final = 8
 #: may carry: far past a selection a person makes, small enough to record
 MAX_ENTRIES: Final = 1000
 MAX_ENTRY_CHARS: Final = 4096
+#: the most texts (and schemas) one :class:`Folds` keeps before it starts again
+MAX_FOLDS: Final = 100_000
 
 
 class Folds:
@@ -72,7 +75,10 @@ class Folds:
     is served again at every call, and each text is folded once (the cache holds the
     objects, so an id is never reused while it is kept). A text is kept by the string
     itself (a request rebuilds its system pieces at every call around the same strings),
-    any other content by the piece or message that holds it."""
+    any other content by the piece or message that holds it. Kept for a conversation across
+    its runs (:func:`~agentfootprint.integrity.reading.kept_folds`), emptied when it holds
+    :data:`MAX_FOLDS` texts (served texts that no history keeps, a system piece made anew at
+    every call, cannot grow it without end)."""
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple[Any, str]] = {}
@@ -84,6 +90,8 @@ class Folds:
         if kept is not None and kept[0] is key:
             return kept[1]
         folded = fold(_text(content))
+        if len(self._texts) >= MAX_FOLDS:
+            self._texts = {}
         self._texts[id(key)] = (key, folded)
         return folded
 
@@ -92,6 +100,8 @@ class Folds:
         if kept is not None and kept[0] is schema:
             return kept[1]
         values = _enum_values(schema)
+        if len(self._enums) >= MAX_FOLDS:
+            self._enums = {}
         self._enums[id(schema)] = (schema, values)
         return values
 
@@ -118,17 +128,26 @@ class Frame:
         """The folded strings of one side: system pieces first, then messages newest first
         (the ground), or the assistant messages newest first."""
         if not assistant:
-            for piece in self._system:
-                if type(piece) is dict or isinstance(piece, Mapping):
-                    yield self._folds.text(piece, piece.get("text"))
-                elif isinstance(piece, str):
-                    yield fold(piece)
-        for i in range(len(self._messages) - 1, -1, -1):
-            message = self._messages[i]
+            yield from self._pieces()
+        yield from self._said(assistant)
+
+    def _pieces(self) -> Iterator[str]:
+        """The system pieces' folded texts, in order."""
+        for piece in self._system:
+            if type(piece) is dict or isinstance(piece, Mapping):
+                yield self._folds.text(piece, piece.get("text"))
+            elif isinstance(piece, str):
+                yield fold(piece)
+
+    def _said(self, assistant: bool) -> Iterator[str]:
+        """The messages' folded texts, newest first: the model's own (``assistant``) or
+        every other."""
+        text = self._folds.text
+        for message in reversed(self._messages):
             if (type(message) is dict or isinstance(message, Mapping)) and (
                 message.get("role") == "assistant"
             ) is assistant:
-                yield self._folds.text(message, message.get("content"))
+                yield text(message, message.get("content"))
 
     @property
     def grounded(self) -> tuple[str, ...]:
@@ -156,8 +175,11 @@ class Frame:
         return values
 
     def serves(self, needle: str) -> bool:
-        """Whether a served string contains ``needle`` (folded)."""
-        return any(needle in text for text in self._served(False))
+        """Whether a served string contains ``needle`` (folded): the messages first, newest
+        first (a value is mostly taken from the latest result), then the system pieces."""
+        return any(needle in text for text in self._said(False)) or any(
+            needle in text for text in self._pieces()
+        )
 
     def wrote(self, needle: str) -> bool:
         """Whether one of the model's earlier answers contains ``needle`` (folded)."""
@@ -214,7 +236,7 @@ def _enum_values(schema: Any) -> frozenset[str]:
     values: set[str] = set()
 
     def walk(node: Any, depth: int) -> None:
-        if depth > MAX_SCHEMA_DEPTH:
+        if depth > MAX_SCHEMA_DEPTH or type(node) is str:  # a string holds no enum
             return
         if isinstance(node, list | tuple):
             for item in node:
@@ -304,8 +326,7 @@ def judge_arguments(
     ``checked``, with one finding per string leaf nothing grounds."""
     if not contract.arguments_from or call.arguments is None:
         return NOT_APPLICABLE, []
-    refetch = f"call {' or '.join(contract.arguments_from)} again and use a value it returns"
-    declared = frame.enums(call.tool)
+    declared: frozenset[str] | None = None  # the schema's enums: read for a value no text serves
     external: list[tuple[str, str]] | None = None  # read when a value first needs it
     findings: list[Finding] = []
     used: list[dict[str, str]] = []
@@ -314,7 +335,11 @@ def judge_arguments(
         if len(value) < MIN_CHECKED_LENGTH:
             continue
         needle = fold(value)
-        if needle in declared or frame.serves(needle):
+        if frame.serves(needle):
+            continue
+        if declared is None:
+            declared = frame.enums(call.tool)
+        if needle in declared:
             continue
         if external is None:
             external = _external(entries)
@@ -332,6 +357,7 @@ def judge_arguments(
             continue
         self_reference = frame.wrote(needle)
         quoted = clip(value)
+        refetch = f"call {' or '.join(contract.arguments_from)} again and use a value it returns"
         findings.append(
             Finding(
                 check=CHECK,

@@ -148,6 +148,9 @@ class StageContext(DeclaredPorts):
     #: before the stage runs): a port it did not declare raises at its use
     feature: str = ""
     declared: frozenset[str] = frozenset()
+    #: the request this stage served the model (its JSON, built from committed state; None
+    #: in a stage that serves none, and before its call)
+    served: Mapping[str, Any] | None = None
 
     def _port_holder(self) -> tuple[str, frozenset[str], RunState]:
         return self.feature, self.declared, self.run
