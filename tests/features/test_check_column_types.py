@@ -380,22 +380,13 @@ def test_off_and_absent_record_exactly_the_rows_of_an_agent_without_the_declarat
     settled(*runs[1], check_column_types="off")
 
 
-def _renumbered(body: dict[str, Any]) -> dict[str, Any]:
-    """A row body as it would be one commit earlier (the armed run's extra commit removed)."""
-    if isinstance(body.get("commit"), int) and body["commit"] >= 1:
-        body = {**body, "commit": body["commit"] - 1}
-    return body
-
-
-def test_armed_but_never_triggered_adds_the_contracts_commit_and_the_disposition_only() -> None:
+def test_armed_but_never_triggered_adds_the_declarations_and_the_disposition_only() -> None:
     """A tool declaring result_columns that is never called, under ``warn``. Against the run
-    without the dial, exactly three rows are added: the ``tool_contracts`` write and its
-    commit marker (stage ``integrity-contracts``, commit 1, so every later commit index is
-    one higher and ``run.close`` counts one more commit), and the disposition event before
-    the last commit. ``run.open`` records the dial; every other row is the same body (the
-    requests served are the same: ``tool_contracts`` is never served). The clock ticks once
-    per commit, so the rows after the extra commit are one tick later: ``ts`` is not
-    compared here (the other cases compare it)."""
+    without the dial, exactly two rows are added: the ``tool_contracts`` write in the turn's
+    start commit (the seed's: commit 0, so no commit index moves), and the disposition event
+    before the last commit. ``run.open`` records the dial and the posture (``observe``: a
+    check is armed); the seed's commit marker counts one more write; every other row is the
+    same body (the requests served are the same: ``tool_contracts`` is never served)."""
 
     def script() -> list[Any]:
         return asks("ping", "esx-01 is up")
@@ -408,13 +399,11 @@ def test_armed_but_never_triggered_adds_the_contracts_commit_and_the_disposition
     added = [
         (t, b)
         for t, b in after
-        if b.get("path") == "tool_contracts"
-        or b.get("stage") == "integrity-contracts"
-        or b.get("name") == DISPOSITION
+        if b.get("path") == "tool_contracts" or b.get("name") == DISPOSITION
     ]
-    assert [t for t, _ in added] == ["write", "commit", "event"]
+    assert [t for t, _ in added] == ["write", "event"]
     assert added[0][1] == {
-        "commit": 1,
+        "commit": 0,
         "path": "tool_contracts",
         "value": {
             "list_lun_mappings": {
@@ -423,13 +412,7 @@ def test_armed_but_never_triggered_adds_the_contracts_commit_and_the_disposition
         },
         "verb": "set",
     }
-    assert added[1][1] == {
-        "commit": 1,
-        "stage": "integrity-contracts",
-        "stage_run": "integrity-contracts#1",
-        "writes": 1,
-    }
-    disposition = added[2][1]["payload"]
+    disposition = added[1][1]["payload"]
     assert disposition["posture"] == "observe"
     by_check = {r["check"]: r for r in disposition["rows"]}
     assert set(by_check) == {
@@ -455,14 +438,17 @@ def test_armed_but_never_triggered_adds_the_contracts_commit_and_the_disposition
     assert opened_after[1]["options"] == {
         **opened_before[1]["options"],
         "check_column_types": "warn",
+        "integrity_posture": "observe",
     }
     assert {k: v for k, v in opened_after[1].items() if k != "options"} == {
         k: v for k, v in opened_before[1].items() if k != "options"
     }
-    closed_before, closed_after = others_before.pop(), others_after.pop()
-    assert closed_before[0] == closed_after[0] == "run.close"
-    assert closed_after[1] == {**closed_before[1], "commits": closed_before[1]["commits"] + 1}
-    assert [(t, _renumbered(b)) for t, b in others_after] == others_before
+    seeded = [i for i, (t, b) in enumerate(others_after) if b.get("stage") == "seed"]
+    assert seeded == [i for i, (t, b) in enumerate(others_before) if b.get("stage") == "seed"]
+    (at,) = seeded
+    seed_before, seed_after = others_before.pop(at), others_after.pop(at)
+    assert seed_after[1] == {**seed_before[1], "writes": seed_before[1]["writes"] + 1}
+    assert others_after == others_before
     assert not events_of(armed_agent.store, armed.run_id, CONTEXT_ERROR)
     settled(armed_agent, armed, check_column_types="warn")
     settled(plain_agent, plain)

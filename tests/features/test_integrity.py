@@ -338,7 +338,9 @@ def test_observe_given_records_the_same_rows_as_absent(tools: Any, options: Any)
     given = agent_of(tools(), integrity_posture="observe", **options)
     first, second = absent.run_sync("go"), given.run_sync("go")
     assert rows(absent.store, first.run_id) == rows(given.store, second.run_id)
-    assert "integrity_posture" not in run_open(given.store, second.run_id)["options"]
+    # recorded whenever a check is armed (the agent took part), given or not; else never
+    posture = run_open(given.store, second.run_id)["options"].get("integrity_posture")
+    assert posture == ("observe" if options else None)
     recorded = events_of(given.store, second.run_id, DISPOSITION)
     if options:
         assert [d["posture"] for d in recorded] == ["observe"]

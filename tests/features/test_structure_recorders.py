@@ -62,7 +62,7 @@ def every_stage(react_mode: str) -> dict[str, Any]:
         "output_type": {"type": "object"},  # the output-retry branch
         "findings": True,  # the findings stage
         "answer_layer": True,  # the assess-answer stage
-        "notice_prior_turn_evidence": True,  # the integrity-contracts stage
+        "notice_prior_turn_evidence": True,  # the integrity checks (no stage of their own)
         "react_mode": react_mode,
     }
     if react_mode != "classic":

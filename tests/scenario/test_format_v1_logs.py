@@ -9,39 +9,23 @@ continued conversation, a turn stopped at the cap, a recorded finding and a fail
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import shutil
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from recorded_logs import maker, pristine_copy, runs
 
 import agentfootprint as af
 from agentfootprint.logformat.canonical import parse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "format_v1"
-RUNS = dict(reversed(line.split()) for line in (DATA / "runs.txt").read_text().splitlines() if line)
-
-
-def _maker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "make_format_v1_logs", DATA / "make_format_v1_logs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MAKER = _maker()
+RUNS = runs("format_v1")
+MAKER = maker("format_v1", "make_format_v1_logs")
 
 
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
     """A copy of the file (reading never changes it; the copy keeps the data pristine)."""
-    copy = tmp_path / "format_v1.db"
-    shutil.copyfile(DATA / "format_v1.db", copy)
-    return copy
+    return pristine_copy(DATA / "format_v1.db", tmp_path)
 
 
 def test_every_format_1_run_verifies_and_the_file_is_untouched() -> None:

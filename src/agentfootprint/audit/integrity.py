@@ -53,12 +53,14 @@ __all__ = ["FindingsReport", "Trail", "findings"]
 #: tool-result hooks (``features.tool_dispatch.TOOL_CALLS_STAGE``: named here, as the read
 #: side imports no feature)
 _TOOL_STAGE = "tool-calls"
-#: the integrity feature's start stage (``features.integrity``'s ``integrity-contracts``):
-#: a turn it ran in committed (or kept) its agent's declarations; a turn without it had the
-#: feature sit out, whatever declarations it inherited in state
-_CONTRACTS_STAGE = "integrity-contracts"
-#: the turn's first stage (``features.turn.SEED_STAGE``), which the contracts stage follows
+#: the turn's first stage (``features.turn.SEED_STAGE``): the integrity feature commits its
+#: agent's declarations there (its ``turn_start`` hook)
 _SEED_STAGE = "seed"
+#: the option ``run.open`` records whenever the run's agent armed a check (``observe`` or
+#: ``dev``): it took part, and judged with the declarations its turn's start committed
+POSTURE = "integrity_posture"
+#: the stage in which logs of an earlier build committed the declarations, after the start
+_CONTRACTS_STAGE = "integrity-contracts"
 #: the inputs layer's fills (``features.inputs_layer.FILLS``): call id -> ``{"values",
 #: "refused"}``, the arguments a ruled call ran with beside the model's
 _FILLS = "argument_fills"
@@ -245,20 +247,31 @@ class _Walk:
     def _arm(self, state: Mapping[str, Any], stage: Any) -> None:
         """The checks the run armed, at the commit after which ``state`` holds the
         declarations its agent judged with: a resume's first (it inherits them, committed
-        again by the resuming agent), else the turn's start stage's. A new turn whose agent
-        armed nothing committed none, and checked nothing, whatever it inherited."""
+        again by the resuming agent), else the turn's start stage's, when ``run.open``
+        records that the agent took part (``integrity_posture``, recorded whenever a check is
+        armed, or ``results_layer``). A log of an earlier build commits them in an
+        ``integrity-contracts`` stage after the start, which arms the checks again (nothing
+        is judged in between); one that records neither and has no such stage armed nothing
+        and checked nothing, whatever it inherited."""
         body = self.opening or {}
         resumes = body.get("resumes") is not None
-        if not resumes and stage == _SEED_STAGE:
-            return  # the contracts stage, if the feature ran, commits next
-        self.opening = None
         options = body.get("options")
         options = options if isinstance(options, Mapping) else {}
-        armed = Armed.from_options(options)
-        contracts: Mapping[str, Contract] = {}
+        if not resumes and stage == _SEED_STAGE:
+            if POSTURE in options or options.get("results_layer") is True:
+                self._armed(options, read_contracts(state.get("tool_contracts")))
+            return  # an earlier build's contracts stage, if any, commits next
+        self.opening = None
         if resumes or stage == _CONTRACTS_STAGE:
-            contracts = read_contracts(state.get("tool_contracts"))
+            self._armed(options, read_contracts(state.get("tool_contracts")))
+        elif self.check is None and not self.contracts:
+            self._armed(options, {})
+
+    def _armed(self, options: Mapping[str, Any], contracts: Mapping[str, Contract]) -> None:
+        """The run's pass, armed by ``options`` with ``contracts`` (None: nothing armed)."""
+        armed = Armed.from_options(options)
         self.contracts, self.results_layer = contracts, options.get("results_layer") is True
+        self.check = None
         if not armed.any(contracts):
             return
         self.check = IntegrityPass(armed, contracts)

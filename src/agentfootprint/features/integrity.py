@@ -6,9 +6,10 @@ The checks themselves are pure functions in :mod:`agentfootprint.integrity`; thi
 drives one :class:`~agentfootprint.integrity.passes.IntegrityPass` through a run and records
 what it files: each finding as ``agentfootprint.integrity.context_error`` when it is found, each
 excusal by an external ground as ``agentfootprint.integrity.external_ground_used``, and the
-disposition ledger once at the run's end. The tools' declarations are committed first as
-``tool_contracts``, so ``agentfootprint findings --recompute`` re-derives every one of them
-from the log.
+disposition ledger once at the run's end. The tools' declarations are committed at the
+turn's start (the ``turn_start`` hook: the seed's commit) as ``tool_contracts``, and
+``run.open`` records the posture whenever a check is armed, so ``agentfootprint findings
+--recompute`` knows the run took part and re-derives every finding from the log.
 
 Seams: the choice seam at ``reply_received`` (the reply's calls against the request it was
 served, ``ctx.served``: built by the projection from committed state); the write seam at
@@ -32,7 +33,6 @@ from agentfootprint.features.base import (
     Feature,
     HookContext,
     OptionSpec,
-    StageSpec,
     StateKey,
     ToolResult,
     refuse,
@@ -61,7 +61,6 @@ from agentfootprint.integrity.unsupported import Folds, frame_of, read_entries
 from agentfootprint.logformat.hashing import hexdigest
 from agentfootprint.runtime.events import AgentEvent
 from agentfootprint.runtime.provider import LLMResponse
-from agentfootprint.runtime.run import StageContext
 from agentfootprint.runtime.tool_threads import call_user_code
 from agentfootprint.runtime.tools import Tool, ToolOutcome
 
@@ -151,10 +150,8 @@ class IntegritySettings:
     #: layer)
     checking: bool = False
 
-    @property
-    def committed(self) -> dict[str, Any]:
-        """``tool_contracts``: the declarations as committed."""
-        return committed(self.contracts)
+    #: ``tool_contracts``: the declarations as committed (made once, with the settings)
+    committed: Mapping[str, Any] = field(default_factory=dict)
 
 
 def contracts_of(options: Mapping[str, Any]) -> dict[str, Contract]:
@@ -178,12 +175,14 @@ def _choice(option: str, allowed: tuple[str, ...], off: str | None) -> Callable[
 
 
 def _posture(value: Any, given: Mapping[str, Any]) -> str | None:
-    """``dev``, or None for ``observe`` (the default: recorded only when it differs). Checked
+    """``observe`` or ``dev`` when a check is armed, else None (nothing recorded): the
+    posture ``run.open`` records says the run's agent checked, and so committed its
+    declarations at its turn's start (what ``findings --recompute`` arms the checks with). Checked
     whether given or not: a tool's ``arguments_from`` arms a check by itself, so the redaction
     refusal (:func:`_declared`) is made here too."""
     _declared(given)
-    mode: str | None = _choice(POSTURE, ("observe", "dev"), "observe")(value, given)
-    return mode
+    mode = _choice(POSTURE, ("observe", "dev"), "observe")(value, given) or "observe"
+    return mode if armed_of({**given, POSTURE: mode}).any(contracts_of(given)) else None
 
 
 def _columns(value: Any, given: Mapping[str, Any]) -> str | None:
@@ -326,12 +325,10 @@ def commit_contracts(committed: Mapping[str, Any], scope: Any) -> None:
         scope.set(CONTRACTS, committed)
 
 
-async def contracts(ctx: StageContext) -> None:
-    """At the turn's start: the declarations committed, and under ``dev`` a canary the pass
-    missed fails the run (in this commit, the declarations with it)."""
-    commit_contracts(committed(contracts_of(ctx.config.options)), ctx.scope)
-    run = ctx.run_memory.get(FEATURE_NAME)
-    if isinstance(run, _Run) and run.check.canaries_missed:  # committed with the failure
+def _dead_canary(ctx: HookContext[Any], run: _Run) -> None:
+    """Under ``dev``: a canary the pass missed fails the run at its start (the turn's start
+    stage commits the declarations with the failure)."""
+    if run.check.canaries_missed:
         dead = run.check.canaries_missed[0]
         raise CheckerDeadError(dead.message, check=dead.check, seam=dead.seam, run_id=ctx.run_id)
 
@@ -344,22 +341,25 @@ class _Integrity(Feature[IntegritySettings]):
             contracts=contracts,
             provider=options.get(GROUNDS),
             checking=armed.any(contracts),
+            committed=committed(contracts),
         )
 
     def _run(self, ctx: HookContext[IntegritySettings]) -> _Run:
         """The run's pass (made at the first use; a canary it missed fails the run at the
-        ``integrity-contracts`` stage, or at the end of a run that answers a pause)."""
+        turn's start, or at the end of a run that answers a pause)."""
         return ctx.memory(lambda: _Run(ctx.options, lambda: ctx.cache(canary_tally)))
 
     async def turn_start(self, ctx: HookContext[IntegritySettings]) -> None:
+        """The declarations committed in the turn's start stage (the ones the checks judge
+        with, and the results layer reads); the run's pass made, its canaries counted."""
+        commit_contracts(ctx.options.committed, ctx.scope)
         if ctx.options.checking:
-            self._run(ctx)
+            _dead_canary(ctx, self._run(ctx))
 
     async def resumed(self, ctx: HookContext[IntegritySettings]) -> None:
         """A run that answers a pause has no start stage: the resuming agent's declarations
-        are committed here (the ones its checks judge with)."""
-        if ctx.options.checking:
-            commit_contracts(ctx.options.committed, ctx.scope)
+        are committed here (the ones its checks judge with, and the results layer reads)."""
+        commit_contracts(ctx.options.committed, ctx.scope)
 
     async def reply_received(
         self, ctx: HookContext[IntegritySettings], call: int, response: LLMResponse
@@ -578,15 +578,6 @@ FEATURE = _Integrity(
             record=provider_name,
             summary="app-verified {value, source} entries that ground arguments (a recorded "
             "decision)",
-        ),
-    ),
-    stages=(
-        StageSpec(
-            name="integrity-contracts",
-            fn=contracts,
-            phase="start",
-            order=5,
-            description="commit the tools' declarations for the integrity checks",
         ),
     ),
     state_keys=(
