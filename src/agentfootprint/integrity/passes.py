@@ -148,6 +148,12 @@ class IntegrityPass:
         self.armed = armed
         self.contracts = dict(contracts)
         self.on = armed.checks(self.contracts)
+        #: the tools whose calls the unsupported-argument check reads (``arguments_from``)
+        self.sourced = frozenset(t for t, c in self.contracts.items() if c.arguments_from)
+        #: a check judges the choice seam (a reply's calls): else a reply is only counted
+        self.at_choice: bool = self.on[unsupported.CHECK]
+        #: a check judges the write seam (a tool's result): else a result is only counted
+        self.at_write = any(self.on[name] for name in (*column_types.CHECKS, empty_lookup.CHECK))
         self.ledger = Ledger(CHECKS)
         self.produced = empty_lookup.Produced()
         self.canaries_missed: list[DeadCheck] = []
@@ -187,7 +193,7 @@ class IntegrityPass:
         return [
             unsupported.judge_arguments(self.contracts[c.tool], c, frame, entries)
             for c in calls
-            if self._sourced(c.tool)
+            if c.tool in self.sourced
         ]
 
     @staticmethod
@@ -220,23 +226,9 @@ class IntegrityPass:
         used = [entry for _, excused in judged for entry in excused]
         return self.ledger.file(check, Judgement.found(*findings)), used
 
-    @property
-    def at_choice(self) -> bool:
-        """A check judges the choice seam (a reply's calls): else a reply is only counted."""
-        return self.on[unsupported.CHECK]
-
-    @property
-    def at_write(self) -> bool:
-        """A check judges the write seam (a tool's result): else a result is only counted."""
-        return any(self.on[name] for name in (*column_types.CHECKS, empty_lookup.CHECK))
-
     def wants_frame(self, calls: Sequence[ToolCall]) -> bool:
         """A reply with these calls is judged against its frame (else none is built)."""
-        return self.on[unsupported.CHECK] and any(self._sourced(c.tool) for c in calls)
-
-    def _sourced(self, tool: str) -> bool:
-        contract = self.contracts.get(tool)
-        return contract is not None and bool(contract.arguments_from)
+        return self.at_choice and any(c.tool in self.sourced for c in calls)
 
     # -- the write seam: a tool's result, as the model is about to read it
 
@@ -319,9 +311,8 @@ class IntegrityPass:
 
     def disposition(self) -> dict[str, Any]:
         """``agentfootprint.integrity.disposition``'s payload."""
-        rows = []
-        for row in self.ledger.json():
-            rows.append({**row, "armed": self.on[row["check"]]})
+        on = self.on
+        rows = [row.json(armed=on[check]) for check, row in self.ledger.rows.items()]
         return {"posture": self.armed.posture, "rows": rows}
 
     def dead(self) -> DeadCheck | None:

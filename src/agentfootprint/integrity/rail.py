@@ -121,7 +121,8 @@ class Disposition:
     unreachable: int = 0
     synthetic: int = 0
 
-    def json(self) -> dict[str, Any]:
+    def json(self, **more: Any) -> dict[str, Any]:
+        """The row as the disposition records it, with ``more`` members after it."""
         return {
             "check": self.check,
             "seam": self.seam,
@@ -130,6 +131,7 @@ class Disposition:
             "not_applicable": self.not_applicable,
             "unreachable": self.unreachable,
             "synthetic": self.synthetic,
+            **more,
         }
 
     @property
