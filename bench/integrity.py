@@ -19,15 +19,18 @@ newest result and stops there). Two variants alternate in every round:
   result of the conversation).
 
 Figures: ms per tool-call iteration recorded into a ``MemoryStore`` (the fastest of the
-rounds), and bytes per iteration of an SQLite log. ``--instructions`` counts instead of
-timing (valgrind's cachegrind, ``I refs``, as ``instructions.py``): every user-space
-instruction of one process recording N iterations, less the same process recording none,
-divided by N; the count does not move with the machine's load, where the time of a shared
-2-vCPU machine moves by 10-20% from run to run.
+rounds; every other round runs the variants in reverse order, and the median of each round's
+ratio to ``none`` is printed beside it), the bytes per iteration of the rows' bodies the log
+holds, and those of an SQLite file (file and WAL sizes: whole pages). ``--instructions``
+counts instead of timing (valgrind's cachegrind, ``I refs``, as ``instructions.py``): every
+user-space instruction of one process recording N iterations, less the same process recording
+none, divided by N; the count does not move with the machine's load, where the time of a
+shared 2-vCPU machine moves by 10-20% from run to run (two runs of one variant against each
+other read x0.95 to x1.02 by either time figure).
 
 Usage::
 
-    python bench/integrity.py                  # N = 800, 3 rounds
+    python bench/integrity.py                  # N = 800, 5 rounds
     python bench/integrity.py --quick          # N = 200, 2 rounds
     python bench/integrity.py --split          # and each check alone
     python bench/integrity.py --instructions   # N = 200, instructions (needs valgrind)
@@ -42,6 +45,7 @@ import logging
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -233,7 +237,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 200, 2 rounds")
     parser.add_argument("--n", type=int, default=800)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--split", action="store_true", help="also each check alone")
     parser.add_argument(
         "--instructions", action="store_true", help="count instructions (N = 200 unless --n)"
@@ -253,26 +257,41 @@ def main() -> None:
     common.final_text = answer  # the suite's check of each turn's answer: ours name a row
     conv = Rowsets(n)
     variants = variants_of(conv, args.split)
-    best: dict[str, float] = {}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    logged: dict[str, int] = {}
     size: dict[str, int] = {}
-    for _ in range(rounds):
-        for name, options in variants.items():
-            ran = run_agent_conversation(conv, af.MemoryStore(), **options)
-            ms = ran.seconds * 1000 / ran.iterations
-            best[name] = min(best.get(name, ms), ms)
+    for round_ in range(rounds):  # every other round in reverse: no variant always runs first
+        order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
+        for name in order:
+            store = af.MemoryStore()
+            ran = run_agent_conversation(conv, store, **variants[name])
+            times[name].append(ran.seconds * 1000 / ran.iterations)
+            logged[name] = log_bytes(store, ran.run_ids) // ran.iterations
     for name, options in variants.items():
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "integrity.db"
             ran = run_agent_conversation(conv, str(path), **options)
             size[name] = db_bytes(path) // ran.iterations
             remove_db(path)
-    base, base_size = best["none"], size["none"]
-    print(f"\nN={n}: ms per iteration into memory (fastest of {rounds}); SQLite bytes/iteration")
-    for name, ms in best.items():
+    base = min(times["none"])
+    print(
+        f"\nN={n}: ms per iteration into memory (fastest of {rounds} rounds, and the median of "
+        "each round's ratio to none in the same round); log bytes (the rows' bodies) and SQLite "
+        "file bytes per iteration"
+    )
+    for name, ms in times.items():
+        paired = statistics.median(t / b for t, b in zip(ms, times["none"], strict=True))
         print(
-            f"  {name:<22} {ms:7.3f} ms  x{ms / base:5.3f}   {size[name]:>7} bytes  "
-            f"x{size[name] / base_size:5.2f}"
+            f"  {name:<22} {min(ms):7.3f} ms  x{min(ms) / base:5.3f}  (paired x{paired:5.3f})"
+            f"   {logged[name]:>6} B  x{logged[name] / logged['none']:5.3f}"
+            f"   {size[name]:>7} B  x{size[name] / size['none']:5.2f}"
         )
+
+
+def log_bytes(store: Any, run_ids: list[str]) -> int:
+    """The bytes of the rows' bodies the runs recorded (what a log holds, before any store's
+    pages)."""
+    return sum(len(row.body) for run_id in run_ids for row in store.read(run_id))
 
 
 if __name__ == "__main__":
