@@ -186,7 +186,7 @@ def test_a_paused_turn_asks_and_its_resume_is_assessed_on_its_own_results() -> N
     assert paused.assessment == {
         "standing": "ask",
         "reasons": ["argument-asked"],
-        "checked": [],
+        "checked": ["argument-rules"],  # the ruled argument's row: asked
         "line": "Ask \u2014 the run stopped to ask a question before it could answer.",
     }
     assert paused.answer == ""  # a paused run has no answer to carry the line
@@ -198,11 +198,78 @@ def test_a_paused_turn_asks_and_its_resume_is_assessed_on_its_own_results() -> N
     assert {k: resumed.assessment[k] for k in ("standing", "reasons", "checked")} == {
         "standing": "consistent",
         "reasons": [],
-        "checked": ["result-shape"],
+        "checked": ["argument-rules", "result-shape"],  # the row: answered (a person's)
     }
     lawful(agent, resumed)
     for run in (paused, resumed):
         replayed(agent, run.run_id, answer_layer={"standing_line": True})
+
+
+def ruled_tool(**rule: Any) -> af.Tool:
+    return af.define_tool(
+        name="report",
+        description="Build a report.",
+        input_schema=RULED,
+        execute=lambda args: {"rows": 3},
+        ask_or_assume={"period": rule},
+    )
+
+
+def test_an_argument_the_rule_assumed_is_a_reason_named_with_its_value() -> None:
+    """The model left ``period`` out and the rule's default filled it: the inputs layer's row
+    (``argument_rows``, committed with the answer layer armed) fires ``argument-assumed``, and
+    the line names the value no call holds (the default, from the row)."""
+    replies = [af.reply(tool_calls=[af.tool_call("report", {"q": "a"})]), "3 rows."]
+    agent = agent_of(replies, [ruled_tool(assume=30)], answer_layer={"standing_line": True})
+    result = agent.run_sync("go")
+    assert result.state["argument_rows"] == [
+        {
+            "tool": "report",
+            "tool_call_id": "call_0_0",
+            "argument": "period",
+            "source": "default",
+            "value": 30,
+        }
+    ]
+    assert result.assessment is not None
+    assert result.assessment["reasons"] == ["argument-assumed"]
+    assert result.assessment["standing"] == "not-sure"
+    assert result.answer == (
+        "3 rows.\n\nNot sure \u2014 period = 30 was assumed by report's rule, not given by you."
+    )
+    lawful(agent, result)
+    replayed(agent, result.run_id, answer_layer={"standing_line": True})
+
+
+def test_an_argument_the_model_gave_a_ruled_tool_is_unverified() -> None:
+    """The model gave ``period`` itself (not the default): its row's source is ``model``, and
+    no record says where the value came from."""
+    call = af.tool_call("report", {"q": "a", "period": 7})
+    agent = agent_of(
+        [af.reply(tool_calls=[call]), "3 rows."], [ruled_tool(assume=30)], answer_layer=True
+    )
+    result = agent.run_sync("go")
+    assert [r["source"] for r in result.state["argument_rows"]] == ["model"]
+    assert "value" not in result.state["argument_rows"][0]  # the call holds it
+    assert result.assessment is not None
+    assert result.assessment["reasons"] == ["argument-unverified"]
+    lawful(agent, result)
+    replayed(agent, result.run_id, answer_layer=True)
+
+
+def test_the_inputs_layer_commits_its_rows_only_for_the_answer_layer() -> None:
+    """Without the answer layer, the inputs layer records what it did before the layer read
+    its rows (its events only): the rows of a run without ``argument_rows``."""
+    replies = [af.reply(tool_calls=[af.tool_call("report", {"q": "a"})]), "3 rows."]
+    plain = agent_of(list(replies), [ruled_tool(assume=30)])
+    result = plain.run_sync("go")
+    assert "argument_rows" not in result.state
+    paths = [af_json(b).get("path") for t, _, b in rows(plain.store, result.run_id) if t == "write"]
+    assert "argument_rows" not in paths and "argument_fills" in paths
+    assert [
+        e["source"]
+        for e in events_of(plain.store, result.run_id, "agentfootprint.findings.argument")
+    ] == ["default"]
 
 
 def test_the_standing_line_changes_the_answer_and_nothing_else() -> None:

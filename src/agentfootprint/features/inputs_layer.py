@@ -7,7 +7,9 @@ ruled tools are never called records the same rows), one row per ruled argument 
 filed as a recorded ``agentfootprint.findings.argument`` event (names and sources, never a
 value): ``model`` (the model gave it), ``default`` (the default, given by the model or filled
 in), ``asked`` (left out under an ``ask`` rule), ``answered`` (filled from the person's answer)
-or ``refused`` (no valid answer after three rounds: the call is refused by name). Arguments
+or ``refused`` (no valid answer after three rounds: the call is refused by name). With
+``answer_layer`` armed the rows are committed to ``argument_rows`` too (the answer's standing
+reads them: ``argument-assumed``, ``argument-unverified``). Arguments
 left out under an ``ask`` rule are asked once for the whole batch, before any of its calls
 runs, as an input pause (``pending.kind = "input"``, fields ``f1``, ``f2``... each bound to
 the calls that left that argument out, in ``pending.context.agentfootprint``). The answer is
@@ -50,6 +52,10 @@ from agentfootprint.runtime.tools import Tool, ToolOutcome
 OPTION = "inputs_layer"
 CONTEXT_OPTION = "argument_ask_context"
 FILLS = "argument_fills"
+#: the rows as state, with the answer layer armed (its reading: ``integrity.assessment``)
+ROWS = "argument_rows"
+#: the option that arms the answer layer (``features.answer_layer.OPTION``)
+ANSWER_LAYER = "answer_layer"
 RESERVED = "agentfootprint"
 #: rounds of asking before a call whose argument has no valid answer is refused
 ROUNDS = 3
@@ -83,6 +89,9 @@ class AskContextGiven(AgentEvent):
 @dataclass(frozen=True, slots=True)
 class InputsSettings:
     ask_context: Callable[[], Any] | None
+    #: the answer layer is armed: each row is also committed to ``argument_rows``, which it
+    #: reads (unarmed, the layer records the same rows as before it read them)
+    rows: bool = False
 
 
 def _ruled(given: Mapping[str, Any]) -> list[Tool]:
@@ -263,8 +272,7 @@ async def _batch(
             return await _answered(ctx, pending)
         return None  # (a consent resume: the batch's fills stand)
     rows, fills, asks = _rows_of_batch(ctx, calls)
-    for row in rows:
-        await ctx.emit(row)
+    await _filed(ctx, rows, fills)
     _set_fills(ctx, fills)
     return await _ask(ctx, asks, 1, {}) if asks else None
 
@@ -286,6 +294,7 @@ async def _answered(
     fields = pending.get("fields") or {}
     again: list[_Binding] = []
     problems: dict[str, str] = {}
+    filed: list[ArgumentFiled] = []
     for bound in ours["fields"]:
         binding = _Binding(bound["field"], bound["tool"], bound["argument"], list(bound["calls"]))
         why = _invalid(answer, binding.field, fields.get(binding.field, {}))
@@ -297,7 +306,7 @@ async def _answered(
                     binding.argument
                 )
             if why is None or round_ >= ROUNDS:
-                await ctx.emit(
+                filed.append(
                     ArgumentFiled(
                         run_id=ctx.run_id,
                         tool=binding.tool,
@@ -311,12 +320,35 @@ async def _answered(
         if why is not None and round_ < ROUNDS:
             again.append(binding)
             problems[binding.field] = why
+    await _filed(ctx, filed, fills)
     _set_fills(ctx, fills)
     if not again:
         return None
     renumbered = [_Binding(f"f{i + 1}", b.tool, b.argument, b.calls) for i, b in enumerate(again)]
     renamed = {f"f{i + 1}": problems[b.field] for i, b in enumerate(again)}
     return await _ask(ctx, renumbered, round_ + 1, renamed)
+
+
+async def _filed(ctx: HookContext[InputsSettings], rows: list[ArgumentFiled], fills: Fills) -> None:
+    """Each row recorded as its event, in order; with the answer layer armed, committed to
+    ``argument_rows`` too (names and sources, and the value of a default the library filled
+    in: the one value the answer's standing names that no call holds)."""
+    for row in rows:
+        await ctx.emit(row)
+    if not ctx.options.rows or not rows:
+        return
+    committed = []
+    for row in rows:
+        entry = {
+            "tool": row.tool,
+            "tool_call_id": row.tool_call_id,
+            "argument": row.argument,
+            "source": row.source,
+        }
+        if row.filled and row.source == "default":
+            entry["value"] = fills[row.tool_call_id]["values"][row.argument]
+        committed.append(entry)
+    ctx.scope.append(ROWS, committed)
 
 
 def _bindings(pending: Mapping[str, Any]) -> dict[str, Any]:
@@ -384,7 +416,9 @@ def note(filled: Mapping[str, Any], sources: Mapping[str, str]) -> str:
 
 class _InputsLayer(Feature[InputsSettings]):
     def settings(self, options: Mapping[str, Any]) -> InputsSettings:
-        return InputsSettings(ask_context=options.get(CONTEXT_OPTION))
+        return InputsSettings(
+            ask_context=options.get(CONTEXT_OPTION), rows=bool(options.get(ANSWER_LAYER))
+        )
 
     async def batch_ready(
         self, ctx: HookContext[InputsSettings], calls: list[dict[str, Any]], resuming: bool
@@ -444,7 +478,14 @@ FEATURE = _InputsLayer(
             summary="the host's context for the inputs layer's ask",
         ),
     ),
-    state_keys=(StateKey(name=FILLS, summary="the values filled into a batch's ruled arguments"),),
+    state_keys=(
+        StateKey(name=FILLS, summary="the values filled into a batch's ruled arguments"),
+        StateKey(
+            name=ROWS,
+            summary="with answer_layer armed: the rows, one per ruled argument per call, "
+            "that the answer's standing reads",
+        ),
+    ),
     events=(ArgumentFiled, AskContextGiven),
     recorded_events=(ArgumentFiled, AskContextGiven),
     ports=("decisions",),
