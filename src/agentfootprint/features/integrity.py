@@ -308,6 +308,7 @@ def finding_event(run_id: str, finding: Finding) -> ContextError:
 
 
 async def _file(ctx: HookContext[Any], findings: list[Finding]) -> None:
+    """Each finding recorded, in order (a caller with none awaits nothing: most items)."""
     for finding in findings:
         await ctx.emit(finding_event(ctx.run_id, finding))
 
@@ -383,7 +384,8 @@ class _Integrity(Feature[IntegritySettings]):
                 entries = await self._entries(ctx, call)
                 judged = run.check.judge_choice(calls, frame, entries)
             findings, used = run.check.choice(calls, frame, judged=judged)
-        await _file(ctx, findings)
+        if findings:
+            await _file(ctx, findings)
         for excusal in used:
             await ctx.emit(ExternalGroundUsed(run_id=ctx.run_id, **excusal))
 
@@ -447,10 +449,13 @@ class _Integrity(Feature[IntegritySettings]):
                 await self._refuse(ctx, call, judged, outcome)
                 outcome = ToolOutcome(content=refusal, is_error=True)
                 call = dataclasses.replace(call, content=refusal, is_error=True)
-            await _file(ctx, findings)
+            if findings:
+                await _file(ctx, findings)
         if check.reads_grounds(call):
             self._grounds(ctx, run)
-        await _file(ctx, check.empty_lookup(call))  # on what the model reads
+        empty = check.empty_lookup(call)  # on what the model reads
+        if empty:
+            await _file(ctx, empty)
         return outcome
 
     def _grounds(self, ctx: HookContext[IntegritySettings], run: _Run) -> None:
