@@ -53,7 +53,6 @@ MAX_DEPTH = 250
 ENVELOPE_DEPTH = 5
 _LONG_INT = re.compile(rb"\d{16}")
 _FAST_KEY_LIMIT = "\ud800"
-_STR_KEYS = {str}
 # ``_has_digit_run``: every ASCII digit made "0", then a search for 16 of them (a C scan several
 # times faster than ``_LONG_INT.search``; the same answer, a unit test holds them together).
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
@@ -94,27 +93,30 @@ class _Refused(Exception):
 
 
 def _scan(value: Any, depth: int, limit: int) -> bool:
-    """Quick I-JSON scan (no paths kept); True when the orjson fast path applies. An
-    object's keys are judged together, in C (their types, then one ASCII test of them all);
-    the members' common leaves where they are met, as :func:`_scan_leaf` judges them."""
+    """Quick I-JSON scan (no paths kept); True when the orjson fast path applies."""
     kind = type(value)
-    fast = True
     if kind is dict:
-        if value and (set(map(type, value)) != _STR_KEYS or not "".join(value).isascii()):
-            fast = _wide_keys(value)
-        children: Any = value.values()
+        items: Any = value.items()
     elif kind is list or kind is tuple or kind is SharedList:
-        children = value
+        items = enumerate(value)
     else:
         return _scan_leaf(value, kind)
     if depth >= limit and value:
         raise _Refused
-    for child in children:
+    fast = True
+    for key, child in items:
+        if kind is dict:
+            if type(key) is not str:
+                raise _Refused
+            if not key.isascii():
+                key.encode("utf-8")
+                if max(key) >= _FAST_KEY_LIMIT:
+                    fast = False
         child_kind = type(child)
         if child_kind is str:
             if not child.isascii():
                 child.encode("utf-8")
-        elif child_kind is int:
+        elif child_kind is int:  # the leaves inline, as _scan_leaf judges them (the common ones)
             if not -MAX_SAFE_INT <= child <= MAX_SAFE_INT:
                 raise _Refused
         elif child_kind is bool or child is None:
@@ -129,20 +131,6 @@ def _scan(value: Any, depth: int, limit: int) -> bool:
                 fast = False
         elif not _scan_leaf(child, child_kind):
             fast = False
-    return fast
-
-
-def _wide_keys(value: dict[Any, Any]) -> bool:
-    """An object's keys one by one (one is not a ``str``, or not ASCII): refused, or whether
-    they keep the fast path (every character below U+D800)."""
-    fast = True
-    for key in value:
-        if type(key) is not str:
-            raise _Refused
-        if not key.isascii():
-            key.encode("utf-8")
-            if max(key) >= _FAST_KEY_LIMIT:
-                fast = False
     return fast
 
 
