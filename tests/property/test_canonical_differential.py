@@ -243,6 +243,10 @@ MIXED = st.recursive(
 @example({"k": ["ok", "\ud800"]})
 @example({"\ud800": 1})
 @example({"é": 1.5, "\ue000": [None]})
+@example({"a": 1, _Text("b"): 2})  # a key that is a str subclass
+@example({"a": [1], 2: "b"})
+@example({"é": [1], "\U0001f600": 2})  # astral: off the fast path
+@example({"ascii": 1, "\ud7ff": {"x": True}})  # high BMP below the surrogates: still fast
 def test_the_quick_scan_refuses_and_takes_the_fast_path_as_the_plain_walk_does(
     value: Any,
 ) -> None:
