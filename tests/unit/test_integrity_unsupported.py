@@ -423,3 +423,26 @@ def test_a_conversations_folds_are_kept_across_its_runs_and_its_forks() -> None:
     fork = [{"role": "user", "content": "another branch"}]
     kept_grounds(kept, "c1", fork)  # a history that does not hold the one read: a new reading
     assert kept_folds(kept, "c1") is folds  # folded by identity: valid on any branch
+
+
+def _served_by_the_rule(made: dict[str, Any], needle: str) -> bool:
+    """``Frame.serves`` as its docstring's rule states it: the needle in a folded text."""
+    texts = [fold(unsupported._text(m.get("content"))) for m in made["messages"]]
+    texts = [t for t, m in zip(texts, made["messages"], strict=True) if m["role"] != "assistant"]
+    pieces = [fold(p["text"]) for p in made["system"]]
+    return any(needle in t for t in [*texts, *pieces])
+
+
+CASES = st.text(alphabet="aAbBß\u212akK\u0130i\u03a3\u03c2\u03c3 -01", max_size=12)
+
+
+@given(texts=st.lists(CASES, min_size=1, max_size=4), needle=CASES)
+@example(texts=["ABC-1"], needle="ABC")  # a needle not folded: only the folded text is read
+@example(texts=["ABC-1"], needle="abc")  # the served text holds it folded only
+@example(texts=["\u212a-01"], needle="k-01")  # the Kelvin sign folds to k
+@example(texts=["Stra\u00dfe"], needle="strasse")
+@example(texts=["x", "id-01"], needle="id-01")  # an older message holds it as served
+def test_serves_finds_a_needle_as_the_folded_rule_does(texts: list[str], needle: str) -> None:
+    made = served(result=texts[0], system=tuple(texts[1:]))
+    made["messages"].append({"role": "user", "content": texts[-1]})
+    assert frame_of(made).serves(needle) == _served_by_the_rule(made, needle)

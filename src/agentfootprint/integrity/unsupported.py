@@ -176,10 +176,24 @@ class Frame:
 
     def serves(self, needle: str) -> bool:
         """Whether a served string contains ``needle`` (folded): the messages first, newest
-        first (a value is mostly taken from the latest result), then the system pieces."""
-        return any(needle in text for text in self._said(False)) or any(
-            needle in text for text in self._pieces()
-        )
+        first (a value is mostly taken from the latest result), then the system pieces.
+
+        A folded needle found in a message's text as served is in its folded text too (case
+        folding maps each character on its own, and leaves folded text as it is), so such a
+        message is not folded to find it; a text that does not hold it as served is looked in
+        folded, and a needle that is not folded only there."""
+        raw = fold(needle) == needle
+        text = self._folds.text
+        for message in reversed(self._messages):
+            if (type(message) is dict or isinstance(message, Mapping)) and message.get(
+                "role"
+            ) != "assistant":
+                content = message.get("content")
+                if raw and type(content) is str and needle in content:
+                    return True
+                if needle in text(message, content):
+                    return True
+        return any(needle in folded for folded in self._pieces())
 
     def wrote(self, needle: str) -> bool:
         """Whether one of the model's earlier answers contains ``needle`` (folded)."""
