@@ -38,6 +38,7 @@ from agentfootprint.integrity.rail import Judgement, ToolCall, string_leaves
 from agentfootprint.store.base import EventStore
 from agentfootprint.testing.records import recorded_events
 from examples_budget import scaled
+from integrity_support import WWPN, producer_and_lookup
 
 DISPOSITION = "agentfootprint.integrity.disposition"
 TOOL_NAMES = ("list_hosts", "lookup", "volumes")
@@ -373,26 +374,11 @@ def test_recorded_findings_are_recomputed_from_the_log_and_the_runs_replay(
 
 # -- a broken check is caught ----------------------------------------------------------------
 
-WWPN = "10:00:00:90:fa:12:34:56"
-
 
 def test_a_broken_check_is_caught_by_the_recompute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "runs.db"
-    hosts = af.define_tool(
-        name="list_hosts",
-        description="List the hosts.",
-        input_schema=SCHEMA,
-        execute=lambda args: [{"wwpn": WWPN}],
-    )
-    lookup = af.define_tool(
-        name="lookup",
-        description="Look a host up.",
-        input_schema=SCHEMA,
-        execute=lambda args: [],
-        arguments_from=["list_hosts"],
-    )
     script: list[Any] = [
         af.reply(tool_calls=[af.tool_call("list_hosts", {"q": "all"}, id="c1")]),
         af.reply(tool_calls=[af.tool_call("lookup", {"q": WWPN}, id="c2")]),
@@ -401,7 +387,7 @@ def test_a_broken_check_is_caught_by_the_recompute(
     with af.Agent(
         provider=af.MockProvider(script),
         model="m",
-        tools=[hosts, lookup],
+        tools=producer_and_lookup(lambda args: [{"wwpn": WWPN}]),
         store=str(db),
         notice_empty_lookups=True,
     ) as agent:
@@ -438,25 +424,6 @@ def test_a_broken_check_is_caught_by_the_recompute(
 # -- what the property leaves out today (KEYS_IN_ANY_ORDER, ERRORS_UNDER_ENFORCE) -------------
 
 
-def hosts_and_lookup(hosts: Callable[[Any], Any], **declared: Any) -> list[af.Tool]:
-    return [
-        af.define_tool(
-            name="list_hosts",
-            description="List the hosts.",
-            input_schema=SCHEMA,
-            execute=hosts,
-            **declared,
-        ),
-        af.define_tool(
-            name="lookup",
-            description="Look a host up.",
-            input_schema=SCHEMA,
-            execute=lambda args: [],
-            arguments_from=["list_hosts"],
-        ),
-    ]
-
-
 def recorded_and_replayed(tools: list[af.Tool], script: list[Any], **options: Any) -> None:
     agent = af.Agent(provider=af.MockProvider(script), model="m", tools=tools, **options)
     result = agent.run_sync("Where is the device?")
@@ -472,14 +439,14 @@ def test_findings_do_not_depend_on_the_argument_order(check: str) -> None:
     arguments = {"q": WWPN, "filter": {"hosts": [WWPN]}}  # keys not in canonical order
     if check == "unsupported-argument":  # nothing served the value
         script = [af.reply(tool_calls=[af.tool_call("lookup", arguments, id="c1")]), "None."]
-        recorded_and_replayed(hosts_and_lookup(lambda args: []), script)
+        recorded_and_replayed(producer_and_lookup(lambda args: []), script)
     else:  # the producer served it, the lookup found nothing
         script = [
             af.reply(tool_calls=[af.tool_call("list_hosts", {}, id="c0")]),
             af.reply(tool_calls=[af.tool_call("lookup", arguments, id="c1")]),
             "None.",
         ]
-        tools = hosts_and_lookup(lambda args: [{"wwpn": WWPN}])
+        tools = producer_and_lookup(lambda args: [{"wwpn": WWPN}])
         recorded_and_replayed(tools, script, notice_empty_lookups=True)
 
 
@@ -499,5 +466,5 @@ def test_an_error_result_under_enforce_replays(refusal_after: bool) -> None:
             raise RuntimeError("the inventory is down")
         return [{"lun": ""}]  # refused: lun is declared a number
 
-    tools = hosts_and_lookup(hosts, result_columns={"lun": "number"})
+    tools = producer_and_lookup(hosts, result_columns={"lun": "number"})
     recorded_and_replayed(tools, script, check_column_types="enforce")

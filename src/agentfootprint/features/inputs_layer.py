@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import jsonschema
 
 from agentfootprint.errors import CanonicalFormError, RunError
+from agentfootprint.features.answer_layer import OPTION as ANSWER_LAYER
 from agentfootprint.features.base import (
     MISSING,
     Feature,
@@ -54,8 +55,6 @@ CONTEXT_OPTION = "argument_ask_context"
 FILLS = "argument_fills"
 #: the rows as state, with the answer layer armed (its reading: ``integrity.assessment``)
 ROWS = "argument_rows"
-#: the option that arms the answer layer (``features.answer_layer.OPTION``)
-ANSWER_LAYER = "answer_layer"
 RESERVED = "agentfootprint"
 #: rounds of asking before a call whose argument has no valid answer is refused
 ROUNDS = 3

@@ -86,11 +86,7 @@ def _rows(content: str) -> list[dict[str, Any]] | None:
         return None
     if value is NOT_JSON or not isinstance(value, list) or not value:
         return None
-    if set(map(type, value)) == _DICTS:
-        return value
-    if not all(isinstance(row, Mapping) for row in value):
-        return None
-    return [dict(row) for row in value]
+    return value if set(map(type, value)) == _DICTS else None
 
 
 def _is_date(value: str) -> bool:

@@ -406,12 +406,8 @@ class EvidenceIndex:
         wanted = {form for value in values if isinstance(value, str) for form in _lookups(value)}
         if not wanted:
             return False
-        for number in range(len(self._results) - 1, self._read - 1, -1):
-            result_turn = self._results[number][0]
-            if result_turn < turn:
-                break
-            if result_turn == turn and not wanted.isdisjoint(_result_forms(self._contents[number])):
-                return True
+        if self._unread_serve(wanted, turn):
+            return True
         return any(
             self._results[number][0] == turn for form in wanted for number in self._numbers(form)
         )
@@ -426,14 +422,21 @@ class EvidenceIndex:
         if any(self._numbers(form) for form in wanted):
             return True
         if self._read < len(self._results):
-            newest = self._results[-1][0]
-            for number in range(len(self._results) - 1, self._read - 1, -1):
-                if self._results[number][0] != newest:
-                    break
-                if not set(wanted).isdisjoint(_result_forms(self._contents[number])):
-                    return True
+            if self._unread_serve(set(wanted), self._results[-1][0]):
+                return True
             self._read_all()
         return any(self._numbers(form) for form in wanted)
+
+    def _unread_serve(self, wanted: set[str], turn: int) -> bool:
+        """Whether a result of ``turn`` not read yet serves one of the ``wanted`` forms: read
+        newest first, stopping at an older turn (nothing is added to ``_places``)."""
+        for number in range(len(self._results) - 1, self._read - 1, -1):
+            result_turn = self._results[number][0]
+            if result_turn < turn:
+                break
+            if result_turn == turn and not wanted.isdisjoint(_result_forms(self._contents[number])):
+                return True
+        return False
 
     def _numbers(self, form: str) -> Sequence[int]:
         found = self._places.get(form)

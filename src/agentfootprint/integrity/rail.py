@@ -153,9 +153,6 @@ class Ledger:
     def file(self, check: str, judgement: Judgement) -> list[Finding]:
         """Count ``judgement`` against ``check``; the findings new by identity."""
         row = self.rows[check]
-        if judgement is PASSED:  # the common case: checked, nothing found
-            row.checked += 1
-            return []
         findings = judgement.findings
         if judgement.verdict == "checked":
             row.checked += 1  # and one that filed a finding (a repeat included) failed
@@ -348,7 +345,6 @@ def clip(value: str, limit: int = 80) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "\u2026"
 
 
-_STR = {str}
 #: the JSON types that are never a string leaf nor hold one
 _SCALARS = frozenset({int, float, bool, type(None)})
 
@@ -368,7 +364,7 @@ def string_leaves(value: Any, path: str = "", depth: int = 0) -> list[tuple[str,
     if type(value) is dict or isinstance(value, Mapping):
         # the keys in order (as the committed, canonical arguments hold them): the run and a
         # recompute file a call's findings in the same order, whatever order the model sent
-        keys = sorted(value) if set(map(type, value)) <= _STR else sorted(value, key=str)
+        keys = sorted(value) if all(type(key) is str for key in value) else sorted(value, key=str)
         for key in keys:
             member = value[key]
             where = f"{path}.{key}" if path else str(key)

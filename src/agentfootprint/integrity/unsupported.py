@@ -139,15 +139,20 @@ class Frame:
             elif isinstance(piece, str):
                 yield fold(piece)
 
-    def _said(self, assistant: bool) -> Iterator[str]:
-        """The messages' folded texts, newest first: the model's own (``assistant``) or
-        every other."""
-        text = self._folds.text
+    def _side(self, assistant: bool) -> Iterator[Mapping[str, Any]]:
+        """The messages of one side, newest first: the model's own (``assistant``) or every
+        other."""
         for message in reversed(self._messages):
             if (type(message) is dict or isinstance(message, Mapping)) and (
                 message.get("role") == "assistant"
             ) is assistant:
-                yield text(message, message.get("content"))
+                yield message
+
+    def _said(self, assistant: bool) -> Iterator[str]:
+        """The folded texts of one side's messages, newest first."""
+        text = self._folds.text
+        for message in self._side(assistant):
+            yield text(message, message.get("content"))
 
     @property
     def grounded(self) -> tuple[str, ...]:
@@ -184,15 +189,12 @@ class Frame:
         folded, and a needle that is not folded only there."""
         raw = fold(needle) == needle
         text = self._folds.text
-        for message in reversed(self._messages):
-            if (type(message) is dict or isinstance(message, Mapping)) and message.get(
-                "role"
-            ) != "assistant":
-                content = message.get("content")
-                if raw and type(content) is str and needle in content:
-                    return True
-                if needle in text(message, content):
-                    return True
+        for message in self._side(False):
+            content = message.get("content")
+            if raw and type(content) is str and needle in content:
+                return True
+            if needle in text(message, content):
+                return True
         return any(needle in folded for folded in self._pieces())
 
     def wrote(self, needle: str) -> bool:

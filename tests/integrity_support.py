@@ -23,24 +23,32 @@ def cli(*args: Any) -> Any:
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+def producer_and_lookup(hosts: Callable[[Any], Any], **declared: Any) -> list[af.Tool]:
+    """``list_hosts`` (it returns ``hosts(args)``, and declares ``declared``) and ``lookup``
+    (its arguments come from ``list_hosts``; it finds nothing)."""
+    return [
+        af.define_tool(
+            name="list_hosts",
+            description="List the hosts.",
+            input_schema=SCHEMA,
+            execute=hosts,
+            **declared,
+        ),
+        af.define_tool(
+            name="lookup",
+            description="Look a host up.",
+            input_schema=SCHEMA,
+            execute=lambda args: [],
+            arguments_from=["list_hosts"],
+        ),
+    ]
+
+
 def hosts_and_lookup() -> list[af.Tool]:
-    """``list_hosts`` (declares ``lun`` a number, returns it blank) and ``lookup`` (its
-    arguments come from ``list_hosts``; it finds nothing)."""
-    hosts = af.define_tool(
-        name="list_hosts",
-        description="List the hosts.",
-        input_schema=SCHEMA,
-        execute=lambda args: [{"wwpn": WWPN, "lun": ""}],
-        result_columns={"lun": "number"},
+    """The producer declaring ``lun`` a number and returning it blank, and the lookup."""
+    return producer_and_lookup(
+        lambda args: [{"wwpn": WWPN, "lun": ""}], result_columns={"lun": "number"}
     )
-    lookup = af.define_tool(
-        name="lookup",
-        description="Look a host up.",
-        input_schema=SCHEMA,
-        execute=lambda args: [],
-        arguments_from=["list_hosts"],
-    )
-    return [hosts, lookup]
 
 
 def forged(
