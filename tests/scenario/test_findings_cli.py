@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integrity_support import SCHEMA, WWPN, cli, hosts_and_lookup
 
 import agentfootprint as af
 from agentfootprint.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from agentfootprint.testing.tamper import read_rows, reencoded, rewrite, tampering
+from integrity_support import SCHEMA, WWPN, cli, hosts_and_lookup
 
 LABEL = "ganymede-4417"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integrity_support import WWPN, cli, forged, hosts_and_lookup
 
 import agentfootprint as af
 from agentfootprint.cli import EXIT_INVALID, EXIT_OK
+from integrity_support import WWPN, cli, forged, hosts_and_lookup
 
 
 @pytest.fixture(scope="module")
