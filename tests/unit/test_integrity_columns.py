@@ -20,7 +20,7 @@ from agentfootprint.integrity.column_types import (
     CHECKS,
     MAX_NAMED_IN_REFUSAL,
     SEAM,
-    _all_match,
+    _every_cell_matches,
     _matches,
     canary,
     judge_columns,
@@ -348,22 +348,45 @@ def test_any_json_gives_a_judgement(
 
 
 ROW_VALUES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3)
+KINDS = st.sampled_from(["string", "number", "boolean", "date"])
 
 
 @given(
     rows=st.lists(st.dictionaries(st.sampled_from(["a", "b"]), ROW_VALUES), min_size=1),
-    kind=st.sampled_from(["string", "number", "boolean"]),
+    kinds=st.tuples(KINDS, KINDS),
+    nullable=st.booleans(),
 )
-@example(rows=[{"a": 1}, {"a": True}], kind="number")  # a bool is no number
-@example(rows=[{"a": 1.5}, {"a": float("nan")}], kind="number")
-@example(rows=[{"a": 2}, {"a": float("-inf")}], kind="number")
-@example(rows=[{"a": 1}, {"a": 0.5}], kind="number")
-@example(rows=[{"a": True}, {"a": 0}], kind="boolean")
-@example(rows=[{"a": "x"}, {"b": "y"}], kind="string")
+@example(rows=[{"a": 1, "b": 1}, {"a": True, "b": 1}], kinds=("number",) * 2, nullable=False)
+@example(
+    rows=[{"a": 1.5, "b": 1}, {"a": float("nan"), "b": 1}], kinds=("number",) * 2, nullable=False
+)
+@example(
+    rows=[{"a": 2, "b": 1}, {"a": float("-inf"), "b": 1}], kinds=("number",) * 2, nullable=False
+)
+@example(rows=[{"a": 1, "b": 0.5}], kinds=("number",) * 2, nullable=False)
+@example(
+    rows=[{"a": True, "b": False}, {"a": 0, "b": True}], kinds=("boolean",) * 2, nullable=False
+)
+@example(rows=[{"a": "x", "b": "y"}, {"b": "y"}], kinds=("string",) * 2, nullable=True)
+@example(rows=[{"a": None, "b": "y"}], kinds=("string",) * 2, nullable=True)
+@example(rows=[{"a": "2024-01-02", "b": "x"}], kinds=("date", "string"), nullable=False)
 def test_the_fast_path_agrees_with_the_rule_row_by_row(
-    rows: list[dict[str, Any]], kind: str
+    rows: list[dict[str, Any]], kinds: tuple[str, str], nullable: bool
 ) -> None:
-    """``_all_match`` gathers the types held in C; it says what the per-row rule says of the
-    decoder's own types (a bool is no number, NaN and the infinities are none either)."""
-    by_rule = all(_matches(row.get("a"), kind) for row in rows)
-    assert _all_match(rows, "a", kind) is by_rule
+    """``_every_cell_matches`` reads the whole rowset by type identity; it holds exactly when
+    every row has every column with a value the rule accepts, not null and no date (a bool is
+    no number, NaN and the infinities are none either), and then the rule files nothing."""
+    columns = (("a", Column(type=kinds[0], nullable=nullable)), ("b", Column(type=kinds[1])))
+    by_rule = all(
+        row.get(name) is not None and column.type != "date" and _matches(row[name], column.type)
+        for row in rows
+        for name, column in columns
+    )
+    assert _every_cell_matches(rows, columns) is by_rule
+    if by_rule:
+        judged = judge_columns(
+            Contract(tool="t", result_columns=columns),
+            call(json.dumps(rows), tool="t"),
+            mode="warn",
+        )
+        assert judged.verdict == "checked" and not judged.findings

@@ -165,21 +165,27 @@ def _render(value: Any) -> str:
     return clip(text)
 
 
-def _all_match(rows: list[dict[str, Any]], name: str, kind: str) -> bool:
-    """Every row holds a ``kind`` value under ``name``: the common case, read by type
-    identity (the decoder's own types) before :func:`_violation` counts anything. (Gathering
-    the types in C, ``set(map(type, ...))``, takes fewer interpreter steps and more time on
-    rowsets of a few rows: measured.)"""
-    if kind == "string":
-        return all(type(row.get(name)) is str for row in rows)
-    if kind == "number":
-        return all(
-            type(value) is int or (type(value) is float and math.isfinite(value))
-            for value in (row.get(name) for row in rows)
-        )
-    if kind == "boolean":
-        return all(type(row.get(name)) is bool for row in rows)
-    return False
+def _every_cell_matches(rows: list[dict[str, Any]], columns: Sequence[tuple[str, Column]]) -> bool:
+    """Every row holds every declared column with a value of its declared type (a date
+    column, or a null, is left to the rule): the common case, read in one pass by type
+    identity (the decoder's own types) before any column is counted. When it holds, neither
+    check has anything to say of the rows."""
+    for row in rows:
+        for name, column in columns:
+            value: Any = row.get(name)
+            kind = type(value)
+            if kind is str:
+                if column.type != "string":
+                    return False
+            elif kind is int:
+                if column.type != "number":
+                    return False
+            elif kind is float:
+                if column.type != "number" or not math.isfinite(value):
+                    return False
+            elif kind is not bool or column.type != "boolean":
+                return False
+    return True
 
 
 def _violation(
@@ -187,8 +193,6 @@ def _violation(
 ) -> tuple[int, str, str] | None:
     """(offending rows, first sample, what it is) over ALL rows, or None: counted, never
     sampled; the first offender alone is quoted."""
-    if _all_match(rows, name, column.type):
-        return None
     count, first = 0, None
     for row in rows:
         present = name in row
@@ -227,6 +231,8 @@ def judge_columns(contract: Contract, call: ToolCall, *, mode: str) -> Judgement
     rows = _rows(call.content)
     if rows is None:
         return NOT_APPLICABLE
+    if _every_cell_matches(rows, contract.result_columns):
+        return Judgement.passed()
     tool, call_id, n = call.tool, call.tool_call_id, len(rows)
     outcome = _OUTCOME[mode]
     findings: list[Finding] = []
