@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from agentfootprint.errors import UsageError
 from agentfootprint.integrity import prior_turn
 from agentfootprint.integrity.evidence import (
+    _TOKEN_RUN,
     MAX_ANSWER_TOKENS,
     EvidenceIndex,
     Place,
     _js_number,
+    _runs,
     answer_values,
     classify_token,
     normalize_token,
@@ -308,6 +310,16 @@ def test_an_answer_contributes_at_most_the_token_budget() -> None:
     text = " ".join(f"id-{n:05d}" for n in range(MAX_ANSWER_TOKENS + 5))
     values = answer_values(text)
     assert len(values) == MAX_ANSWER_TOKENS and values[-1] == f"id-{MAX_ANSWER_TOKENS - 1:05d}"
+
+
+@given(st.text(st.characters(max_codepoint=127), max_size=200))
+@example("".join(map(chr, range(128))))  # every ASCII character, each class's edges among them
+@example("a\x0bb\x0cc\x1cd\x1de\x1ff")  # separators str.split would cut at, never tokens
+@example("  1,240.5%\t+x@y#z$ ")
+def test_ascii_text_is_cut_into_the_runs_the_pattern_finds(text: str) -> None:
+    """The ASCII path (a byte table and ``split``) gives exactly the runs of token
+    characters :data:`_TOKEN_RUN` finds, in order."""
+    assert _runs(text) == _TOKEN_RUN.findall(text)
 
 
 @given(st.text(max_size=300))

@@ -79,10 +79,11 @@ _QUOTED_MIN, _QUOTED_MAX = 4, 80
 
 # ASCII classes throughout: JavaScript's \d and \s are ASCII, Python's are not
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9:_\-/.,%+@#$]+")
-#: every ASCII character outside the token class as a space: ASCII text is cut into its runs
-#: of token characters by ``str.translate`` and ``split`` (C loops), the same runs as
-#: :data:`_TOKEN_RUN` finds
-_SPACES = str.maketrans({chr(c): " " for c in range(128) if not _TOKEN_RUN.fullmatch(chr(c))})
+#: every ASCII byte outside the token class as a space: ASCII text is cut into its runs of
+#: token characters by ``bytes.translate`` and ``split`` (C loops over a 256-byte table, where
+#: ``str.translate`` looks each character up in a dict), the same runs as :data:`_TOKEN_RUN`
+#: finds
+_SPACES = bytes(c if c < 128 and _TOKEN_RUN.fullmatch(chr(c)) else 32 for c in range(256))
 _LIST_COMMA = re.compile(r",(?![0-9])|(?<![0-9]),")
 _LEADING = re.compile(r"^[$#@+'\"`(\[{<]+")
 _TRAILING = re.compile(r"[.,;:!?%'\"`)\]}>]+$")
@@ -151,7 +152,7 @@ def normalize_token(raw: str) -> str:
 def _runs(text: str) -> list[str]:
     """``text``'s runs of token characters, in order."""
     if text.isascii():
-        return text.translate(_SPACES).split()
+        return text.encode("ascii").translate(_SPACES).decode("ascii").split()
     return _TOKEN_RUN.findall(text)
 
 
