@@ -30,7 +30,7 @@ from agentfootprint.audit.sources import check_run_id, naming_run, opened
 from agentfootprint.integrity.column_types import refusal_text
 from agentfootprint.integrity.contracts import Contract, read_contracts
 from agentfootprint.integrity.evidence import EvidenceIndex
-from agentfootprint.integrity.passes import Armed, IntegrityPass
+from agentfootprint.integrity.passes import Armed, Arming, IntegrityPass
 from agentfootprint.integrity.period import period_rows_of
 from agentfootprint.integrity.rail import Finding, ToolCall, tool_calls_of
 from agentfootprint.integrity.reading import result_of
@@ -274,7 +274,7 @@ class _Walk:
         self.check = None
         if not armed.any(contracts):
             return
-        self.check = IntegrityPass(armed, contracts)
+        self.check = IntegrityPass(Arming.of(armed, contracts))
         if armed.posture == "dev":
             self.check.canaries()
         history = as_list(self.start.get("history") or [])

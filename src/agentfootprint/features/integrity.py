@@ -40,7 +40,7 @@ from agentfootprint.features.base import (
 )
 from agentfootprint.integrity.column_types import refusal_opening, refusal_text
 from agentfootprint.integrity.contracts import Contract, committed
-from agentfootprint.integrity.passes import Armed, IntegrityPass, canary_tally
+from agentfootprint.integrity.passes import Armed, Arming, IntegrityPass, canary_tally
 from agentfootprint.integrity.rail import Finding, ToolCall
 from agentfootprint.integrity.reading import (
     READINGS,
@@ -144,6 +144,8 @@ class IntegritySettings:
 
     armed: Armed
     contracts: Mapping[str, Contract]
+    #: what the dials arm with the declarations (made once: each run's pass reads it)
+    arming: Arming
     provider: Any = None
 
     #: a check is armed (else the feature only commits the declarations, for the results
@@ -282,7 +284,7 @@ class _Run:
     folded."""
 
     def __init__(self, settings: IntegritySettings, canaries: Callable[[], Any]) -> None:
-        self.check = IntegrityPass(settings.armed, settings.contracts)
+        self.check = IntegrityPass(settings.arming)
         if settings.armed.posture == "dev":
             self.check.canaries(canaries())
         #: the served texts folded so far (the frames': the conversation's, kept across its
@@ -340,6 +342,7 @@ class _Integrity(Feature[IntegritySettings]):
         return IntegritySettings(
             armed=armed,
             contracts=contracts,
+            arming=Arming.of(armed, contracts),
             provider=options.get(GROUNDS),
             checking=armed.any(contracts),
             committed=committed(contracts),

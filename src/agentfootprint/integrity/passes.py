@@ -33,6 +33,7 @@ from agentfootprint.integrity.rail import (
 __all__ = [
     "CHECKS",
     "Armed",
+    "Arming",
     "CanaryTally",
     "DeadCheck",
     "IntegrityPass",
@@ -98,6 +99,36 @@ class Armed:
         )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Arming:
+    """What the dials arm with these declarations: a pure function of both, made once (for
+    an agent's settings, or a recomputed run at its open) and read by each of its runs'
+    passes, which never change it."""
+
+    armed: Armed
+    contracts: Mapping[str, Contract]
+    on: Mapping[str, bool]  #: each check's name: armed or not
+    #: the tools whose calls the unsupported-argument check reads (``arguments_from``)
+    sourced: frozenset[str]
+    #: a check judges the choice seam (a reply's calls): else a reply is only counted
+    at_choice: bool
+    #: a check judges the write seam (a tool's result): else a result is only counted
+    at_write: bool
+
+    @staticmethod
+    def of(armed: Armed, contracts: Mapping[str, Contract]) -> Arming:
+        contracts = dict(contracts)
+        on = armed.checks(contracts)
+        return Arming(
+            armed=armed,
+            contracts=contracts,
+            on=on,
+            sourced=frozenset(t for t, c in contracts.items() if c.arguments_from),
+            at_choice=on[unsupported.CHECK],
+            at_write=any(on[name] for name in (*column_types.CHECKS, empty_lookup.CHECK)),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class DeadCheck:
     """Why a check is dead (``integrity_posture="dev"``): upstream's ``checker_dead``."""
@@ -144,16 +175,13 @@ def canary_tally(judged: Mapping[str, Judgement] | None = None) -> CanaryTally:
 class IntegrityPass:
     """The armed checks of one run, fed item by item; see the module docstring."""
 
-    def __init__(self, armed: Armed, contracts: Mapping[str, Contract]) -> None:
-        self.armed = armed
-        self.contracts = dict(contracts)
-        self.on = armed.checks(self.contracts)
-        #: the tools whose calls the unsupported-argument check reads (``arguments_from``)
-        self.sourced = frozenset(t for t, c in self.contracts.items() if c.arguments_from)
-        #: a check judges the choice seam (a reply's calls): else a reply is only counted
-        self.at_choice: bool = self.on[unsupported.CHECK]
-        #: a check judges the write seam (a tool's result): else a result is only counted
-        self.at_write = any(self.on[name] for name in (*column_types.CHECKS, empty_lookup.CHECK))
+    def __init__(self, arming: Arming) -> None:
+        self.armed = arming.armed
+        self.contracts = arming.contracts
+        self.on = arming.on
+        self.sourced = arming.sourced
+        self.at_choice = arming.at_choice
+        self.at_write = arming.at_write
         self.ledger = Ledger(CHECKS)
         self.produced = empty_lookup.Produced()
         self.canaries_missed: list[DeadCheck] = []
