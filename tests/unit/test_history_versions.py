@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 import agentfootprint as af
 from agentfootprint.logformat.fold import ReceiptLists, continued_lists
@@ -44,6 +46,28 @@ def test_a_shared_list_grows_new_versions_and_leaves_each_one_as_it_was() -> Non
     assert fork == hexes[:2] + hexes[9:10] and not fork.extends(a) and d == hexes[:5]
     again = c.extended([str(hexes[4])])  # the same items next: the version that ends there
     assert again == d and again.extends(d) and d.extends(again)
+
+
+@given(
+    st.lists(st.integers(), max_size=8),
+    st.lists(st.lists(st.integers(), min_size=1, max_size=3), max_size=4),
+    st.integers(min_value=0, max_value=4),
+)
+@example([], [[1]], 0)  # an empty version of a backing that grew
+@example([1, 2], [[3], [4, 5]], 1)  # read backwards while a newer version grows the backing
+def test_a_version_read_backwards_is_its_items_newest_first(
+    first: list[int], tails: list[list[int]], made_at: int
+) -> None:
+    """``reversed(version)`` gives that version's items, newest first, whatever the backing
+    holds: versions grown before the iterator was made, and after (before it is read)."""
+    versions = [SharedList(first)]
+    for tail in tails:
+        versions.append(versions[-1].extended(tail))
+    pick = versions[min(made_at, len(versions) - 1)]
+    backwards = reversed(pick)
+    versions[-1].extended([99])  # the backing grows past every version meanwhile
+    assert list(backwards) == pick.tolist()[::-1]
+    assert list(reversed(pick)) == pick.tolist()[::-1]
 
 
 def test_receipt_lists_are_tuples_when_read_and_the_lists_when_continued() -> None:

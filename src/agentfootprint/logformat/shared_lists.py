@@ -113,8 +113,10 @@ class SharedList(Sequence[Any]):
         return itertools.islice(self._items, self._n)
 
     def __reversed__(self) -> Iterator[Any]:
+        # the backing's own reverse iterator (it starts at the backing's length when made,
+        # so a version grown meanwhile is not read) past the items newer than this version
         items = self._items
-        return (items[i] for i in range(self._n - 1, -1, -1))
+        return itertools.islice(reversed(items), len(items) - self._n, None)
 
     def __eq__(self, other: object) -> bool:
         if other is self:
