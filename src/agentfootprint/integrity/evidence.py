@@ -178,9 +178,12 @@ def _token_set(text: str) -> set[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def classify_token(token: str, min_digits: int = MIN_DIGITS) -> str | None:
     """The value a normalized token states (upstream's ``classifyToken`` with no declared
-    shape or exemption): a number's digits, an identifier whole, None for prose."""
+    shape or exemption): a number's digits, an identifier whole, None for prose. Cached, as
+    :func:`normalize_token`: an answer's words repeat from answer to answer (a pure function
+    of its arguments)."""
     if not token or _A_DIGIT.search(token) is None:
         return None
     if _PROSE_RATIO.fullmatch(token):
