@@ -53,7 +53,7 @@ def call(content: Any, *, tool: str = "mappings", is_error: bool = False) -> Too
         content=text,
         is_error=is_error,
         turn=1,
-        index=2,
+        history_index=2,
     )
 
 

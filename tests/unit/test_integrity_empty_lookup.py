@@ -54,7 +54,7 @@ def tool_call(
         content=text,
         is_error=is_error,
         turn=1,
-        index=0,
+        history_index=0,
     )
 
 

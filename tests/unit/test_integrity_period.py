@@ -181,7 +181,7 @@ def call(content: Any, *, tool: str = "backup_runs", is_error: bool = False) -> 
         content=text,
         is_error=is_error,
         turn=1,
-        index=2,
+        history_index=2,
     )
 
 

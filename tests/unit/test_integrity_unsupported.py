@@ -102,7 +102,7 @@ def chose(arguments: Any, tool: str = "backup_status") -> ToolCall:
         content=None,
         is_error=False,
         turn=1,
-        index=3,
+        history_index=3,
     )
 
 

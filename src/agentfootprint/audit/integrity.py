@@ -339,7 +339,7 @@ class _Walk:
         result = result_of(message, index)
         tool, arguments = self.asked.get(result.tool_call_id, (result.tool, None))
         made = call_of(tool, result.tool_call_id, arguments)
-        return dataclasses.replace(result, tool=made.tool, arguments=made.arguments)
+        return result._replace(tool=made.tool, arguments=made.arguments)
 
     def _write(self, call: ToolCall) -> None:
         assert self.check is not None
@@ -371,8 +371,8 @@ class _Walk:
         """The rows the results layer files for this run's results, judged again."""
         history = as_list(self.final.get("history") or [])
         start = len(as_list(self.start.get("history") or []))
-        calls = [c for c in tool_calls_of(history) if c.index >= start]
-        calls.sort(key=lambda c: c.index)
+        calls = [c for c in tool_calls_of(history) if c.history_index >= start]
+        calls.sort(key=lambda c: c.history_index)
         return tuple(period_rows_of(calls, self.contracts, self.results_layer))
 
     def recomputed(self, outcome: str, standing: AssessmentReport) -> Trail:
@@ -411,7 +411,7 @@ def _filled(call: ToolCall, fills: Any) -> ToolCall:
         or not isinstance(call.arguments, Mapping)
     ):
         return call
-    return dataclasses.replace(call, arguments={**call.arguments, **fill["values"]})
+    return call._replace(arguments={**call.arguments, **fill["values"]})
 
 
 def _event_payload(finding: Finding) -> dict[str, Any]:

@@ -22,7 +22,6 @@ digest): a replay answers from both and never asks the provider.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -441,7 +440,7 @@ class _Integrity(Feature[IntegritySettings]):
             content=outcome.content,
             is_error=outcome.is_error,
             turn=0,
-            index=-1,
+            history_index=-1,
         )
         refused = await self._refused(ctx, call) if result.recorded else None
         if refused is not None:  # a replay of an enforced refusal: the recorded findings
@@ -451,7 +450,7 @@ class _Integrity(Feature[IntegritySettings]):
             if refusal is not None:
                 await self._refuse(ctx, call, judged, outcome)
                 outcome = ToolOutcome(content=refusal, is_error=True)
-                call = dataclasses.replace(call, content=refusal, is_error=True)
+                call = call._replace(content=refusal, is_error=True)
             if findings:
                 await _file(ctx, findings)
         if check.reads_grounds(call):

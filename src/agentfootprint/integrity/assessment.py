@@ -234,7 +234,7 @@ def assess(
     calls = tool_calls_of(history, _turn_start(history, first))
     assumed = _argument_rows(state, since, calls, fired, checked)
     for call in calls:
-        if call.index < first or call.content is None or call.is_error:
+        if call.history_index < first or call.content is None or call.is_error:
             continue  # a result an earlier run appended, no result, or an error
         checked.add("result-shape")
         value = read_result(call.content)

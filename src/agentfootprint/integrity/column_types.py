@@ -331,7 +331,7 @@ def canary() -> Judgement:
         content='[{"canary_count": "1240"}]',
         is_error=False,
         turn=0,
-        index=0,
+        history_index=0,
     )
     judged = judge_columns(contract, call, mode="warn")
     return dataclasses.replace(

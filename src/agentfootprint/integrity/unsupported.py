@@ -406,7 +406,7 @@ def canary() -> Judgement:
         content=None,
         is_error=False,
         turn=0,
-        index=0,
+        history_index=0,
     )
     frame = frame_of(
         {"system": [{"source": "canary", "text": "canary: this frame served no identifiers"}]}
