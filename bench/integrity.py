@@ -18,10 +18,12 @@ newest result and stops there). Two variants alternate in every round:
   frame: the whole request served), every answer by the prior-turn check (an index of every
   result of the conversation).
 
-Figures: ms per tool-call iteration recorded into a ``MemoryStore`` (the fastest of the
-rounds; every other round runs the variants in reverse order, and the median of each round's
-ratio to ``none`` is printed beside it), the bytes per iteration of the rows' bodies the log
-holds, and those of an SQLite file (file and WAL sizes: whole pages). ``--instructions``
+Figures: ms per tool-call iteration recorded into a new SQLite file (the store a run records
+to, at ``--durability``: ``full`` by default, as the store's) and into a ``MemoryStore`` (no
+store cost: the checks' share of the time at its largest), each the fastest of the rounds
+(every other round runs the variants in reverse order, and the median of each round's ratio
+to ``none`` is printed beside it); the bytes per iteration of the rows' bodies the log holds,
+and those of the SQLite file (file and WAL sizes: whole pages). ``--instructions``
 counts instead of timing (valgrind's cachegrind, ``I refs``, as ``instructions.py``): every
 user-space instruction of one process recording N iterations, less the same process recording
 none, divided by N; the count does not move with the machine's load, where the time of a
@@ -31,6 +33,7 @@ other read x0.95 to x1.02 by either time figure).
 Usage::
 
     python bench/integrity.py                  # N = 800, 5 rounds
+    python bench/integrity.py --durability normal   # the SQLite file at durability normal
     python bench/integrity.py --quick          # N = 200, 2 rounds
     python bench/integrity.py --split          # and each check alone
     python bench/integrity.py --instructions   # N = 200, instructions (needs valgrind)
@@ -76,6 +79,7 @@ import agentfootprint as af
 logging.disable(logging.WARNING)
 
 COLUMNS = {"id": "string", "rank": "number", "title": "string"}
+STORES = ("sqlite", "memory")  #: where each variant records, in every round
 N_MAX = 10**9  #: set to N by main (the last turn may be short)
 
 
@@ -240,6 +244,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--split", action="store_true", help="also each check alone")
     parser.add_argument(
+        "--durability",
+        choices=("full", "normal"),
+        default="full",
+        help="the SQLite file's durability (default: full, the store's own default)",
+    )
+    parser.add_argument(
         "--instructions", action="store_true", help="count instructions (N = 200 unless --n)"
     )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -257,32 +267,42 @@ def main() -> None:
     common.final_text = answer  # the suite's check of each turn's answer: ours name a row
     conv = Rowsets(n)
     variants = variants_of(conv, args.split)
-    times: dict[str, list[float]] = {name: [] for name in variants}
+    times: dict[str, dict[str, list[float]]] = {
+        store: {v: [] for v in variants} for store in STORES
+    }
     logged: dict[str, int] = {}
     size: dict[str, int] = {}
-    for round_ in range(rounds):  # every other round in reverse: no variant always runs first
-        order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
-        for name in order:
-            store = af.MemoryStore()
-            ran = run_agent_conversation(conv, store, **variants[name])
-            times[name].append(ran.seconds * 1000 / ran.iterations)
-            logged[name] = log_bytes(store, ran.run_ids) // ran.iterations
-    for name, options in variants.items():
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "integrity.db"
-            ran = run_agent_conversation(conv, str(path), **options)
-            size[name] = db_bytes(path) // ran.iterations
-            remove_db(path)
-    base = min(times["none"])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "integrity.db"
+        for round_ in range(rounds):  # every other round in reverse: no variant always first
+            order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
+            for name in order:
+                store = af.MemoryStore()
+                ran = run_agent_conversation(conv, store, **variants[name])
+                times["memory"][name].append(ran.seconds * 1000 / ran.iterations)
+                logged[name] = log_bytes(store, ran.run_ids) // ran.iterations
+                sqlite = af.SqliteStore(path, durability=args.durability)
+                ran = run_agent_conversation(conv, sqlite, **variants[name])
+                sqlite.close()
+                times["sqlite"][name].append(ran.seconds * 1000 / ran.iterations)
+                size[name] = db_bytes(path) // ran.iterations
+                remove_db(path)
     print(
-        f"\nN={n}: ms per iteration into memory (fastest of {rounds} rounds, and the median of "
-        "each round's ratio to none in the same round); log bytes (the rows' bodies) and SQLite "
-        "file bytes per iteration"
+        f"\nN={n}: ms per iteration (fastest of {rounds} rounds, and the median of each round's "
+        "ratio to none in the same round), recording into a new SQLite file (the store a run "
+        f"records to; durability={args.durability!r}) and into memory (no store: the checks' "
+        "CPU share at its largest); log bytes (the rows' bodies) and SQLite file bytes per "
+        "iteration"
     )
-    for name, ms in times.items():
-        paired = statistics.median(t / b for t, b in zip(ms, times["none"], strict=True))
+    print(f"  {'':<22} {'SQLite file':>31}   {'memory':>31}")
+    for name in variants:
+        cells = []
+        for store in STORES:
+            ms, base = times[store][name], times[store]["none"]
+            paired = statistics.median(t / b for t, b in zip(ms, base, strict=True))
+            cells.append(f"{min(ms):6.3f} ms x{min(ms) / min(base):5.3f} (paired x{paired:5.3f})")
         print(
-            f"  {name:<22} {min(ms):7.3f} ms  x{min(ms) / base:5.3f}  (paired x{paired:5.3f})"
+            f"  {name:<22} {'   '.join(cells)}"
             f"   {logged[name]:>6} B  x{logged[name] / logged['none']:5.3f}"
             f"   {size[name]:>7} B  x{size[name] / size['none']:5.2f}"
         )
