@@ -52,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,13 +66,16 @@ from common import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     TOOL_SCHEMA,
+    AgentRun,
     Conversation,
     call_id,
+    conversation_agent,
     db_bytes,
     environment,
     print_environment,
     remove_db,
     run_agent_conversation,
+    user_text,
 )
 
 import agentfootprint as af
@@ -273,20 +277,23 @@ def main() -> None:
     logged: dict[str, int] = {}
     size: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "integrity.db"
-        for round_ in range(rounds):  # every other round in reverse: no variant always first
-            order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
-            for name in order:
-                store = af.MemoryStore()
-                ran = run_agent_conversation(conv, store, **variants[name])
-                times["memory"][name].append(ran.seconds * 1000 / ran.iterations)
-                logged[name] = log_bytes(store, ran.run_ids) // ran.iterations
-                sqlite = af.SqliteStore(path, durability=args.durability)
-                ran = run_agent_conversation(conv, sqlite, **variants[name])
-                sqlite.close()
-                times["sqlite"][name].append(ran.seconds * 1000 / ran.iterations)
-                size[name] = db_bytes(path) // ran.iterations
-                remove_db(path)
+        for round_ in range(rounds):
+            memory = {name: af.MemoryStore() for name in variants}
+            ran = interleaved(conv, variants, memory, round_)
+            for name, run in ran.items():
+                times["memory"][name].append(run.seconds * 1000 / run.iterations)
+                logged[name] = log_bytes(memory[name], run.run_ids) // run.iterations
+            paths = {name: Path(folder) / f"{k}.db" for k, name in enumerate(variants)}
+            files = {
+                name: af.SqliteStore(path, durability=args.durability)
+                for name, path in paths.items()
+            }
+            ran = interleaved(conv, variants, files, round_)
+            for name, run in ran.items():
+                files[name].close()
+                times["sqlite"][name].append(run.seconds * 1000 / run.iterations)
+                size[name] = db_bytes(paths[name]) // run.iterations
+                remove_db(paths[name])
     print(
         f"\nN={n}: ms per iteration (fastest of {rounds} rounds, and the median of each round's "
         "ratio to none in the same round), recording into a new SQLite file (the store a run "
@@ -306,6 +313,47 @@ def main() -> None:
             f"   {logged[name]:>6} B  x{logged[name] / logged['none']:5.3f}"
             f"   {size[name]:>7} B  x{size[name] / size['none']:5.2f}"
         )
+
+
+def interleaved(
+    conv: Conversation, variants: dict[str, dict[str, Any]], stores: dict[str, Any], round_: int
+) -> dict[str, AgentRun]:
+    """Every variant's conversation recorded in lockstep, turn by turn: turn t of each variant
+    (in an order that turns around every turn and every round) before turn t + 1 of any, so a
+    slow spell of a shared machine falls on the variants alike. Only the ``run_sync`` calls
+    are timed, as :func:`common.run_agent_conversation` times them."""
+    names = list(variants)
+    agents = {
+        name: conversation_agent(conv, conv.provider(), stores[name], **variants[name])
+        for name in names
+    }
+    previous: dict[str, af.RunResult | None] = dict.fromkeys(names)
+    seconds = dict.fromkeys(names, 0.0)
+    run_ids: dict[str, list[str]] = {name: [] for name in names}
+    iterations = dict.fromkeys(names, 0)
+    for turn, planned in enumerate(conv.turns):
+        for name in names if (turn + round_) % 2 == 0 else names[::-1]:
+            message = user_text(turn)
+            t0 = time.perf_counter()
+            result = agents[name].run_sync(message, continue_from=previous[name])
+            seconds[name] += time.perf_counter() - t0
+            if result.outcome != "answered" or result.iterations != len(planned) + 1:
+                raise RuntimeError(f"{name}, turn {turn}: {result.outcome!r}")
+            if result.answer != answer(turn):
+                raise RuntimeError(f"{name}, turn {turn}: unexpected answer")
+            previous[name] = result
+            run_ids[name].append(result.run_id)
+            iterations[name] += result.iterations - 1
+    return {
+        name: AgentRun(
+            seconds=seconds[name],
+            turns=len(run_ids[name]),
+            iterations=iterations[name],
+            calls=0,
+            run_ids=run_ids[name],
+        )
+        for name in names
+    }
 
 
 def log_bytes(store: Any, run_ids: list[str]) -> int:
