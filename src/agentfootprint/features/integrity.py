@@ -141,9 +141,7 @@ class IntegrityDisposition(AgentEvent):
 class IntegritySettings:
     """The resolved dials and the tools' declarations."""
 
-    armed: Armed
-    contracts: Mapping[str, Contract]
-    #: what the dials arm with the declarations (made once: each run's pass reads it)
+    #: the dials, the declarations and what they arm (made once: each run's pass reads it)
     arming: Arming
     provider: Any = None
 
@@ -284,7 +282,7 @@ class _Run:
 
     def __init__(self, settings: IntegritySettings, canaries: Callable[[], Any]) -> None:
         self.check = IntegrityPass(settings.arming)
-        if settings.armed.posture == "dev":
+        if settings.arming.armed.posture == "dev":
             self.check.canaries(canaries())
         #: the served texts folded so far (the frames': the conversation's, kept across its
         #: runs; taken at the first reply judged)
@@ -339,8 +337,6 @@ class _Integrity(Feature[IntegritySettings]):
     def settings(self, options: Mapping[str, Any]) -> IntegritySettings:
         armed, contracts = armed_of(options), contracts_of(options)
         return IntegritySettings(
-            armed=armed,
-            contracts=contracts,
             arming=Arming.of(armed, contracts),
             provider=options.get(GROUNDS),
             checking=armed.any(contracts),
@@ -471,7 +467,7 @@ class _Integrity(Feature[IntegritySettings]):
     ) -> list[Finding] | None:
         """In a replay: the original's recorded refusal of this call, if it refused it."""
         if (
-            ctx.options.armed.column_types != "enforce"
+            ctx.options.arming.armed.column_types != "enforce"
             or not call.is_error
             or not (call.content or "").startswith(refusal_opening(call.tool))
         ):
@@ -538,7 +534,7 @@ class _Integrity(Feature[IntegritySettings]):
             await _file(ctx, run.check.claim(answer, index))
         payload = run.check.disposition()
         await ctx.emit(IntegrityDisposition(run_id=ctx.run_id, **payload))
-        if error is None and ctx.options.armed.posture == "dev":
+        if error is None and ctx.options.arming.armed.posture == "dev":
             _dead(ctx, run)
 
 

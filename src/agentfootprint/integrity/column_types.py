@@ -169,7 +169,9 @@ def _every_cell_matches(rows: list[dict[str, Any]], columns: Sequence[tuple[str,
     """Every row holds every declared column with a value of its declared type (a date
     column, or a null, is left to the rule): the common case, read in one pass by type
     identity (the decoder's own types) before any column is counted. When it holds, neither
-    check has anything to say of the rows."""
+    check has anything to say of the rows. A second statement of :func:`_matches` for the
+    decoder's types, kept for its time (judging the bench's rowset: 3.3 us by the rule, 1.5
+    this way) and pinned against the rule by a property."""
     for row in rows:
         for name, column in columns:
             value: Any = row.get(name)
