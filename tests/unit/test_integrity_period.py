@@ -188,29 +188,35 @@ def call(content: Any, *, tool: str = "backup_runs", is_error: bool = False) -> 
 DECLARING = Contract(tool="backup_runs", period="window")
 
 
+def judged(contract: Contract | None, content: Any) -> dict[str, Any] | None:
+    """``period_row`` of one call of ``backup_runs`` whose result is ``content``."""
+    made = call(content)
+    return period_row(contract, made.tool, made.tool_call_id, made.content)
+
+
 def test_period_row() -> None:
     found = absent("failed runs", ["the export"], period=NOT_HELD)
-    assert period_row(DECLARING, call(found)) == {
+    assert judged(DECLARING, found) == {
         "tool": "backup_runs",
         "tool_call_id": "c1",
         "verdict": "not-held",
         "argument": "window",
     }
-    assert period_row(None, call(found)) == {
+    assert judged(None, found) == {
         "tool": "backup_runs",
         "tool_call_id": "c1",
         "verdict": "not-held",
     }
     # a note after the result is not read
-    assert period_row(None, call(canon(found).decode() + "\n\n" + CLAUSES["not-held"])) == (
-        period_row(None, call(found))
+    assert judged(None, canon(found).decode() + "\n\n" + CLAUSES["not-held"]) == (
+        judged(None, found)
     )
-    assert period_row(DECLARING, call("no rows"))["verdict"] == "undeclared"  # type: ignore[index]
-    assert period_row(DECLARING, call(None))["verdict"] == "undeclared"  # type: ignore[index]
-    assert period_row(None, call([{"a": 1}])) is None
-    assert period_row(Contract(tool="backup_runs", arguments_from=("x",)), call("x")) is None
+    assert judged(DECLARING, "no rows")["verdict"] == "undeclared"  # type: ignore[index]
+    assert judged(DECLARING, None)["verdict"] == "undeclared"  # type: ignore[index]
+    assert judged(None, [{"a": 1}]) is None
+    assert judged(Contract(tool="backup_runs", arguments_from=("x",)), "x") is None
     ledger = {"af_coverage": {"period": COVERED}, "result": found}
-    assert period_row(None, call(ledger))["verdict"] == "not-held"  # type: ignore[index]
+    assert judged(None, ledger)["verdict"] == "not-held"  # type: ignore[index]
 
 
 def test_period_rows_of_mirrors_the_arming() -> None:

@@ -272,9 +272,10 @@ class _Walk:
         armed = Armed.from_options(options)
         self.contracts, self.results_layer = contracts, options.get("results_layer") is True
         self.check = None
-        if not armed.any(contracts):
+        arming = Arming.of(armed, contracts)
+        if not arming.checking:
             return
-        self.check = IntegrityPass(Arming.of(armed, contracts))
+        self.check = IntegrityPass(arming)
         if armed.posture == "dev":
             self.check.canaries()
         history = as_list(self.start.get("history") or [])

@@ -141,13 +141,10 @@ class IntegrityDisposition(AgentEvent):
 class IntegritySettings:
     """The resolved dials and the tools' declarations."""
 
-    #: the dials, the declarations and what they arm (made once: each run's pass reads it)
+    #: the dials, the declarations and what they arm (made once: each run's pass reads it;
+    #: not ``checking``, the feature only commits the declarations, for the results layer)
     arming: Arming
     provider: Any = None
-
-    #: a check is armed (else the feature only commits the declarations, for the results
-    #: layer)
-    checking: bool = False
 
     #: ``tool_contracts``: the declarations as committed (made once, with the settings)
     committed: Mapping[str, Any] = field(default_factory=dict)
@@ -339,7 +336,6 @@ class _Integrity(Feature[IntegritySettings]):
         return IntegritySettings(
             arming=Arming.of(armed, contracts),
             provider=options.get(GROUNDS),
-            checking=armed.any(contracts),
             committed=committed(contracts),
         )
 
@@ -352,7 +348,7 @@ class _Integrity(Feature[IntegritySettings]):
         """The declarations committed in the turn's start stage (the ones the checks judge
         with, and the results layer reads); the run's pass made, its canaries counted."""
         commit_contracts(ctx.options.committed, ctx.scope)
-        if ctx.options.checking:
+        if ctx.options.arming.checking:
             _dead_canary(ctx, self._run(ctx))
 
     async def resumed(self, ctx: HookContext[IntegritySettings]) -> None:
@@ -363,7 +359,7 @@ class _Integrity(Feature[IntegritySettings]):
     async def reply_received(
         self, ctx: HookContext[IntegritySettings], call: int, response: LLMResponse
     ) -> None:
-        if not ctx.options.checking:
+        if not ctx.options.arming.checking:
             return
         run = self._run(ctx)
         run.check.meets("choice")
@@ -422,7 +418,7 @@ class _Integrity(Feature[IntegritySettings]):
     async def tool_result(
         self, ctx: HookContext[IntegritySettings], result: ToolResult, outcome: ToolOutcome
     ) -> ToolOutcome:
-        if not ctx.options.checking:
+        if not ctx.options.arming.checking:
             return outcome
         run = self._run(ctx)
         check = run.check
@@ -518,7 +514,7 @@ class _Integrity(Feature[IntegritySettings]):
     async def run_end(
         self, ctx: HookContext[IntegritySettings], error: BaseException | None
     ) -> None:
-        if not ctx.options.checking:
+        if not ctx.options.arming.checking:
             return
         run = self._run(ctx)
         s = ctx.scope

@@ -4,7 +4,7 @@ A result may declare what time its READ covered (``af.period`` inside ``af.absen
 ``af.described``: the instants asked for, what the store holds, or ``"unknown"``). Armed, each
 call whose result declares a period, or whose tool declares ``define_tool(period=...)`` (the
 argument that sets it), gets one verdict from the instants the tool declared
-(:func:`agentfootprint.integrity.period.result_period_row`): ``covered``, ``partly-held``,
+(:func:`agentfootprint.integrity.period.period_row`): ``covered``, ``partly-held``,
 ``not-held``, ``unknown``, or ``undeclared`` (the tool declares a period argument and this
 result said nothing). No clock is read. The verdict is filed as a row of the state key
 ``period_rows`` (tool, call id, verdict, the period argument; never an instant), its one
@@ -42,7 +42,7 @@ from agentfootprint.features.base import (
     ToolResult,
     refuse,
 )
-from agentfootprint.integrity.period import CLAUSES, result_period_row
+from agentfootprint.integrity.period import CLAUSES, period_row
 from agentfootprint.logformat.commitments import read_json_text
 from agentfootprint.runtime.events import AgentEvent
 from agentfootprint.runtime.tools import Tool, ToolOutcome
@@ -102,7 +102,7 @@ class _ResultsLayer(Feature[Options]):
             return outcome  # an errored or refused call produced no result to judge
         tool = ctx.tool(result.tool)
         contract = None if tool is None else tool.contract
-        row = result_period_row(contract, result.tool, result.tool_call_id, content)
+        row = period_row(contract, result.tool, result.tool_call_id, content)
         if row is None:
             return outcome
         ctx.scope.append(ROWS, [row])

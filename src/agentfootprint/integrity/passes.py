@@ -84,7 +84,8 @@ class Armed:
         }
 
     def any(self, contracts: Mapping[str, Contract]) -> bool:
-        return self.posture == "dev" or any(self.checks(contracts).values())
+        """A check is armed with these declarations (:attr:`Arming.checking`)."""
+        return Arming.of(self, contracts).checking
 
     @staticmethod
     def from_options(options: Mapping[str, Any]) -> Armed:
@@ -114,6 +115,8 @@ class Arming:
     at_choice: bool
     #: a check judges the write seam (a tool's result): else a result is only counted
     at_write: bool
+    #: a check is armed, or the posture is ``dev`` (else the run is not checked at all)
+    checking: bool
 
     @staticmethod
     def of(armed: Armed, contracts: Mapping[str, Contract]) -> Arming:
@@ -126,6 +129,7 @@ class Arming:
             sourced=frozenset(t for t, c in contracts.items() if c.arguments_from),
             at_choice=on[unsupported.CHECK],
             at_write=any(on[name] for name in (*column_types.CHECKS, empty_lookup.CHECK)),
+            checking=armed.posture == "dev" or any(on.values()),
         )
 
 

@@ -42,7 +42,6 @@ __all__ = [
     "periods_of",
     "provenance_problem",
     "read_period",
-    "result_period_row",
     "semantics_problem",
 ]
 
@@ -568,19 +567,14 @@ def periods_of(value: Any) -> list[Period]:
 # -- the row -------------------------------------------------------------------------------
 
 
-def period_row(contract: Contract | None, call: ToolCall) -> dict[str, Any] | None:
-    """One call's ``period`` row, or None when the call is not judged. Judged when its result
-    declares a period or its tool declares a ``period`` argument; the verdict is the least
-    held of the declared periods' verdicts, or ``undeclared`` when the result declares none.
-    The row names the tool, the call and (when declared) the period argument; it never
-    copies an instant."""
-    return result_period_row(contract, call.tool, call.tool_call_id, call.content)
-
-
-def result_period_row(
+def period_row(
     contract: Contract | None, tool: str, tool_call_id: str, content: str | None
 ) -> dict[str, Any] | None:
-    """:func:`period_row` of a call of ``tool`` whose result is ``content``."""
+    """The ``period`` row of a call of ``tool`` whose result is ``content``, or None when the
+    call is not judged. Judged when its result declares a period or its tool declares a
+    ``period`` argument; the verdict is the least held of the declared periods' verdicts, or
+    ``undeclared`` when the result declares none. The row names the tool, the call and (when
+    declared) the period argument; it never copies an instant."""
     declared = periods_of(read_result(content))
     argument = None if contract is None else contract.period
     if not declared and argument is None:
@@ -605,7 +599,7 @@ def period_rows_of(
     for call in calls:
         if call.is_error or call.content is None:
             continue
-        row = period_row(contracts.get(call.tool), call)
+        row = period_row(contracts.get(call.tool), call.tool, call.tool_call_id, call.content)
         if row is not None:
             rows.append(row)
     return rows
